@@ -1,0 +1,282 @@
+"""The unified entry model: what every executor's output becomes.
+
+Python attributes are snake_case; the JSON form (``by_alias``) uses the camelCase names of the
+agent-executor seed (``toolName``, ``exitCode``, ``unifiedDiff`` ...), so a TypeScript board
+written against that interface reads our output unchanged.  Every model is frozen and rejects
+unknown fields; unions are discriminated on ``kind``.  Streaming is index-addressed: normalizers
+emit :class:`EntryPatch` values that add an entry or replace it in place.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic.alias_generators import to_camel
+
+__all__ = [
+    "ActionType",
+    "ApprovalInfo",
+    "AssistantMessage",
+    "CommandResult",
+    "CommandRun",
+    "EntryMetadata",
+    "EntryPatch",
+    "EntryType",
+    "ErrorEntry",
+    "ErrorInfo",
+    "FileChange",
+    "FileEdit",
+    "FileRead",
+    "FileWrite",
+    "GenericTool",
+    "NormalizedEntry",
+    "Plan",
+    "PlanItem",
+    "Search",
+    "SystemMessage",
+    "TaskAction",
+    "Thinking",
+    "TokenUsage",
+    "TokenUsageEntry",
+    "ToolResult",
+    "ToolStatus",
+    "ToolUse",
+    "ToolUseEntry",
+    "UserMessage",
+    "WebFetch",
+    "entry_json_schema",
+]
+
+
+class Model(BaseModel):
+    """Base of every unified model: frozen, strict about fields, camelCase on the wire."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
+        ser_json_timedelta="float",
+    )
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The camelCase JSON form, with unset optional fields left out."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# --- actions a tool call performs -------------------------------------------------------------
+
+
+class FileChange(Model):
+    type: Literal["create", "edit", "delete", "rename"] = "edit"
+    unified_diff: str | None = None
+
+
+class CommandResult(Model):
+    exit_code: int | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+
+
+class FileRead(Model):
+    kind: Literal["file_read"] = "file_read"
+    path: str
+
+
+class FileWrite(Model):
+    kind: Literal["file_write"] = "file_write"
+    path: str
+    changes: tuple[FileChange, ...] = ()
+
+
+class FileEdit(Model):
+    kind: Literal["file_edit"] = "file_edit"
+    path: str
+    changes: tuple[FileChange, ...] = ()
+
+
+class CommandRun(Model):
+    kind: Literal["command_run"] = "command_run"
+    command: str
+    result: CommandResult | None = None
+
+
+class Search(Model):
+    kind: Literal["search"] = "search"
+    query: str
+    path: str | None = None
+
+
+class WebFetch(Model):
+    kind: Literal["web_fetch"] = "web_fetch"
+    url: str
+    prompt: str | None = None
+
+
+class TaskAction(Model):
+    """A sub-agent the agent started (Claude's Task/Agent tool)."""
+
+    kind: Literal["task"] = "task"
+    description: str
+    prompt: str | None = None
+    subagent_type: str | None = None
+
+
+class GenericTool(Model):
+    """Any other tool, MCP tools included, with its raw arguments and result."""
+
+    kind: Literal["tool"] = "tool"
+    tool_name: str
+    args: Any = None
+    result: Any = None
+
+
+ActionType = Annotated[
+    FileRead | FileWrite | FileEdit | CommandRun | Search | WebFetch | TaskAction | GenericTool,
+    Field(discriminator="kind"),
+]
+
+# --- tool calls -------------------------------------------------------------------------------
+
+ToolStatus = Literal[
+    "created", "pending_approval", "running", "success", "failed", "denied", "timed_out", "cancelled"
+]
+ApprovalOutcome = Literal["pending", "approved", "denied", "timed_out", "cancelled"]
+
+
+class ToolResult(Model):
+    success: bool
+    data: Any = None
+    error: str | None = None
+
+
+class ApprovalInfo(Model):
+    """The approval a tool call went through: which request, what was decided, and why."""
+
+    request_id: str
+    decision: ApprovalOutcome = "pending"
+    reason: str | None = None
+    for_session: bool = False
+
+
+class ToolUseEntry(Model):
+    tool_name: str
+    action: ActionType
+    status: ToolStatus = "created"
+    result: ToolResult | None = None
+    approval: ApprovalInfo | None = None
+    tool_call_id: str | None = None
+
+
+# --- plans, usage, errors ---------------------------------------------------------------------
+
+
+class PlanItem(Model):
+    content: str
+    status: Literal["pending", "in_progress", "completed"] = "pending"
+    priority: str | None = None
+
+
+class TokenUsage(Model):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    total_cost_usd: float | None = None
+    context_window: int | None = None
+
+
+ErrorCode = str
+"""Open set; the ones we emit: setup_required, auth_required, protocol_error, process_exited, timeout,
+api_error, api_retry, line_too_long, resume_failed, interrupted, agent_error."""
+
+
+class ErrorInfo(Model):
+    message: str
+    code: ErrorCode | None = None
+    stack: str | None = None
+
+
+# --- entry types ------------------------------------------------------------------------------
+
+
+class SystemMessage(Model):
+    kind: Literal["system_message"] = "system_message"
+
+
+class UserMessage(Model):
+    kind: Literal["user_message"] = "user_message"
+
+
+class AssistantMessage(Model):
+    kind: Literal["assistant_message"] = "assistant_message"
+
+
+class Thinking(Model):
+    kind: Literal["thinking"] = "thinking"
+    reasoning: str | None = None
+
+
+class ToolUse(Model):
+    kind: Literal["tool_use"] = "tool_use"
+    tool: ToolUseEntry
+
+
+class ErrorEntry(Model):
+    kind: Literal["error"] = "error"
+    error: ErrorInfo
+
+
+class Plan(Model):
+    kind: Literal["plan"] = "plan"
+    items: tuple[PlanItem, ...] = ()
+
+
+class TokenUsageEntry(Model):
+    kind: Literal["token_usage"] = "token_usage"
+    usage: TokenUsage
+
+
+EntryType = Annotated[
+    SystemMessage
+    | UserMessage
+    | AssistantMessage
+    | Thinking
+    | ToolUse
+    | ErrorEntry
+    | Plan
+    | TokenUsageEntry,
+    Field(discriminator="kind"),
+]
+
+
+class EntryMetadata(Model):
+    session_id: str | None = None
+    model: str | None = None
+    extra: dict[str, Any] | None = None
+
+
+class NormalizedEntry(Model):
+    index: int
+    timestamp: datetime | None = None
+    type: EntryType
+    content: str = ""
+    metadata: EntryMetadata | None = None
+
+
+class EntryPatch(Model):
+    """One step of the entry stream: add the entry at ``index``, or replace it in place."""
+
+    op: Literal["add", "replace"]
+    index: int
+    entry: NormalizedEntry
+
+
+PATCH_ADAPTER: TypeAdapter[EntryPatch] = TypeAdapter(EntryPatch)
+
+
+def entry_json_schema() -> dict[str, Any]:
+    """JSON Schema of one entry patch, in its camelCase wire form."""
+    return PATCH_ADAPTER.json_schema(by_alias=True, mode="serialization")

@@ -1,0 +1,160 @@
+"""Claude Code's tools mapped onto our action kinds, and their results onto tool entries."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..entries import (
+    ActionType,
+    CommandResult,
+    CommandRun,
+    FileChange,
+    FileEdit,
+    FileRead,
+    FileWrite,
+    GenericTool,
+    PlanItem,
+    Search,
+    TaskAction,
+    ToolResult,
+    ToolUseEntry,
+    WebFetch,
+)
+from .diffs import diff_from_hunks, diff_texts
+
+__all__ = ["action_for", "apply_tool_result", "describe", "plan_items", "result_text"]
+
+_EXIT_CODE = re.compile(r"^Exit code (\d+)")
+_PLAN_STATUSES = {"pending", "in_progress", "completed"}
+
+
+def _s(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+def action_for(name: str, args: dict[str, Any]) -> ActionType:
+    """The action a tool call performs, from its name and (possibly still partial) input."""
+    path = _s(args.get("file_path") or args.get("notebook_path") or args.get("path"))
+    match name:
+        case "Bash":
+            return CommandRun(command=_s(args.get("command")))
+        case "Read":
+            return FileRead(path=path)
+        case "Write":
+            diff = diff_texts(path, "", _s(args.get("content")), created=True)
+            return FileWrite(path=path, changes=(FileChange(type="create", unified_diff=diff),))
+        case "Edit":
+            return FileEdit(path=path, changes=(_edit_change(path, args),))
+        case "MultiEdit":
+            edits = [e for e in args.get("edits") or [] if isinstance(e, dict)]
+            return FileEdit(path=path, changes=tuple(_edit_change(path, e) for e in edits))
+        case "Grep" | "Glob":
+            return Search(query=_s(args.get("pattern")), path=_s(args.get("path")) or None)
+        case "WebSearch":
+            return Search(query=_s(args.get("query")))
+        case "WebFetch":
+            return WebFetch(url=_s(args.get("url")), prompt=_s(args.get("prompt")) or None)
+        case "Task" | "Agent":
+            return TaskAction(
+                description=_s(args.get("description")),
+                prompt=_s(args.get("prompt")) or None,
+                subagent_type=_s(args.get("subagent_type")) or None,
+            )
+        case _:
+            return GenericTool(tool_name=name, args=args)
+
+
+def _edit_change(path: str, edit: dict[str, Any]) -> FileChange:
+    return FileChange(type="edit", unified_diff=diff_texts(path, _s(edit.get("old_string")),
+                                                           _s(edit.get("new_string"))))
+
+
+def describe(action: ActionType) -> str:
+    """A one-line markdown summary shown as the entry's content."""
+    match action:
+        case CommandRun(command=c):
+            return f"`{c}`"
+        case FileRead(path=p) | FileWrite(path=p) | FileEdit(path=p):
+            return f"`{p}`"
+        case Search(query=q, path=p):
+            return f"`{q}`" + (f" in `{p}`" if p else "")
+        case WebFetch(url=u):
+            return u
+        case TaskAction(description=d):
+            return d
+        case GenericTool(tool_name=n):
+            return n
+
+
+def plan_items(args: dict[str, Any]) -> tuple[PlanItem, ...]:
+    """TodoWrite's ``todos`` as plan items; unknown statuses count as pending."""
+    items = []
+    for todo in args.get("todos") or []:
+        if not isinstance(todo, dict):
+            continue
+        status = todo.get("status")
+        items.append(PlanItem(
+            content=_s(todo.get("content") or todo.get("activeForm")),
+            status=status if status in _PLAN_STATUSES else "pending",
+            priority=_s(todo.get("priority")) or None,
+        ))
+    return tuple(items)
+
+
+def result_text(content: Any) -> str:
+    """The text of a tool_result's ``content``: a string or a list of text/image blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [_s(b.get("text")) if isinstance(b, dict) and b.get("type") == "text" else "[non-text block]"
+                 for b in content]
+        return "\n".join(parts)
+    return _s(content)
+
+
+def apply_tool_result(tool: ToolUseEntry, text: str, is_error: bool, extra: Any) -> ToolUseEntry:
+    """The tool entry once its result arrived.  ``extra`` is the CLI's ``tool_use_result``."""
+    action = tool.action
+    detail = extra if isinstance(extra, dict) else {}
+    match action:
+        case CommandRun():
+            action = action.model_copy(update={"result": _command_result(text, is_error, detail)})
+        case FileWrite() | FileEdit():
+            action = _refine_file_action(action, detail)
+        case GenericTool():
+            action = action.model_copy(update={"result": extra if extra is not None else text})
+        case _:
+            pass
+    result = ToolResult(success=not is_error, data=text if not is_error else None,
+                        error=text if is_error else None)
+    return tool.model_copy(update={"action": action, "result": result,
+                                   "status": "failed" if is_error else "success"})
+
+
+def _command_result(text: str, is_error: bool, detail: dict[str, Any]) -> CommandResult:
+    if "stdout" in detail:  # the command ran: the CLI reports its streams separately
+        m = _EXIT_CODE.match(text) if is_error else None
+        code = None if detail.get("interrupted") else int(m.group(1)) if m else (None if is_error else 0)
+        return CommandResult(exit_code=code, stdout=_s(detail.get("stdout")),
+                             stderr=_s(detail.get("stderr")) or None)
+    if not is_error:
+        return CommandResult(exit_code=0, stdout=text)
+    # Failures arrive as "Exit code N\n<output>" (CLI 2.1.330); a denial or a tool error has no code
+    # and no output of the command.
+    m = _EXIT_CODE.match(text)
+    if m is None:
+        return CommandResult()
+    return CommandResult(exit_code=int(m.group(1)), stdout=text[m.end():].lstrip("\n") or None)
+
+
+def _refine_file_action(action: FileWrite | FileEdit, detail: dict[str, Any]) -> FileWrite | FileEdit:
+    # Once applied, the CLI reports what really changed: prefer its hunks over our guess from the input.
+    hunks = detail.get("structuredPatch")
+    diff = diff_from_hunks(action.path, hunks) if isinstance(hunks, list) and hunks else None
+    if diff is None and detail.get("type") == "update" and isinstance(detail.get("originalFile"), str):
+        diff = diff_texts(action.path, detail["originalFile"], _s(detail.get("content")))
+    if diff is None:
+        return action
+    kind = "create" if detail.get("type") == "create" else "edit"
+    return action.model_copy(update={"changes": (FileChange(type=kind, unified_diff=diff),)})
