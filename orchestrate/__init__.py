@@ -1,0 +1,74 @@
+"""orchestrate: run coding-agent CLIs as subprocesses and get one typed, streaming entry model.
+
+    import anyio, orchestrate
+
+    async def main() -> None:
+        executor = orchestrate.get_executor("claude-code")
+        task = orchestrate.Task(prompt="fix the failing test", cwd="/path/to/repo")
+        async with orchestrate.Run(executor, task, approvals=orchestrate.AutoApprove()) as run:
+            async for patch in run.patches():
+                print(patch.op, patch.index, patch.entry.type.kind, patch.entry.content[:60])
+            result = await run.wait()
+        print(result.outcome, result.session_id, result.token_usage)
+
+    anyio.run(main)
+"""
+
+from __future__ import annotations
+
+from .approvals import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalService,
+    AutoApprove,
+    AutoDeny,
+    RulePolicy,
+    TerminalPrompt,
+)
+from .entries import EntryPatch, NormalizedEntry, entry_json_schema
+from .errors import (
+    ConfigError,
+    ExecutorUnavailableError,
+    OrchestrateError,
+    ProcessExitedError,
+    RunClosedError,
+    UnknownExecutorError,
+)
+from .executors.base import Availability, Capabilities, Executor, ExecutorOptions
+from .registry import default_registry, get_executor, register
+from .replay import replay
+from .run import Run, RunResult
+from .task import Task
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ApprovalDecision",
+    "ApprovalRequest",
+    "ApprovalService",
+    "AutoApprove",
+    "AutoDeny",
+    "Availability",
+    "Capabilities",
+    "ConfigError",
+    "EntryPatch",
+    "Executor",
+    "ExecutorOptions",
+    "ExecutorUnavailableError",
+    "NormalizedEntry",
+    "OrchestrateError",
+    "ProcessExitedError",
+    "Run",
+    "RunClosedError",
+    "RunResult",
+    "RulePolicy",
+    "Task",
+    "TerminalPrompt",
+    "UnknownExecutorError",
+    "__version__",
+    "default_registry",
+    "entry_json_schema",
+    "get_executor",
+    "register",
+    "replay",
+]

@@ -240,14 +240,7 @@ class TokenUsageEntry(Model):
 
 
 EntryType = Annotated[
-    SystemMessage
-    | UserMessage
-    | AssistantMessage
-    | Thinking
-    | ToolUse
-    | ErrorEntry
-    | Plan
-    | TokenUsageEntry,
+    SystemMessage | UserMessage | AssistantMessage | Thinking | ToolUse | ErrorEntry | Plan | TokenUsageEntry,
     Field(discriminator="kind"),
 ]
 

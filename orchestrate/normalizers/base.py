@@ -6,7 +6,15 @@ import abc
 from datetime import datetime
 from typing import Any, Literal
 
-from ..entries import EntryMetadata, EntryPatch, EntryType, ErrorEntry, ErrorInfo, NormalizedEntry
+from ..entries import (
+    EntryMetadata,
+    EntryPatch,
+    EntryType,
+    ErrorEntry,
+    ErrorInfo,
+    NormalizedEntry,
+    SystemMessage,
+)
 from .framing import DEFAULT_MAX_LINE_BYTES, FramedLine, LineFramer, LineTooLong
 
 __all__ = ["EntryLog", "LineNormalizer", "Normalizer", "Stream"]
@@ -29,7 +37,10 @@ class EntryLog:
         self, type_: EntryType, content: str = "", ts: datetime | None = None, **extra: Any
     ) -> EntryPatch:
         entry = NormalizedEntry(
-            index=len(self.entries), timestamp=ts, type=type_, content=content,
+            index=len(self.entries),
+            timestamp=ts,
+            type=type_,
+            content=content,
             metadata=self.metadata(**extra),
         )
         self.entries.append(entry)
@@ -66,8 +77,31 @@ class Normalizer(abc.ABC):
         """End of the run: flush partial lines and close what is still open."""
 
     def note(self, event: dict[str, Any], ts: datetime | None = None) -> list[EntryPatch]:
-        """A decision the client made (an approval answered, a timeout): recorded in the raw log."""
+        """A decision or finding of the client's, recorded in the raw log as an event.
+
+        Shared kinds: ``run_error`` (the run's own verdict: timeout, the process died ...) becomes an
+        error entry; ``restart`` (a new process continues the run) flushes partial lines."""
+        match event.get("type"):
+            case "run_error":
+                return [
+                    self.log.error(
+                        str(event.get("message")),
+                        str(event.get("code")),
+                        ts,
+                        stderr_tail=event.get("stderr_tail"),
+                    )
+                ]
+            case "restart":
+                return self.restart(str(event.get("reason") or "restarting the agent"), ts)
         return []
+
+    def restart(self, reason: str, ts: datetime | None) -> list[EntryPatch]:
+        return [self.log.add(SystemMessage(), reason, ts)]
+
+    @property
+    def outcome(self) -> Literal["success", "failed", "interrupted"] | None:
+        """How the last turn ended, as the agent reported it; None if it never said."""
+        return None
 
     @property
     def entries(self) -> list[NormalizedEntry]:
@@ -95,10 +129,14 @@ class LineNormalizer(Normalizer):
         for line in lines:
             if isinstance(line, LineTooLong):
                 if stream == "stdout":
-                    out.append(self.log.error(
-                        f"{stream} line of {line.length} bytes exceeds the limit and was dropped",
-                        "line_too_long", ts, content=line.head,
-                    ))
+                    out.append(
+                        self.log.error(
+                            f"{stream} line of {line.length} bytes exceeds the limit and was dropped",
+                            "line_too_long",
+                            ts,
+                            content=line.head,
+                        )
+                    )
                 continue
             out += self.feed_line(line, stream, ts)
         return out
@@ -110,3 +148,10 @@ class LineNormalizer(Normalizer):
     def close(self, ts: datetime | None) -> list[EntryPatch]:
         """Called once by :meth:`finish` after the last line."""
         return []
+
+    def restart(self, reason: str, ts: datetime | None) -> list[EntryPatch]:
+        # A partial line of the old process must not be glued to the new one's first line.
+        out: list[EntryPatch] = []
+        for stream, framer in self._framers.items():
+            out += self._lines(framer.finish(), stream, ts)  # type: ignore[arg-type]
+        return out + super().restart(reason, ts)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -95,8 +95,11 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         if not isinstance(obj, dict):
             if stream == "stdin":
                 return []
-            return [self.log.error("The CLI printed a line that is not a JSON object", "protocol_error",
-                                   ts, content=line)]
+            return [
+                self.log.error(
+                    "The CLI printed a line that is not a JSON object", "protocol_error", ts, content=line
+                )
+            ]
         if stream == "stdin":
             return self._client_line(obj, ts)
         return self._agent_line(obj, ts)
@@ -139,8 +142,10 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
                 mode = obj.get("permissionMode")
                 return [self.log.add(SystemMessage(), f"Permission mode: {mode}", ts)] if mode else []
             case "api_retry":
-                msg = (f"API error {obj.get('error_status')}: retrying (attempt {obj.get('attempt')} of "
-                       f"{obj.get('max_retries')}) in {obj.get('retry_delay_ms')} ms")
+                msg = (
+                    f"API error {obj.get('error_status')}: retrying (attempt {obj.get('attempt')} of "
+                    f"{obj.get('max_retries')}) in {obj.get('retry_delay_ms')} ms"
+                )
                 return [self.log.error(msg, "api_retry", ts, raw=obj)]
             case "permission_denied":
                 return self._permission_denied(obj, ts)
@@ -160,8 +165,16 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             return []
         self._last_init = (session, model)
         text = f"Session `{session}` started with model `{model}`"
-        return [self.log.add(SystemMessage(), text, ts, cwd=obj.get("cwd"),
-                             permission_mode=obj.get("permissionMode"), tools=obj.get("tools"))]
+        return [
+            self.log.add(
+                SystemMessage(),
+                text,
+                ts,
+                cwd=obj.get("cwd"),
+                permission_mode=obj.get("permissionMode"),
+                tools=obj.get("tools"),
+            )
+        ]
 
     def _result(self, obj: dict[str, Any], ts: datetime | None) -> list[EntryPatch]:
         errors = [_s(e) for e in obj.get("errors") or []]
@@ -174,8 +187,15 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         )
         self.results.append(turn)
         self.log.session_id = _s(obj.get("session_id")) or self.log.session_id
-        out = [self.log.add(TokenUsageEntry(usage=_usage(obj)), "", ts,
-                            num_turns=obj.get("num_turns"), duration_ms=obj.get("duration_ms"))]
+        out = [
+            self.log.add(
+                TokenUsageEntry(usage=_usage(obj)),
+                "",
+                ts,
+                num_turns=obj.get("num_turns"),
+                duration_ms=obj.get("duration_ms"),
+            )
+        ]
         if turn.is_error:
             message = "; ".join(errors) or turn.text or f"turn ended with {turn.subtype}"
             out.append(self.log.error(message, _error_code(turn, message), ts))
@@ -287,8 +307,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             out = self._tool_block(mid, idx, _s(cb.get("id")), _s(cb.get("name")), {}, ts)
             self._blocks[(mid, idx)].has_full = False
             return out
-        out = self._new_text_block(mid, idx, btype, _s(cb.get("text") or cb.get("thinking")), ts,
-                                   has_full=False)
+        out = self._new_text_block(
+            mid, idx, btype, _s(cb.get("text") or cb.get("thinking")), ts, has_full=False
+        )
         if not out:
             self._blocks[(mid, idx)] = _Block(-1, "other")
         return out
@@ -357,8 +378,11 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         index = self._tools.get(tool_id)
         if index is None:  # a result for a call we never saw: keep it as a generic tool
             action = GenericTool(tool_name="unknown")
-            patch = self.log.add(ToolUse(tool=ToolUseEntry(tool_name="unknown", action=action,
-                                                           tool_call_id=tool_id)), "unknown tool", ts)
+            patch = self.log.add(
+                ToolUse(tool=ToolUseEntry(tool_name="unknown", action=action, tool_call_id=tool_id)),
+                "unknown tool",
+                ts,
+            )
             index = self._tools[tool_id] = patch.index
         tool = self._tool_at(index)
         assert tool is not None
@@ -378,8 +402,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         reason = _s(obj.get("message")) or "denied by the CLI's permission settings"
         if index is None:
             name = _s(obj.get("tool_name")) or "unknown"
-            tool = ToolUseEntry(tool_name=name, action=GenericTool(tool_name=name), tool_call_id=tool_id,
-                                status="denied")
+            tool = ToolUseEntry(
+                tool_name=name, action=GenericTool(tool_name=name), tool_call_id=tool_id, status="denied"
+            )
             patch = self.log.add(ToolUse(tool=tool), reason, ts)
             self._tools[tool_id] = patch.index
             return [patch]
@@ -402,8 +427,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             tool = ToolUseEntry(tool_name=name, action=action, tool_call_id=tool_id)
             patch = self.log.add(ToolUse(tool=tool), describe(action))
             index = self._tools[tool_id] = patch.index
-        return [self._update_tool(index, status="pending_approval",
-                                  approval=ApprovalInfo(request_id=request_id))]
+        return [
+            self._update_tool(index, status="pending_approval", approval=ApprovalInfo(request_id=request_id))
+        ]
 
     def _approval_update(
         self, request_id: str, decision: str, status: str, reason: str | None, for_session: bool = False
@@ -414,8 +440,12 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             return []
         if tool.approval is not None and tool.approval.decision == "timed_out":
             return []  # the run's own timeout note is more precise than the deny it then sent
-        approval = ApprovalInfo(request_id=request_id, decision=decision,  # type: ignore[arg-type]
-                                reason=reason, for_session=for_session)
+        approval = ApprovalInfo(
+            request_id=request_id,
+            decision=decision,  # type: ignore[arg-type]
+            reason=reason,
+            for_session=for_session,
+        )
         new_status = status if tool.status in _OPEN_STATUSES else tool.status
         return [self._update_tool(index, status=new_status, approval=approval)]
 
@@ -426,7 +456,16 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             return out
         if event.get("type") == "approval" and event.get("for_session"):
             return self._approval_update(_s(event.get("request_id")), "approved", "running", None, True)
-        return []
+        return super().note(event, ts)
+
+    @property
+    def outcome(self) -> Literal["success", "failed", "interrupted"] | None:
+        if not self.results:
+            return None
+        last = self.results[-1]
+        if last.interrupted:
+            return "interrupted"
+        return "failed" if last.is_error else "success"
 
     # --- the client's own lines (stdin) -------------------------------------------------------
 

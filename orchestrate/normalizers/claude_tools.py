@@ -66,8 +66,9 @@ def action_for(name: str, args: dict[str, Any]) -> ActionType:
 
 
 def _edit_change(path: str, edit: dict[str, Any]) -> FileChange:
-    return FileChange(type="edit", unified_diff=diff_texts(path, _s(edit.get("old_string")),
-                                                           _s(edit.get("new_string"))))
+    return FileChange(
+        type="edit", unified_diff=diff_texts(path, _s(edit.get("old_string")), _s(edit.get("new_string")))
+    )
 
 
 def describe(action: ActionType) -> str:
@@ -94,11 +95,13 @@ def plan_items(args: dict[str, Any]) -> tuple[PlanItem, ...]:
         if not isinstance(todo, dict):
             continue
         status = todo.get("status")
-        items.append(PlanItem(
-            content=_s(todo.get("content") or todo.get("activeForm")),
-            status=status if status in _PLAN_STATUSES else "pending",
-            priority=_s(todo.get("priority")) or None,
-        ))
+        items.append(
+            PlanItem(
+                content=_s(todo.get("content") or todo.get("activeForm")),
+                status=status if status in _PLAN_STATUSES else "pending",
+                priority=_s(todo.get("priority")) or None,
+            )
+        )
     return tuple(items)
 
 
@@ -107,8 +110,10 @@ def result_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        parts = [_s(b.get("text")) if isinstance(b, dict) and b.get("type") == "text" else "[non-text block]"
-                 for b in content]
+        parts = [
+            _s(b.get("text")) if isinstance(b, dict) and b.get("type") == "text" else "[non-text block]"
+            for b in content
+        ]
         return "\n".join(parts)
     return _s(content)
 
@@ -126,18 +131,21 @@ def apply_tool_result(tool: ToolUseEntry, text: str, is_error: bool, extra: Any)
             action = action.model_copy(update={"result": extra if extra is not None else text})
         case _:
             pass
-    result = ToolResult(success=not is_error, data=text if not is_error else None,
-                        error=text if is_error else None)
-    return tool.model_copy(update={"action": action, "result": result,
-                                   "status": "failed" if is_error else "success"})
+    result = ToolResult(
+        success=not is_error, data=text if not is_error else None, error=text if is_error else None
+    )
+    return tool.model_copy(
+        update={"action": action, "result": result, "status": "failed" if is_error else "success"}
+    )
 
 
 def _command_result(text: str, is_error: bool, detail: dict[str, Any]) -> CommandResult:
     if "stdout" in detail:  # the command ran: the CLI reports its streams separately
         m = _EXIT_CODE.match(text) if is_error else None
         code = None if detail.get("interrupted") else int(m.group(1)) if m else (None if is_error else 0)
-        return CommandResult(exit_code=code, stdout=_s(detail.get("stdout")),
-                             stderr=_s(detail.get("stderr")) or None)
+        return CommandResult(
+            exit_code=code, stdout=_s(detail.get("stdout")), stderr=_s(detail.get("stderr")) or None
+        )
     if not is_error:
         return CommandResult(exit_code=0, stdout=text)
     # Failures arrive as "Exit code N\n<output>" (CLI 2.1.330); a denial or a tool error has no code
@@ -145,7 +153,7 @@ def _command_result(text: str, is_error: bool, detail: dict[str, Any]) -> Comman
     m = _EXIT_CODE.match(text)
     if m is None:
         return CommandResult()
-    return CommandResult(exit_code=int(m.group(1)), stdout=text[m.end():].lstrip("\n") or None)
+    return CommandResult(exit_code=int(m.group(1)), stdout=text[m.end() :].lstrip("\n") or None)
 
 
 def _refine_file_action(action: FileWrite | FileEdit, detail: dict[str, Any]) -> FileWrite | FileEdit:
@@ -156,5 +164,5 @@ def _refine_file_action(action: FileWrite | FileEdit, detail: dict[str, Any]) ->
         diff = diff_texts(action.path, detail["originalFile"], _s(detail.get("content")))
     if diff is None:
         return action
-    kind = "create" if detail.get("type") == "create" else "edit"
-    return action.model_copy(update={"changes": (FileChange(type=kind, unified_diff=diff),)})
+    change = FileChange(type="create" if detail.get("type") == "create" else "edit", unified_diff=diff)
+    return action.model_copy(update={"changes": (change,)})

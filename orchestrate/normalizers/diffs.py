@@ -26,9 +26,9 @@ def diff_from_hunks(path: str, hunks: Iterable[Mapping[str, Any]]) -> str | None
     out = [f"--- a/{path.lstrip('/')}\n", f"+++ b/{path.lstrip('/')}\n"]
     try:
         for h in hunks:
-            out.append(
-                f"@@ -{int(h['oldStart'])},{int(h['oldLines'])} +{int(h['newStart'])},{int(h['newLines'])} @@\n"
-            )
+            old = f"-{int(h['oldStart'])},{int(h['oldLines'])}"
+            new = f"+{int(h['newStart'])},{int(h['newLines'])}"
+            out.append(f"@@ {old} {new} @@\n")
             out.extend(_terminate(str(line) for line in h["lines"]))
     except (KeyError, TypeError, ValueError):
         return None

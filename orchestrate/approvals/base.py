@@ -1,0 +1,80 @@
+"""The approval contract every executor asks through, and the fail-closed way to ask."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import anyio
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["ApprovalDecision", "ApprovalRequest", "ApprovalService", "decide"]
+
+
+class ApprovalRequest(BaseModel):
+    """A tool call waiting for permission.  ``command`` and ``paths`` are filled by the executor where
+    it can tell, so policies need not know each agent's tool schemas."""
+
+    model_config = ConfigDict(frozen=True)
+
+    request_id: str
+    tool_name: str
+    tool_input: Any = None
+    tool_call_id: str | None = None
+    context: str | None = None
+    command: str | None = None
+    paths: tuple[str, ...] = ()
+    read_only: bool = False
+    executor: str | None = None
+    session_id: str | None = None
+    cwd: str | None = None
+
+
+class ApprovalDecision(BaseModel):
+    """approved (maybe with changed input, maybe for the rest of the session), denied (with a reason,
+    maybe interrupting the turn), or timed_out (which always interrupts)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: Literal["approved", "denied", "timed_out"]
+    reason: str | None = None
+    updated_input: Any = None
+    for_session: bool = False
+    interrupt: bool = False
+
+    @classmethod
+    def approve(cls, updated_input: Any = None, *, for_session: bool = False) -> ApprovalDecision:
+        return cls(status="approved", updated_input=updated_input, for_session=for_session)
+
+    @classmethod
+    def deny(cls, reason: str, *, interrupt: bool = False) -> ApprovalDecision:
+        return cls(status="denied", reason=reason, interrupt=interrupt)
+
+    @classmethod
+    def timed_out(cls, seconds: float) -> ApprovalDecision:
+        return cls(status="timed_out", reason=f"no approval decision within {seconds:g} s", interrupt=True)
+
+
+@runtime_checkable
+class ApprovalService(Protocol):
+    """Decides whether a tool call may run.  May take as long as a person needs; the caller bounds it."""
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision: ...
+
+
+async def decide(
+    service: ApprovalService, request: ApprovalRequest, seconds: float | None
+) -> ApprovalDecision:
+    """Ask ``service``, failing closed: an exception is a denial, and no answer within ``seconds``
+    is ``timed_out`` (which interrupts the turn).  Never returns an approval by accident."""
+    limit = math.inf if seconds is None else seconds
+    try:
+        with anyio.fail_after(limit):
+            decision = await service.request_approval(request)
+    except TimeoutError:
+        return ApprovalDecision.timed_out(limit)
+    except Exception as exc:  # fail closed: a broken service must never let a tool run
+        return ApprovalDecision.deny(f"approval service failed: {type(exc).__name__}: {exc}")
+    if not isinstance(decision, ApprovalDecision):
+        return ApprovalDecision.deny(f"approval service returned {type(decision).__name__}, not a decision")
+    return decision

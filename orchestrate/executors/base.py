@@ -1,0 +1,150 @@
+"""What an executor is: a description of one agent CLI.  It owns no read loop."""
+
+from __future__ import annotations
+
+import abc
+import os
+import shlex
+import shutil
+import subprocess
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import anyio
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import ExecutorUnavailableError
+from ..normalizers.base import Normalizer
+from ..process.env import NESTING_VARIABLES, build_env
+from ..process.pipes import ProcessSpec
+from ..task import Task
+
+__all__ = ["Availability", "Capabilities", "Executor", "ExecutorOptions", "find_program"]
+
+BIN_PATH_VARIABLE = "ORCHESTRATE_BIN_PATH"
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What an agent supports, declared up front (the seed's AgentCapabilities, grown)."""
+
+    protocol: str
+    session_resume: bool = False
+    fork: bool = False
+    approvals: bool = False
+    mcp: bool = False
+    mid_execution_messages: bool = False
+    interrupt: bool = False
+    requires_setup: bool = False
+
+    def to_json_dict(self) -> dict[str, Any]:
+        names = {
+            "session_resume": "supportsSessionResume",
+            "fork": "supportsFork",
+            "approvals": "supportsApprovals",
+            "mcp": "supportsMcp",
+            "mid_execution_messages": "supportsMidExecutionMessages",
+            "interrupt": "supportsInterrupt",
+            "requires_setup": "requiresSetup",
+        }
+        return {names.get(k, k): v for k, v in asdict(self).items()}
+
+
+@dataclass(frozen=True)
+class Availability:
+    name: str
+    installed: bool
+    version: str | None = None
+    path: str | None = None
+    reason: str | None = None
+
+
+class ExecutorOptions(BaseModel):
+    """Options every executor understands; unset ones keep the CLI's defaults."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: str | None = None
+    permission_mode: str | None = None
+    base_command: str | list[str] | None = Field(
+        default=None, description="the CLI to run: a path, or e.g. 'npx -y @anthropic-ai/claude-code@2.1.330'"
+    )
+    extra_args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict, description="added to the caller's environment")
+
+
+def find_program(program: str) -> str | None:
+    """``program`` on $ORCHESTRATE_BIN_PATH first (a project-local install), then on $PATH."""
+    extra = os.environ.get(BIN_PATH_VARIABLE)
+    if extra:
+        found = shutil.which(program, path=extra)
+        if found:
+            return found
+    return shutil.which(program)
+
+
+class Executor(abc.ABC):
+    """Describes one agent CLI: command line, environment, capabilities, normalizer, approvals."""
+
+    name: ClassVar[str]
+    protocol: ClassVar[str]
+    program: ClassVar[str]
+    capabilities: ClassVar[Capabilities]
+    install_hint: ClassVar[str] = ""
+    remove_env: ClassVar[tuple[str, ...]] = NESTING_VARIABLES
+
+    def __init__(self, options: ExecutorOptions | None = None, **kwargs: Any) -> None:
+        self.options = options or ExecutorOptions(**kwargs)
+
+    def base_command(self) -> list[str]:
+        """The command that starts the CLI, before our arguments."""
+        base = self.options.base_command
+        if isinstance(base, list) and base:
+            return list(base)
+        if isinstance(base, str) and base.strip():
+            return shlex.split(base)
+        found = find_program(self.program)
+        if found is None:
+            raise ExecutorUnavailableError(
+                self.name, f"{self.program!r} not found on PATH. {self.install_hint}"
+            )
+        return [found]
+
+    @abc.abstractmethod
+    def build_argv(self, task: Task) -> list[str]:
+        """The full command line for ``task``."""
+
+    def env_additions(self, task: Task) -> dict[str, str]:
+        """Variables this executor adds to the caller's environment."""
+        return {}
+
+    def process_spec(self, task: Task) -> ProcessSpec:
+        env = build_env(
+            os.environ, {**self.env_additions(task), **self.options.env}, task.env, remove=self.remove_env
+        )
+        return ProcessSpec(argv=self.build_argv(task), cwd=Path(task.cwd), env=env)
+
+    @abc.abstractmethod
+    def create_normalizer(self) -> Normalizer:
+        """A fresh normalizer for one run (or one replay) of this agent's output."""
+
+    async def check_availability(self) -> Availability:
+        """Installed or not, and which version; runs ``--version`` with a bounded wait."""
+        try:
+            argv = self.base_command()
+        except ExecutorUnavailableError as exc:
+            return Availability(self.name, False, reason=exc.reason)
+        try:
+            with anyio.fail_after(20):
+                done = await anyio.run_process([*argv, "--version"], check=False, stdin=subprocess.DEVNULL)
+        except (OSError, TimeoutError) as exc:
+            return Availability(self.name, False, path=argv[0], reason=f"cannot run {argv[0]}: {exc}")
+        text = done.stdout.decode("utf-8", "replace").strip().splitlines()
+        if done.returncode != 0 or not text:
+            return Availability(self.name, False, path=argv[0], reason=f"--version exited {done.returncode}")
+        return Availability(self.name, True, version=self.parse_version(text[0]), path=argv[0])
+
+    @staticmethod
+    def parse_version(first_line: str) -> str:
+        return first_line.split()[0] if first_line.split() else first_line

@@ -1,0 +1,106 @@
+"""Claude Code (`@anthropic-ai/claude-code`), over two-way stream-json with its control channel."""
+
+from __future__ import annotations
+
+import os
+from typing import Any, ClassVar
+
+from ..approvals.base import ApprovalRequest
+from ..normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
+from ..peers.claude_control import CanUseTool
+from ..task import Task
+from .base import Capabilities, Executor
+
+__all__ = ["ClaudeCodeExecutor"]
+
+# Tools that only look: the rule policy's readonly autonomy approves these.
+_READ_ONLY_TOOLS = frozenset(
+    {
+        "Read",
+        "Grep",
+        "Glob",
+        "LS",
+        "WebSearch",
+        "WebFetch",
+        "TodoWrite",
+        "NotebookRead",
+        "ToolSearch",
+        "ListMcpResourcesTool",
+        "ReadMcpResourceTool",
+    }
+)
+_PATH_KEYS = ("file_path", "notebook_path", "path")
+
+
+class ClaudeCodeExecutor(Executor):
+    name = "claude-code"
+    protocol = "stream-json"
+    program = "claude"
+    install_hint = "Install it with: npm install @anthropic-ai/claude-code"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        protocol="stream-json",
+        session_resume=True,
+        fork=True,
+        approvals=True,
+        mcp=True,
+        mid_execution_messages=True,
+        interrupt=True,
+        requires_setup=True,
+    )
+
+    def build_argv(self, task: Task) -> list[str]:
+        argv = [
+            *self.base_command(),
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-prompt-tool",
+            "stdio",
+            "--include-partial-messages",
+        ]
+        model = task.model or self.options.model
+        if model:
+            argv += ["--model", model]
+        if self.options.permission_mode:
+            argv += ["--permission-mode", self.options.permission_mode]
+        if task.resume:
+            argv.append(f"--resume={task.resume}")
+            if task.fork:
+                argv.append("--fork-session")
+        return argv + list(self.options.extra_args)
+
+    def env_additions(self, task: Task) -> dict[str, str]:
+        # Session-state frames ("idle") tell us for sure when every queued message has been handled.
+        env = {"CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS": "1"}
+        if os.geteuid() == 0 and self.options.permission_mode == "bypassPermissions":
+            env["IS_SANDBOX"] = "1"  # the CLI refuses bypass as root otherwise (2.1.330)
+        return env
+
+    def create_normalizer(self) -> ClaudeStreamJsonNormalizer:
+        return ClaudeStreamJsonNormalizer()
+
+    def approval_request(self, event: CanUseTool, task: Task, session_id: str | None) -> ApprovalRequest:
+        """A ``can_use_tool`` request in the approval service's terms."""
+        args: dict[str, Any] = event.input
+        paths = [str(args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str)]
+        paths += [
+            str(e["file_path"]) for e in args.get("edits") or [] if isinstance(e, dict) and "file_path" in e
+        ]
+        if event.blocked_path and event.blocked_path not in paths:
+            paths.append(event.blocked_path)
+        command = args.get("command") if event.tool_name == "Bash" else None
+        return ApprovalRequest(
+            request_id=event.request_id,
+            tool_name=event.tool_name,
+            tool_input=args,
+            tool_call_id=event.tool_use_id,
+            context=event.description,
+            command=command if isinstance(command, str) else None,
+            paths=tuple(paths),
+            read_only=event.tool_name in _READ_ONLY_TOOLS,
+            executor=self.name,
+            session_id=session_id,
+            cwd=str(task.cwd),
+        )

@@ -1,0 +1,200 @@
+"""An agent process over pipes, in its own process group, with a bounded shutdown ladder.
+
+Bytes only: this module knows nothing of JSON.  Every chunk read or written goes to the raw log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+from anyio.abc import ByteReceiveStream, Process
+from anyio.streams.memory import MemoryObjectSendStream
+
+from ..errors import ProcessExitedError, SpawnError
+from .rawlog import RawLogWriter, StreamName
+
+__all__ = ["AgentProcess", "Chunk", "ProcessSpec", "ShutdownPolicy"]
+
+_READ_SIZE = 1 << 16
+_STDERR_TAIL_BYTES = 8192
+
+
+@dataclass(frozen=True)
+class ProcessSpec:
+    """What to run: argv, working directory, full environment."""
+
+    argv: list[str]
+    cwd: Path
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class ShutdownPolicy:
+    """Graces of the shutdown ladder, in seconds: after the protocol's interrupt, after closing
+    stdin, after SIGTERM to the group.  SIGKILL follows the last."""
+
+    interrupt_grace: float = 2.0
+    stdin_grace: float = 2.0
+    term_grace: float = 3.0
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    stream: StreamName
+    data: bytes
+    ts: float  # wall clock, seconds since the epoch
+
+
+@dataclass
+class AgentProcess:
+    """A running agent.  Create with :meth:`spawn`; always end with :meth:`shutdown`."""
+
+    process: Process
+    spec: ProcessSpec
+    rawlog: RawLogWriter | None = None
+    _stderr_tail: deque[bytes] = field(default_factory=deque)
+    _stderr_size: int = 0
+    _write_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    on_write: Callable[[bytes, float], None] | None = None
+    """Told of every chunk written to stdin, before it is sent (the run feeds it to the normalizer)."""
+
+    @classmethod
+    async def spawn(cls, spec: ProcessSpec, rawlog: RawLogWriter | None = None) -> AgentProcess:
+        try:
+            # A new session makes the agent the leader of its own process group, so the ladder can
+            # signal the agent and every tool process it started, and nothing outlives the run.
+            proc = await anyio.open_process(
+                spec.argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=spec.cwd,
+                env=spec.env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise SpawnError(spec.argv, exc.strerror or str(exc)) from exc
+        return cls(proc, spec, rawlog)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self.process.returncode
+
+    @property
+    def stderr_tail(self) -> str:
+        return b"".join(self._stderr_tail).decode("utf-8", "replace")[-_STDERR_TAIL_BYTES:]
+
+    def record_event(self, event: dict[str, object]) -> None:
+        """Write a decision of the client's into the raw log, in order with the chunks."""
+        if self.rawlog is not None:
+            self.rawlog.event(event, time.time())
+
+    async def write(self, data: bytes) -> None:
+        """Send bytes to the agent's stdin; raises ProcessExitedError when the pipe is gone."""
+        stdin = self.process.stdin
+        assert stdin is not None
+        async with self._write_lock:
+            now = time.time()
+            if self.rawlog is not None:
+                self.rawlog.chunk("stdin", data, now)
+            if self.on_write is not None:
+                self.on_write(data, now)
+            try:
+                await stdin.send(data)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                raise ProcessExitedError(
+                    self.returncode, self.stderr_tail, "the agent's stdin is closed"
+                ) from exc
+
+    async def close_stdin(self) -> None:
+        if self.process.stdin is not None:
+            with contextlib.suppress(OSError, anyio.BrokenResourceError):
+                await self.process.stdin.aclose()
+
+    async def pump(self, sink: MemoryObjectSendStream[Chunk]) -> None:
+        """Drain stdout and stderr concurrently into ``sink`` until both reach EOF, then close it."""
+        async with sink, anyio.create_task_group() as tg:
+            assert self.process.stdout is not None and self.process.stderr is not None
+            tg.start_soon(self._drain, self.process.stdout, "stdout", sink.clone())
+            tg.start_soon(self._drain, self.process.stderr, "stderr", sink.clone())
+
+    async def _drain(
+        self, stream: ByteReceiveStream, name: StreamName, sink: MemoryObjectSendStream[Chunk]
+    ) -> None:
+        async with sink:
+            while True:
+                try:
+                    data = await stream.receive(_READ_SIZE)
+                except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                    return
+                now = time.time()
+                if self.rawlog is not None:
+                    self.rawlog.chunk(name, data, now)
+                if name == "stderr":
+                    self._keep_stderr(data)
+                await sink.send(Chunk(name, data, now))
+
+    def _keep_stderr(self, data: bytes) -> None:
+        self._stderr_tail.append(data)
+        self._stderr_size += len(data)
+        while self._stderr_size - len(self._stderr_tail[0]) >= _STDERR_TAIL_BYTES:
+            self._stderr_size -= len(self._stderr_tail.popleft())
+
+    async def wait(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for exit; True when it exited."""
+        with anyio.move_on_after(seconds):
+            await self.process.wait()
+        return self.process.returncode is not None
+
+    async def shutdown(
+        self,
+        policy: ShutdownPolicy = ShutdownPolicy(),
+        interrupt: Callable[[], Awaitable[None]] | None = None,
+    ) -> int | None:
+        """The ladder: the protocol's interrupt, close stdin, SIGTERM the group, SIGKILL the group.
+
+        Shielded, so a cancelled caller still cleans up, and bounded by the policy's graces.  The
+        group is SIGKILLed at the end in every case, so tool processes the agent left behind die too.
+        """
+        with anyio.CancelScope(shield=True):
+            if interrupt is not None and self.returncode is None:
+                # Agents that stay alive after an interrupt (Claude does) still exit on stdin EOF,
+                # so the next rung follows at once; the interrupt only lets the turn end cleanly.
+                with anyio.move_on_after(policy.interrupt_grace), contextlib.suppress(Exception):
+                    await interrupt()
+            if self.returncode is None:
+                await self.close_stdin()
+                await self.wait(policy.stdin_grace)
+            if self.returncode is None:
+                self._signal_group(signal.SIGTERM)
+                await self.wait(policy.term_grace)
+            self._signal_group(signal.SIGKILL)
+            await self.wait(5.0)
+            await self._close_streams()
+        return self.returncode
+
+    def _signal_group(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, sig)
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self.process.send_signal(sig)
+
+    async def _close_streams(self) -> None:
+        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
+            if stream is not None:
+                with contextlib.suppress(Exception):
+                    await stream.aclose()

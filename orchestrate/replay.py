@@ -1,0 +1,25 @@
+"""Replay a raw log (or a plain stdout capture) through an executor's normalizer."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from .entries import EntryPatch
+from .normalizers.base import Normalizer
+from .process.rawlog import read_raw_log
+
+__all__ = ["replay"]
+
+
+def replay(path: Path, normalizer: Normalizer) -> Iterator[EntryPatch]:
+    """The patches ``normalizer`` produces from ``path``, as the live run produced them."""
+    _, records = read_raw_log(path)
+    last_ts = None
+    for rec in records:
+        last_ts = rec.ts or last_ts
+        if rec.event is not None:
+            yield from normalizer.note(rec.event, rec.ts)
+        elif rec.stream is not None:
+            yield from normalizer.feed(rec.data, rec.stream, rec.ts)
+    yield from normalizer.finish(last_ts)

@@ -1,0 +1,107 @@
+"""The Claude Code driver: initialize, user turns, approvals over the control channel, interrupt."""
+
+from __future__ import annotations
+
+import contextlib
+
+import anyio
+
+from ..approvals.base import ApprovalDecision, decide
+from ..errors import ProcessExitedError
+from ..executors.claude_code import ClaudeCodeExecutor
+from ..peers.claude_control import (
+    CanUseTool,
+    ClaudeControlPeer,
+    ControlAnswered,
+    SessionState,
+    TurnEnded,
+    UnsupportedRequest,
+)
+from .driver import Driver, DriverContext
+
+__all__ = ["ClaudeDriver"]
+
+_CONTROL_TIMEOUT = 30.0
+
+
+class ClaudeDriver(Driver):
+    def __init__(self, ctx: DriverContext) -> None:
+        super().__init__(ctx)
+        self.peer = ClaudeControlPeer()
+        self._turns_sent = 0
+        self._turns_done = 0
+        self._answers: dict[str, anyio.Event] = {}
+
+    async def start(self, prompt: str) -> None:
+        # initialize is optional for approvals, but it makes the CLI report its capabilities and it
+        # is what the official SDK does; we do not wait for its answer before the first turn.
+        _, line = self.peer.request("initialize", hooks=None)
+        await self._write(line)
+        await self.send_message(prompt)
+
+    async def send_message(self, text: str) -> None:
+        self._turns_sent += 1
+        self.set_idle(False)
+        await self.ctx.process.write(self.peer.user_message(text))
+
+    async def interrupt(self) -> None:
+        request_id, line = self.peer.request("interrupt")
+        answered = self._answers[request_id] = anyio.Event()
+        await self._write(line)
+        with anyio.move_on_after(_CONTROL_TIMEOUT):
+            await answered.wait()
+
+    async def set_permission_mode(self, mode: str) -> None:
+        _, line = self.peer.request("set_permission_mode", mode=mode)
+        await self._write(line)
+
+    async def on_line(self, line: str) -> None:
+        for event in self.peer.receive_line(line):
+            match event:
+                case CanUseTool():
+                    self.ctx.task_group.start_soon(self._approve, event)
+                case UnsupportedRequest(reply=reply):
+                    await self._write(reply)
+                case ControlAnswered(request_id=rid) if rid in self._answers:
+                    self._answers.pop(rid).set()
+                case TurnEnded():
+                    self._turns_done += 1
+                    if self._turns_done >= self._turns_sent:
+                        self.set_idle(True)
+                case SessionState(state="idle"):
+                    # Covers queued follow-ups the CLI folded into one turn (fewer results than sends).
+                    if self._turns_done > 0:
+                        self.set_idle(True)
+                case _:
+                    pass
+
+    async def _approve(self, event: CanUseTool) -> None:
+        executor = self.ctx.executor
+        assert isinstance(executor, ClaudeCodeExecutor)
+        request = executor.approval_request(event, self.ctx.task, self.ctx.session_id())
+        decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
+        if event.request_id not in self.peer.pending_approvals:
+            return  # the CLI withdrew it (control_cancel_request) while we were asking
+        self.ctx.note(
+            {
+                "type": "approval",
+                "request_id": event.request_id,
+                "decision": decision.status,
+                "reason": decision.reason,
+                "for_session": decision.for_session,
+                "interrupt": decision.interrupt,
+            }
+        )
+        await self._write(self._reply(event, decision))
+
+    def _reply(self, event: CanUseTool, decision: ApprovalDecision) -> bytes:
+        if decision.status == "approved":
+            changed = decision.updated_input if isinstance(decision.updated_input, dict) else None
+            return self.peer.allow(event.request_id, changed if changed is not None else event.input)
+        reason = decision.reason or "denied"
+        return self.peer.deny(event.request_id, reason, interrupt=decision.interrupt)
+
+    async def _write(self, data: bytes) -> None:
+        # The process may be gone already (crash, shutdown); the run reports that from its exit.
+        with contextlib.suppress(ProcessExitedError):
+            await self.ctx.process.write(data)

@@ -1,0 +1,72 @@
+"""The live, protocol-specific half of a run: what to write, and how to answer what the agent asks."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..approvals.base import ApprovalService
+from ..executors.base import Executor
+from ..process.pipes import AgentProcess
+from ..task import Task
+
+__all__ = ["Driver", "DriverContext"]
+
+
+@dataclass
+class DriverContext:
+    """What a driver may use.  ``note`` records a client decision in the raw log and the entries."""
+
+    executor: Executor
+    task: Task
+    process: AgentProcess
+    approvals: ApprovalService
+    task_group: TaskGroup
+    note: Callable[[dict[str, Any]], None]
+    session_id: Callable[[], str | None]
+
+
+class Driver(abc.ABC):
+    """One agent process's conversation.  Sees every stdout line after the normalizer has."""
+
+    def __init__(self, ctx: DriverContext) -> None:
+        self.ctx = ctx
+        self.is_idle = False
+        """True when the agent has answered everything sent to it and waits for more."""
+        self.input_closed = False
+        self._idle_changed = anyio.Event()
+
+    def set_idle(self, idle: bool) -> None:
+        self.is_idle = idle
+        changed, self._idle_changed = self._idle_changed, anyio.Event()
+        changed.set()
+
+    async def wait_idle(self) -> None:
+        while not self.is_idle:
+            await self._idle_changed.wait()
+
+    @abc.abstractmethod
+    async def start(self, prompt: str) -> None:
+        """Open the conversation and send the first prompt."""
+
+    @abc.abstractmethod
+    async def on_line(self, line: str) -> None:
+        """One complete stdout line.  Must not block on anything slow (approvals run as tasks)."""
+
+    @abc.abstractmethod
+    async def send_message(self, text: str) -> None:
+        """A follow-up user message, while the process lives."""
+
+    @abc.abstractmethod
+    async def interrupt(self) -> None:
+        """Ask the agent to stop the current turn (the protocol's own interrupt)."""
+
+    async def end_input(self) -> None:
+        """No more messages will come: let the agent finish and exit."""
+        self.input_closed = True
+        await self.ctx.process.close_stdin()

@@ -1,0 +1,334 @@
+"""One running agent: the task group that pumps process -> driver -> normalizer, and the handle a
+caller holds.  This is the only place where reading bytes and parsing them meet."""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream
+
+from ..approvals.base import ApprovalService
+from ..approvals.simple import AutoDeny, SessionMemory
+from ..entries import EntryPatch, ErrorEntry, NormalizedEntry, TokenUsage, TokenUsageEntry, ToolUse
+from ..errors import RunClosedError
+from ..executors.base import Executor
+from ..normalizers.base import Normalizer
+from ..normalizers.framing import LineFramer, LineTooLong
+from ..process.pipes import AgentProcess, Chunk, ShutdownPolicy
+from ..process.rawlog import RawLogWriter, default_log_dir
+from ..task import Task
+from .driver import Driver, DriverContext
+from .drivers import driver_for
+from .result import Outcome, RunResult
+
+__all__ = ["Run"]
+
+_EOF_GRACE = 5.0
+
+
+class Run:
+    """A live run.  Use as ``async with executor_run(...) as run:``; iterate :meth:`patches`, call
+    :meth:`send_message`, :meth:`interrupt` or :meth:`cancel`, and ``await run.wait()`` for the result.
+    Leaving the ``async with`` block stops the agent if it is still running; no process outlives it."""
+
+    def __init__(
+        self,
+        executor: Executor,
+        task: Task,
+        approvals: ApprovalService | None = None,
+        shutdown: ShutdownPolicy | None = None,
+    ) -> None:
+        self.executor = executor
+        self.task = task
+        self.approvals: ApprovalService = SessionMemory(approvals or AutoDeny())
+        self.shutdown_policy = shutdown or ShutdownPolicy()
+        self.normalizer: Normalizer = executor.create_normalizer()
+        self.raw_log_path = task.raw_log or default_log_dir() / _log_name(executor.name)
+        self._spec = executor.process_spec(task)  # fails early: unknown binary, bad options
+        self._send, self._recv = anyio.create_memory_object_stream[EntryPatch](math.inf)
+        self._done = anyio.Event()
+        self._result: RunResult | None = None
+        self._driver: Driver | None = None
+        self._process: AgentProcess | None = None
+        self._scope: anyio.CancelScope | None = None
+        self._stack: AsyncExitStack | None = None
+        self._rawlog: RawLogWriter | None = None
+        self._stop_reason: Outcome | None = None
+        self._started = time.monotonic()
+
+    # --- the handle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Run:
+        self._stack = AsyncExitStack()
+        tg = await self._stack.enter_async_context(anyio.create_task_group())
+        tg.start_soon(self._main)
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if not self._done.is_set():
+            self.cancel()
+        assert self._stack is not None
+        await self._stack.__aexit__(et, exc, tb)
+
+    async def patches(self) -> AsyncIterator[EntryPatch]:
+        """Every entry patch of the run, live, in order; ends when the run ends."""
+        async with self._recv:
+            async for patch in self._recv:
+                yield patch
+
+    async def wait(self) -> RunResult:
+        """Wait for the run to end and return its result."""
+        await self._done.wait()
+        assert self._result is not None
+        return self._result
+
+    @property
+    def entries(self) -> list[NormalizedEntry]:
+        return list(self.normalizer.entries)
+
+    async def send_message(self, text: str) -> None:
+        """A follow-up user message while the agent lives (queued by the agent if it is busy)."""
+        driver = self._live_driver()
+        await driver.send_message(text)
+
+    async def interrupt(self) -> None:
+        """Stop the current turn the agent's own way; the run then ends as ``interrupted``."""
+        driver = self._live_driver()
+        self._stop_reason = self._stop_reason or "interrupted"
+        await driver.interrupt()
+
+    async def end_input(self) -> None:
+        """With ``keep_open``: no more messages; let the agent finish and exit."""
+        await self._live_driver().end_input()
+
+    def cancel(self) -> None:
+        """Stop now: the shutdown ladder runs and the run ends as ``cancelled``."""
+        self._stop_reason = self._stop_reason if self._stop_reason == "interrupted" else "cancelled"
+        if self._scope is not None:
+            self._scope.cancel()
+        elif not self._done.is_set():
+            self._cancel_before_start = True
+
+    _cancel_before_start = False
+
+    def _live_driver(self) -> Driver:
+        if (
+            self._done.is_set()
+            or self._driver is None
+            or self._process is None
+            or self._process.returncode is not None
+            or self._driver.input_closed
+        ):
+            raise RunClosedError("the run has ended; start a new one (resume its session to continue)")
+        return self._driver
+
+    # --- the loop -----------------------------------------------------------------------------
+
+    async def _main(self) -> None:
+        header = {
+            "executor": self.executor.name,
+            "argv": self._spec.argv,
+            "cwd": str(self._spec.cwd),
+            "started": datetime.now(UTC).isoformat(),
+        }
+        self._rawlog = RawLogWriter(self.raw_log_path, header)
+        try:
+            await self._attempt(self.task)
+            if self._should_fall_back():
+                fresh = self.task.model_copy(update={"resume": None, "fork": False})
+                self._spec = self.executor.process_spec(fresh)
+                self._note(
+                    {
+                        "type": "restart",
+                        "argv": self._spec.argv,
+                        "reason": f"Session {self.task.resume} was not found; starting a fresh session",
+                    }
+                )
+                await self._attempt(fresh)
+        finally:  # no await in here: it runs to the end even when the run is being cancelled
+            self._emit(self.normalizer.finish(_now()))
+            self._result = self._make_result()
+            self._rawlog.close()
+            self._send.close()
+            self._done.set()
+
+    async def _attempt(self, task: Task) -> None:
+        if self._cancel_before_start:
+            return
+        process = self._process = await AgentProcess.spawn(self._spec, self._rawlog)
+        process.on_write = lambda data, ts: self._feed(Chunk("stdin", data, ts))
+        chunks_in, chunks_out = anyio.create_memory_object_stream[Chunk](math.inf)
+        eof = anyio.Event()
+        try:
+            async with anyio.create_task_group() as tg:
+                ctx = DriverContext(
+                    self.executor,
+                    task,
+                    process,
+                    self.approvals,
+                    tg,
+                    self._note,
+                    lambda: self.normalizer.log.session_id,
+                )
+                driver = self._driver = driver_for(self.executor)(ctx)
+                tg.start_soon(process.pump, chunks_in)
+                tg.start_soon(self._consume, chunks_out, driver, eof)
+                with anyio.CancelScope() as self._scope:
+                    await self._converse(driver, task, eof)
+                if not eof.is_set():  # cancelled or timed out: the ladder, still reading as it goes
+                    await process.shutdown(self.shutdown_policy, interrupt=driver.interrupt)
+                with anyio.move_on_after(_EOF_GRACE):
+                    await eof.wait()
+                tg.cancel_scope.cancel()  # approvals still waiting on a dead process
+        finally:
+            rc = await process.shutdown(self.shutdown_policy)
+            self._scope = None
+            self._after_exit(rc, process.stderr_tail)
+
+    async def _converse(self, driver: Driver, task: Task, eof: anyio.Event) -> None:
+        remaining = None if task.timeout is None else task.timeout - (time.monotonic() - self._started)
+        try:
+            with anyio.fail_after(math.inf if remaining is None else max(remaining, 0.0)):
+                await driver.start(task.prompt)
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._close_when_idle, driver, task, eof)
+                    await eof.wait()
+                    tg.cancel_scope.cancel()
+        except TimeoutError:
+            self._stop_reason = "timed_out"
+            self._note(
+                {
+                    "type": "run_error",
+                    "code": "timeout",
+                    "message": f"the run exceeded its time limit of {task.timeout:g} s",
+                }
+            )
+
+    async def _close_when_idle(self, driver: Driver, task: Task, eof: anyio.Event) -> None:
+        if not task.keep_open:
+            await driver.wait_idle()
+            await driver.end_input()
+
+    async def _consume(
+        self, chunks: MemoryObjectReceiveStream[Chunk], driver: Driver, eof: anyio.Event
+    ) -> None:
+        framer = LineFramer()
+        try:
+            async with chunks:
+                async for chunk in chunks:
+                    self._feed(chunk)
+                    if chunk.stream == "stdout":
+                        for line in framer.feed(chunk.data):
+                            if not isinstance(line, LineTooLong):
+                                await driver.on_line(line)
+        finally:
+            eof.set()
+
+    def _feed(self, chunk: Chunk) -> None:
+        self._emit(self.normalizer.feed(chunk.data, chunk.stream, _ts(chunk.ts)))
+
+    def _note(self, event: dict[str, Any]) -> None:
+        now = time.time()
+        if self._rawlog is not None:
+            self._rawlog.event(event, now)
+        self._emit(self.normalizer.note(event, _ts(now)))
+
+    def _emit(self, patches: list[EntryPatch]) -> None:
+        for patch in patches:
+            self._send.send_nowait(patch)
+
+    def _after_exit(self, rc: int | None, stderr_tail: str) -> None:
+        self._note({"type": "exit", "code": rc})
+        if self._stop_reason is None and self.normalizer.outcome is None:
+            self._note(
+                {
+                    "type": "run_error",
+                    "code": "process_exited",
+                    "stderr_tail": stderr_tail or None,
+                    "message": f"the agent exited with code {rc} before finishing its turn"
+                    + (f": {_last_line(stderr_tail)}" if stderr_tail.strip() else ""),
+                }
+            )
+        self._exit_code, self._stderr_tail = rc, stderr_tail
+
+    _exit_code: int | None = None
+    _stderr_tail: str = ""
+
+    def _should_fall_back(self) -> bool:
+        entries = self.normalizer.entries
+        return bool(
+            self.task.resume
+            and self.task.resume_fallback
+            and self._stop_reason is None
+            and any(isinstance(e.type, ErrorEntry) and e.type.error.code == "resume_failed" for e in entries)
+        )
+
+    def _make_result(self) -> RunResult:
+        entries = list(self.normalizer.entries)
+        tools = [e.type.tool for e in entries if isinstance(e.type, ToolUse)]
+        return RunResult(
+            outcome=self._outcome(),
+            exit_code=self._exit_code,
+            session_id=self.normalizer.log.session_id,
+            entries=entries,
+            tool_results=tools,
+            token_usage=_total_usage(entries),
+            raw_log=self.raw_log_path,
+            stderr_tail=self._stderr_tail,
+            error=_last_error(entries),
+        )
+
+    def _outcome(self) -> Outcome:
+        if self._stop_reason in ("cancelled", "timed_out"):
+            return self._stop_reason
+        agent = self.normalizer.outcome
+        if self._stop_reason == "interrupted" and agent != "success":
+            return "interrupted"
+        return agent or "failed"
+
+
+def _ts(seconds: float) -> datetime:
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _log_name(executor: str) -> str:
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{executor}-{secrets.token_hex(3)}.jsonl"
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _total_usage(entries: list[NormalizedEntry]) -> TokenUsage:
+    usages = [e.type.usage for e in entries if isinstance(e.type, TokenUsageEntry)]
+    costs = [u.total_cost_usd for u in usages if u.total_cost_usd is not None]
+    return TokenUsage(
+        input_tokens=sum(u.input_tokens for u in usages),
+        output_tokens=sum(u.output_tokens for u in usages),
+        cache_read_tokens=sum(u.cache_read_tokens for u in usages),
+        cache_write_tokens=sum(u.cache_write_tokens for u in usages),
+        total_cost_usd=sum(costs) if costs else None,
+        context_window=next((u.context_window for u in reversed(usages) if u.context_window), None),
+    )
+
+
+def _last_error(entries: list[NormalizedEntry]) -> str | None:
+    for e in reversed(entries):
+        if isinstance(e.type, ErrorEntry):
+            return e.type.error.message
+    return None

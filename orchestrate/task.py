@@ -1,0 +1,32 @@
+"""What a caller asks an executor to do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Task"]
+
+
+class Task(BaseModel):
+    """One run of one agent: the prompt and where and how to run it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prompt: str
+    cwd: Path = Field(default_factory=Path.cwd)
+    model: str | None = None
+    resume: str | None = Field(default=None, description="session id to continue")
+    fork: bool = Field(default=False, description="with resume: continue in a new session")
+    resume_fallback: bool = Field(
+        default=False, description="if the resumed session no longer exists, start a fresh one"
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="overrides, applied last")
+    timeout: float | None = Field(default=None, gt=0, description="seconds for the whole run")
+    approval_timeout: float | None = Field(default=600.0, gt=0, description="seconds per approval")
+    raw_log: Path | None = Field(default=None, description="where to write the raw log")
+    keep_open: bool = Field(
+        default=False,
+        description="keep the agent alive when it goes idle, for follow-up messages, until end_input()",
+    )
