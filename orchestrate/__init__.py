@@ -1,17 +1,17 @@
 """orchestrate: run coding-agent CLIs as subprocesses and get one typed, streaming entry model.
 
-    import anyio, orchestrate
+import anyio, orchestrate
 
-    async def main() -> None:
-        executor = orchestrate.get_executor("claude-code")
-        task = orchestrate.Task(prompt="fix the failing test", cwd="/path/to/repo")
-        async with orchestrate.Run(executor, task, approvals=orchestrate.AutoApprove()) as run:
-            async for patch in run.patches():
-                print(patch.op, patch.index, patch.entry.type.kind, patch.entry.content[:60])
-            result = await run.wait()
-        print(result.outcome, result.session_id, result.token_usage)
+async def main() -> None:
+    executor = orchestrate.get_executor("claude-code")
+    task = orchestrate.Task(prompt="fix the failing test", cwd="/path/to/repo")
+    async with orchestrate.Run(executor, task, approvals=orchestrate.AutoApprove()) as run:
+        async for patch in run.patches():
+            print(patch.op, patch.index, patch.entry.type.kind, patch.entry.content[:60])
+        result = await run.wait()
+    print(result.outcome, result.session_id, result.token_usage)
 
-    anyio.run(main)
+anyio.run(main)
 """
 
 from __future__ import annotations
@@ -58,10 +58,10 @@ __all__ = [
     "NormalizedEntry",
     "OrchestrateError",
     "ProcessExitedError",
+    "RulePolicy",
     "Run",
     "RunClosedError",
     "RunResult",
-    "RulePolicy",
     "Task",
     "TerminalPrompt",
     "UnknownExecutorError",

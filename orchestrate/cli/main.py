@@ -1,0 +1,258 @@
+"""The ``orchestrate`` command.  It parses options and calls the library; it holds no logic of its own.
+
+Exit codes: 0 success, 1 the agent reported failure (or the run timed out), 2 usage error,
+3 executor not available, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+import orjson
+from rich.console import Console
+
+from ..approvals import ApprovalService, AutoApprove, AutoDeny, RulePolicy, TerminalPrompt
+from ..entries import EntryPatch, entry_json_schema
+from ..errors import (
+    ConfigError,
+    ExecutorUnavailableError,
+    OrchestrateError,
+    RawLogError,
+    UnknownExecutorError,
+)
+from ..executors.base import ExecutorOptions
+from ..process.env import parse_env_overrides
+from ..registry import default_registry
+from ..replay import replay
+from ..run import Run, RunResult
+from ..task import Task
+from .render import TextRenderer
+
+__all__ = ["main"]
+
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 3
+
+
+class CliError(click.ClickException):
+    """An error with our documented exit code."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it on the class
+
+
+def _translate(exc: OrchestrateError) -> CliError:
+    if isinstance(exc, ExecutorUnavailableError):
+        return CliError(str(exc), EXIT_UNAVAILABLE)
+    if isinstance(exc, UnknownExecutorError | ConfigError | RawLogError):
+        return CliError(str(exc), EXIT_USAGE)
+    return CliError(str(exc), 1)
+
+
+@click.group()
+@click.version_option(package_name="agent-orchestrate")
+def main() -> None:
+    """Run coding-agent CLIs and stream what they do as one typed entry model."""
+
+
+# --- run ----------------------------------------------------------------------------------------
+
+
+@main.command()
+@click.option(
+    "--executor", "-e", "executor_name", required=True, help="Which agent (see `orchestrate executors`)."
+)
+@click.option("--cwd", type=click.Path(file_okay=False, exists=True, path_type=Path), default=Path.cwd)
+@click.option("--model", help="Model name passed to the agent.")
+@click.option(
+    "--approvals", default="ask", show_default=True, help="auto | deny | ask | PATH to a policy file."
+)
+@click.option("--approval-timeout", type=float, default=600.0, show_default=True)
+@click.option("--resume", help="Session id to continue.")
+@click.option("--fork", is_flag=True, help="With --resume: continue in a new session.")
+@click.option("--resume-fallback", is_flag=True, help="Start fresh if the resumed session is gone.")
+@click.option("--permission-mode", help="The agent's own permission mode (Claude: default, acceptEdits ...).")
+@click.option(
+    "--base-command", help="The CLI to run: a path, or e.g. 'npx -y @anthropic-ai/claude-code@2.1.330'."
+)
+@click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="Environment override (repeatable).")
+@click.option("--record", type=click.Path(dir_okay=False, path_type=Path), help="Write the raw log here.")
+@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds for the whole run.")
+@click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
+@click.argument("prompt")
+def run(
+    executor_name: str,
+    cwd: Path,
+    model: str | None,
+    approvals: str,
+    approval_timeout: float,
+    resume: str | None,
+    fork: bool,
+    resume_fallback: bool,
+    permission_mode: str | None,
+    base_command: str | None,
+    env_pairs: tuple[str, ...],
+    record: Path | None,
+    timeout: float | None,
+    output: str,
+    prompt: str,
+) -> None:
+    """Run PROMPT with an agent and stream what it does.  PROMPT `-` reads it from stdin."""
+    if prompt == "-":
+        prompt = sys.stdin.read()
+        if not prompt.strip():
+            raise CliError("no prompt on stdin", EXIT_USAGE)
+    try:
+        options = ExecutorOptions(model=model, permission_mode=permission_mode, base_command=base_command)
+        executor = default_registry.create(executor_name, options)
+        service = _approval_service(approvals)
+        task = Task(
+            prompt=prompt,
+            cwd=cwd.resolve(),
+            resume=resume,
+            fork=fork,
+            resume_fallback=resume_fallback,
+            env=parse_env_overrides(env_pairs),
+            timeout=timeout,
+            approval_timeout=approval_timeout,
+            raw_log=record,
+        )
+        result = anyio.run(_run_live, Run(executor, task, service), _sink(output))
+    except OrchestrateError as exc:
+        raise _translate(exc) from exc
+    if output == "text":
+        _summary(result)
+    sys.exit(result.cli_exit_code)
+
+
+def _approval_service(spec: str) -> ApprovalService:
+    match spec:
+        case "auto":
+            return AutoApprove()
+        case "deny":
+            return AutoDeny()
+        case "ask":
+            return TerminalPrompt()
+    path = Path(spec)
+    if not path.is_file():
+        raise ConfigError(f"--approvals must be auto, deny, ask or a policy file; {spec!r} is none of these")
+    return RulePolicy.from_file(path, ask=TerminalPrompt())
+
+
+async def _run_live(run: Run, sink: Callable[[EntryPatch], None]) -> RunResult:
+    async with run, anyio.create_task_group() as tg:
+        tg.start_soon(_on_sigint, run)
+        async for patch in run.patches():
+            sink(patch)
+        result = await run.wait()
+        tg.cancel_scope.cancel()
+    return result
+
+
+async def _on_sigint(run: Run) -> None:
+    # First Ctrl-C interrupts the turn the agent's own way; a second one stops the run now.
+    with anyio.open_signal_receiver(signal.SIGINT) as signals:
+        count = 0
+        async for _ in signals:
+            count += 1
+            if count == 1:
+                click.echo("\ninterrupting (Ctrl-C again to stop now)", err=True)
+                try:
+                    await run.interrupt()
+                except OrchestrateError:
+                    run.cancel()
+            else:
+                run.cancel()
+
+
+def _sink(output: str) -> Callable[[EntryPatch], None]:
+    if output == "jsonl":
+        out = sys.stdout.buffer
+
+        def write_jsonl(patch: EntryPatch) -> None:
+            out.write(orjson.dumps(patch.to_json_dict()) + b"\n")
+            out.flush()
+
+        return write_jsonl
+    renderer = TextRenderer(Console(highlight=False))
+    return renderer.on_patch
+
+
+def _summary(result: RunResult) -> None:
+    console = Console(stderr=True, highlight=False)
+    style = {"success": "green", "interrupted": "yellow", "cancelled": "yellow"}.get(result.outcome, "red")
+    console.print(
+        f"\n[{style}]{result.outcome}[/]  session {result.session_id or '-'}  raw log {result.raw_log}"
+    )
+    if result.outcome != "success" and result.error:
+        console.print(f"[red]{result.error}[/]", markup=False)
+
+
+# --- executors, replay, schema ------------------------------------------------------------------
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per executor.")
+def executors(as_json: bool) -> None:
+    """List executors: protocol, installed version, capabilities."""
+    rows = anyio.run(_availability)
+    if as_json:
+        click.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
+        return
+    for row in rows:
+        caps = ", ".join(
+            k.removeprefix("supports")
+            for k, v in row["capabilities"].items()
+            if v is True and k != "requiresSetup"
+        )
+        click.echo(f"{row['name']:<14} {row['protocol']:<12} {row['version'] or 'not found':<22} {caps}")
+
+
+async def _availability() -> list[dict[str, Any]]:
+    rows = []
+    for name in default_registry.names():
+        cls = default_registry.get(name)
+        avail = await cls().check_availability()
+        rows.append(
+            {
+                "name": name,
+                "protocol": cls.protocol,
+                "installed": avail.installed,
+                "version": avail.version,
+                "path": avail.path,
+                "reason": avail.reason,
+                "source": default_registry.sources.get(name),
+                "capabilities": cls.capabilities.to_json_dict(),
+            }
+        )
+    return rows
+
+
+@main.command(name="replay")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
+@click.option("--executor", "-e", "executor_name", required=True)
+@click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
+def replay_cmd(file: Path, executor_name: str, output: str) -> None:
+    """Normalize FILE, a raw log of ours or a plain stdout capture of the CLI."""
+    try:
+        normalizer = default_registry.get(executor_name)().create_normalizer()
+        sink = _sink(output)
+        for patch in replay(file, normalizer):
+            sink(patch)
+    except OrchestrateError as exc:
+        raise _translate(exc) from exc
+    if output == "text":
+        click.echo()
+
+
+@main.command()
+def schema() -> None:
+    """Print the JSON Schema of one entry patch (the lines of `--output jsonl`)."""
+    click.echo(orjson.dumps(entry_json_schema(), option=orjson.OPT_INDENT_2).decode())
