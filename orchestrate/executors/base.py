@@ -7,6 +7,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -75,13 +76,14 @@ class ExecutorOptions(BaseModel):
 
 
 def find_program(program: str) -> str | None:
-    """``program`` on $ORCHESTRATE_BIN_PATH first (a project-local install), then on $PATH."""
-    extra = os.environ.get(BIN_PATH_VARIABLE)
-    if extra:
-        found = shutil.which(program, path=extra)
+    """``program`` on $ORCHESTRATE_BIN_PATH, then beside the running interpreter (a virtualenv's
+    ``bin``, where a project-local install links the CLIs), then on $PATH."""
+    places = [os.environ.get(BIN_PATH_VARIABLE), str(Path(sys.executable).parent), os.environ.get("PATH")]
+    for path in places:
+        found = shutil.which(program, path=path) if path else None
         if found:
             return found
-    return shutil.which(program)
+    return None
 
 
 class Executor(abc.ABC):

@@ -40,7 +40,8 @@ _OPEN_STATUSES = {"created", "pending_approval", "running"}
 _INTERRUPT_MARK = "[Request interrupted by user"
 # Lines that only steer the protocol and carry nothing to show.
 _SILENT_TYPES = {"control_response", "keep_alive"}
-_SILENT_SYSTEM = {"session_state_changed", "hook_started", "hook_response"}
+# thinking_tokens: running estimates while a thinking block streams (2.1.330); the block itself shows.
+_SILENT_SYSTEM = {"session_state_changed", "hook_started", "hook_response", "thinking_tokens"}
 
 
 @dataclass
@@ -81,6 +82,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         self._approval_tool: dict[str, str] = {}  # control request id -> tool_use_id
         self._last_init: tuple[str | None, str | None] | None = None
         self._saw_stdin_user = False
+        self._shown_api_error: str | None = None
         self.results: list[TurnResult] = []
 
     # --- dispatch -----------------------------------------------------------------------------
@@ -196,9 +198,22 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
                 duration_ms=obj.get("duration_ms"),
             )
         ]
-        if turn.is_error:
+        if turn.interrupted:
+            # errors[] holds only CLI diagnostics here ("[ede_diagnostic] ..."): kept, not shown.
+            out.append(
+                self.log.error(
+                    f"The turn was interrupted ({turn.terminal_reason})",
+                    "interrupted",
+                    ts,
+                    errors=errors or None,
+                )
+            )
+        elif turn.is_error:
             message = "; ".join(errors) or turn.text or f"turn ended with {turn.subtype}"
-            out.append(self.log.error(message, _error_code(turn, message), ts))
+            # An API failure is already shown by its synthetic assistant message; the result repeats it.
+            if message != self._shown_api_error:
+                out.append(self.log.error(message, _error_code(turn, message), ts))
+        self._shown_api_error = None
         return out + self._close_open_tools("cancelled", ts) if turn.interrupted else out
 
     # --- assistant blocks ---------------------------------------------------------------------
@@ -209,7 +224,8 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         if obj.get("is_api_error_message") or msg.get("model") == "<synthetic>":
             text = "\n".join(result_text([b]) for b in msg.get("content") or [])
             code = "auth_required" if obj.get("error") == "authentication_failed" else "api_error"
-            return [self.log.error(text or "API error", code, ts, status=obj.get("api_error_status"))]
+            self._shown_api_error = text or "API error"
+            return [self.log.error(self._shown_api_error, code, ts, status=obj.get("api_error_status"))]
         mid = _s(msg.get("id")) or _s(obj.get("uuid"))
         out: list[EntryPatch] = []
         for block in msg.get("content") or []:
@@ -547,8 +563,6 @@ def _usage(obj: dict[str, Any]) -> TokenUsage:
 def _error_code(turn: TurnResult, message: str) -> str:
     if "No conversation found" in message:
         return "resume_failed"
-    if turn.interrupted:
-        return "interrupted"
     if turn.terminal_reason == "api_error":
         return "api_error"
     return "agent_error"

@@ -81,10 +81,10 @@ class Run:
         await self._stack.__aexit__(et, exc, tb)
 
     async def patches(self) -> AsyncIterator[EntryPatch]:
-        """Every entry patch of the run, live, in order; ends when the run ends."""
-        async with self._recv:
-            async for patch in self._recv:
-                yield patch
+        """Every entry patch of the run, live, in order; ends when the run ends.  Patches are
+        delivered once: a second iteration continues where an earlier one stopped."""
+        async for patch in self._recv:
+            yield patch
 
     async def wait(self) -> RunResult:
         """Wait for the run to end and return its result."""
