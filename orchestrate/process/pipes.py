@@ -1,6 +1,8 @@
 """An agent process over pipes, in its own process group, with a bounded shutdown ladder.
 
-Bytes only: this module knows nothing of JSON.  Every chunk read or written goes to the raw log.
+Bytes only: this module knows nothing of JSON.  Chunks read come out of :meth:`AgentProcess.pump`
+with their time; chunks written are reported to ``on_write``.  The run records both in the raw log
+at the moment it hands them to the normalizer, so the log's order is the order they were seen in.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..errors import ProcessExitedError, SpawnError
-from .rawlog import RawLogWriter, StreamName
+from .rawlog import StreamName
 
 __all__ = ["AgentProcess", "Chunk", "ProcessSpec", "ShutdownPolicy"]
 
@@ -60,7 +62,6 @@ class AgentProcess:
 
     process: Process
     spec: ProcessSpec
-    rawlog: RawLogWriter | None = None
     _stderr_tail: deque[bytes] = field(default_factory=deque)
     _stderr_size: int = 0
     _write_lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -68,7 +69,7 @@ class AgentProcess:
     """Told of every chunk written to stdin, before it is sent (the run feeds it to the normalizer)."""
 
     @classmethod
-    async def spawn(cls, spec: ProcessSpec, rawlog: RawLogWriter | None = None) -> AgentProcess:
+    async def spawn(cls, spec: ProcessSpec) -> AgentProcess:
         try:
             # A new session makes the agent the leader of its own process group, so the ladder can
             # signal the agent and every tool process it started, and nothing outlives the run.
@@ -83,7 +84,7 @@ class AgentProcess:
             )
         except OSError as exc:
             raise SpawnError(spec.argv, exc.strerror or str(exc)) from exc
-        return cls(proc, spec, rawlog)
+        return cls(proc, spec)
 
     @property
     def pid(self) -> int:
@@ -97,21 +98,13 @@ class AgentProcess:
     def stderr_tail(self) -> str:
         return b"".join(self._stderr_tail).decode("utf-8", "replace")[-_STDERR_TAIL_BYTES:]
 
-    def record_event(self, event: dict[str, object]) -> None:
-        """Write a decision of the client's into the raw log, in order with the chunks."""
-        if self.rawlog is not None:
-            self.rawlog.event(event, time.time())
-
     async def write(self, data: bytes) -> None:
         """Send bytes to the agent's stdin; raises ProcessExitedError when the pipe is gone."""
         stdin = self.process.stdin
         assert stdin is not None
         async with self._write_lock:
-            now = time.time()
-            if self.rawlog is not None:
-                self.rawlog.chunk("stdin", data, now)
             if self.on_write is not None:
-                self.on_write(data, now)
+                self.on_write(data, time.time())
             try:
                 await stdin.send(data)
             except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
@@ -140,12 +133,9 @@ class AgentProcess:
                     data = await stream.receive(_READ_SIZE)
                 except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                     return
-                now = time.time()
-                if self.rawlog is not None:
-                    self.rawlog.chunk(name, data, now)
                 if name == "stderr":
                     self._keep_stderr(data)
-                await sink.send(Chunk(name, data, now))
+                await sink.send(Chunk(name, data, time.time()))
 
     def _keep_stderr(self, data: bytes) -> None:
         self._stderr_tail.append(data)

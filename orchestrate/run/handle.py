@@ -3,6 +3,7 @@ caller holds.  This is the only place where reading bytes and parsing them meet.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import secrets
 import time
@@ -63,6 +64,9 @@ class Run:
         self._rawlog: RawLogWriter | None = None
         self._stop_reason: Outcome | None = None
         self._started = time.monotonic()
+        self._last_ts: datetime | None = None
+        self.pids: list[int] = []
+        """The agent process of each attempt; each leads its own process group."""
 
     # --- the handle ---------------------------------------------------------------------------
 
@@ -78,13 +82,18 @@ class Run:
         if not self._done.is_set():
             self.cancel()
         assert self._stack is not None
-        await self._stack.__aexit__(et, exc, tb)
+        try:
+            await self._stack.__aexit__(et, exc, tb)
+        finally:
+            self._recv.close()
 
     async def patches(self) -> AsyncIterator[EntryPatch]:
         """Every entry patch of the run, live, in order; ends when the run ends.  Patches are
-        delivered once: a second iteration continues where an earlier one stopped."""
-        async for patch in self._recv:
-            yield patch
+        delivered once: a second iteration continues where an earlier one stopped.  After the
+        ``async with`` block, use :attr:`entries` or the result instead."""
+        with contextlib.suppress(anyio.ClosedResourceError):
+            async for patch in self._recv:
+                yield patch
 
     async def wait(self) -> RunResult:
         """Wait for the run to end and return its result."""
@@ -156,7 +165,7 @@ class Run:
                 )
                 await self._attempt(fresh)
         finally:  # no await in here: it runs to the end even when the run is being cancelled
-            self._emit(self.normalizer.finish(_now()))
+            self._emit(self.normalizer.finish(self._last_ts))
             self._result = self._make_result()
             self._rawlog.close()
             self._send.close()
@@ -165,7 +174,8 @@ class Run:
     async def _attempt(self, task: Task) -> None:
         if self._cancel_before_start:
             return
-        process = self._process = await AgentProcess.spawn(self._spec, self._rawlog)
+        process = self._process = await AgentProcess.spawn(self._spec)
+        self.pids.append(process.pid)
         process.on_write = lambda data, ts: self._feed(Chunk("stdin", data, ts))
         chunks_in, chunks_out = anyio.create_memory_object_stream[Chunk](math.inf)
         eof = anyio.Event()
@@ -234,14 +244,21 @@ class Run:
         finally:
             eof.set()
 
+    # Everything the normalizer sees goes through these two, which log it first: the raw log's
+    # order is the normalizer's order, so a replay reproduces the live entries exactly.
+
     def _feed(self, chunk: Chunk) -> None:
-        self._emit(self.normalizer.feed(chunk.data, chunk.stream, _ts(chunk.ts)))
+        if self._rawlog is not None:
+            self._rawlog.chunk(chunk.stream, chunk.data, chunk.ts)
+        self._last_ts = _ts(chunk.ts)
+        self._emit(self.normalizer.feed(chunk.data, chunk.stream, self._last_ts))
 
     def _note(self, event: dict[str, Any]) -> None:
         now = time.time()
         if self._rawlog is not None:
             self._rawlog.event(event, now)
-        self._emit(self.normalizer.note(event, _ts(now)))
+        self._last_ts = _ts(now)
+        self._emit(self.normalizer.note(event, self._last_ts))
 
     def _emit(self, patches: list[EntryPatch]) -> None:
         for patch in patches:
@@ -299,10 +316,6 @@ class Run:
 
 def _ts(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _log_name(executor: str) -> str:
