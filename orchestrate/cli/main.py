@@ -24,6 +24,7 @@ from ..errors import (
     ExecutorUnavailableError,
     OrchestrateError,
     RawLogError,
+    SpawnError,
     UnknownExecutorError,
 )
 from ..executors.base import ExecutorOptions
@@ -32,6 +33,7 @@ from ..registry import default_registry
 from ..replay import replay
 from ..run import Run, RunResult
 from ..task import Task
+from ..testing.demo import demo_task
 from .render import TextRenderer
 
 __all__ = ["main"]
@@ -49,7 +51,7 @@ class CliError(click.ClickException):
 
 
 def _translate(exc: OrchestrateError) -> CliError:
-    if isinstance(exc, ExecutorUnavailableError):
+    if isinstance(exc, ExecutorUnavailableError | SpawnError):
         return CliError(str(exc), EXIT_UNAVAILABLE)
     if isinstance(exc, UnknownExecutorError | ConfigError | RawLogError):
         return CliError(str(exc), EXIT_USAGE)
@@ -193,6 +195,25 @@ def _summary(result: RunResult) -> None:
     )
     if result.outcome != "success" and result.error:
         console.print(f"[red]{result.error}[/]", markup=False)
+
+
+@main.command()
+@click.option(
+    "--approvals", default="auto", show_default=True, help="auto | deny | ask | PATH to a policy file."
+)
+@click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
+def demo(approvals: str, output: str) -> None:
+    """Run the real Claude Code CLI on an embedded task against a scripted local model (no API key)."""
+    try:
+        executor = default_registry.create("claude-code")
+        service = _approval_service(approvals)
+        with demo_task() as task:
+            result = anyio.run(_run_live, Run(executor, task, service), _sink(output))
+    except OrchestrateError as exc:
+        raise _translate(exc) from exc
+    if output == "text":
+        _summary(result)
+    sys.exit(result.cli_exit_code)
 
 
 # --- executors, replay, schema ------------------------------------------------------------------

@@ -17,6 +17,7 @@ from ..entries import (
     FileWrite,
     NormalizedEntry,
     Plan,
+    PlanItem,
     TokenUsageEntry,
     ToolUse,
 )
@@ -42,6 +43,7 @@ class TextRenderer:
         self._printed: dict[int, str] = {}  # streamed entry -> its text as printed so far
         self._open: int | None = None  # the entry whose text is mid-line
         self._tool_state: dict[int, str] = {}
+        self._plans: dict[int, tuple[PlanItem, ...]] = {}
 
     def on_patch(self, patch: EntryPatch) -> None:
         entry = patch.entry
@@ -50,7 +52,13 @@ class TextRenderer:
             self._stream(entry)
         elif isinstance(entry.type, ToolUse):
             self._tool(entry, entry.type)
-        elif patch.op == "add" or kind == "plan":
+        elif isinstance(entry.type, Plan):
+            # A plan streams in (first empty, then whole) and is updated later: show each new version.
+            if entry.type.items and self._plans.get(entry.index) != entry.type.items:
+                self._plans[entry.index] = entry.type.items
+                self._close_line()
+                self._block(entry)
+        elif patch.op == "add":
             self._close_line()
             self._block(entry)
 

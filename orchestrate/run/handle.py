@@ -19,7 +19,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from ..approvals.base import ApprovalService
 from ..approvals.simple import AutoDeny, SessionMemory
 from ..entries import EntryPatch, ErrorEntry, NormalizedEntry, TokenUsage, TokenUsageEntry, ToolUse
-from ..errors import RunClosedError
+from ..errors import RunClosedError, SpawnError
 from ..executors.base import Executor
 from ..normalizers.base import Normalizer
 from ..normalizers.framing import LineFramer, LineTooLong
@@ -71,9 +71,22 @@ class Run:
     # --- the handle ---------------------------------------------------------------------------
 
     async def __aenter__(self) -> Run:
+        header = {
+            "executor": self.executor.name,
+            "argv": self._spec.argv,
+            "cwd": str(self._spec.cwd),
+            "started": datetime.now(UTC).isoformat(),
+        }
+        self._rawlog = RawLogWriter(self.raw_log_path, header)
+        try:
+            # Spawned here, not in the loop, so a CLI that cannot start raises SpawnError to the caller.
+            first = await AgentProcess.spawn(self._spec)
+        except BaseException:
+            self._rawlog.close()
+            raise
         self._stack = AsyncExitStack()
         tg = await self._stack.enter_async_context(anyio.create_task_group())
-        tg.start_soon(self._main)
+        tg.start_soon(self._main, first)
         return self
 
     async def __aexit__(
@@ -125,10 +138,6 @@ class Run:
         self._stop_reason = self._stop_reason if self._stop_reason == "interrupted" else "cancelled"
         if self._scope is not None:
             self._scope.cancel()
-        elif not self._done.is_set():
-            self._cancel_before_start = True
-
-    _cancel_before_start = False
 
     def _live_driver(self) -> Driver:
         if (
@@ -143,16 +152,10 @@ class Run:
 
     # --- the loop -----------------------------------------------------------------------------
 
-    async def _main(self) -> None:
-        header = {
-            "executor": self.executor.name,
-            "argv": self._spec.argv,
-            "cwd": str(self._spec.cwd),
-            "started": datetime.now(UTC).isoformat(),
-        }
-        self._rawlog = RawLogWriter(self.raw_log_path, header)
+    async def _main(self, first: AgentProcess) -> None:
+        assert self._rawlog is not None
         try:
-            await self._attempt(self.task)
+            await self._attempt(self.task, first)
             if self._should_fall_back():
                 fresh = self.task.model_copy(update={"resume": None, "fork": False})
                 self._spec = self.executor.process_spec(fresh)
@@ -163,7 +166,7 @@ class Run:
                         "reason": f"Session {self.task.resume} was not found; starting a fresh session",
                     }
                 )
-                await self._attempt(fresh)
+                await self._attempt(fresh, None)
         finally:  # no await in here: it runs to the end even when the run is being cancelled
             self._emit(self.normalizer.finish(self._last_ts))
             self._result = self._make_result()
@@ -171,10 +174,14 @@ class Run:
             self._send.close()
             self._done.set()
 
-    async def _attempt(self, task: Task) -> None:
-        if self._cancel_before_start:
-            return
-        process = self._process = await AgentProcess.spawn(self._spec)
+    async def _attempt(self, task: Task, process: AgentProcess | None) -> None:
+        if process is None:
+            try:
+                process = await AgentProcess.spawn(self._spec)
+            except SpawnError as exc:
+                self._note({"type": "run_error", "code": "spawn_failed", "message": str(exc)})
+                return
+        self._process = process
         self.pids.append(process.pid)
         process.on_write = lambda data, ts: self._feed(Chunk("stdin", data, ts))
         chunks_in, chunks_out = anyio.create_memory_object_stream[Chunk](math.inf)
@@ -194,6 +201,8 @@ class Run:
                 tg.start_soon(process.pump, chunks_in)
                 tg.start_soon(self._consume, chunks_out, driver, eof)
                 with anyio.CancelScope() as self._scope:
+                    if self._stop_reason == "cancelled":  # cancel() came before the scope existed
+                        self._scope.cancel()
                     await self._converse(driver, task, eof)
                 if not eof.is_set():  # cancelled or timed out: the ladder, still reading as it goes
                     await process.shutdown(self.shutdown_policy, interrupt=driver.interrupt)

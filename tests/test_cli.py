@@ -1,0 +1,223 @@
+"""The `orchestrate` command, run as a real subprocess against the fake Claude CLI."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import jsonschema
+import orjson
+import pytest
+
+from orchestrate.entries import entry_json_schema
+
+from .helpers import FAKE_CLAUDE, FIXTURES, group_members
+
+FAKE = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLAUDE))}"
+
+
+def orchestrate(
+    *args: str, stdin: str | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrate", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=cwd,
+    )
+
+
+def run_fake(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return orchestrate(
+        "run", "--executor", "claude-code", "--base-command", FAKE, "--cwd", str(tmp_path), *args, stdin=stdin
+    )
+
+
+def patches(stdout: str) -> list[dict[str, object]]:
+    return [orjson.loads(line) for line in stdout.splitlines() if line.strip()]
+
+
+def final_entries(stdout: str) -> list[dict[str, object]]:
+    entries: dict[int, dict[str, object]] = {}
+    for p in patches(stdout):
+        entries[p["index"]] = p["entry"]  # type: ignore[index,assignment]
+    return [entries[i] for i in sorted(entries)]
+
+
+def test_run_jsonl_streams_patches_that_match_the_schema(tmp_path: Path) -> None:
+    done = run_fake(tmp_path, "--approvals", "auto", "--output", "jsonl", "tool")
+    assert done.returncode == 0, done.stderr
+    validator = jsonschema.Draft202012Validator(entry_json_schema())
+    lines = patches(done.stdout)
+    for p in lines:
+        validator.validate(p)
+    assert {p["op"] for p in lines} == {"add", "replace"}
+    tool = next(e for e in final_entries(done.stdout) if e["type"]["kind"] == "tool_use")  # type: ignore[index]
+    assert tool["type"]["tool"]["status"] == "success"  # type: ignore[index]
+    assert tool["type"]["tool"]["action"]["result"]["stdout"] == "ran: echo original"  # type: ignore[index]
+
+
+def test_run_text_for_a_person(tmp_path: Path) -> None:
+    done = run_fake(tmp_path, "--approvals", "deny", "tool")
+    assert done.returncode == 0, done.stderr
+    assert "⏺ Bash `echo original` denied" in done.stdout
+    assert "tool done" in done.stdout and "success" in done.stderr
+
+
+def test_prompt_from_stdin_and_env_override(tmp_path: Path) -> None:
+    done = run_fake(tmp_path, "--env", "FAKE_SECRET=xyz", "--output", "jsonl", "-", stdin="secret\n")
+    assert done.returncode == 0, done.stderr
+    assert any(e["content"] == "secret=xyz claudecode=<unset>" for e in final_entries(done.stdout))
+
+
+def test_record_writes_a_replayable_raw_log(tmp_path: Path) -> None:
+    log = tmp_path / "run.jsonl"
+    live = run_fake(tmp_path, "--approvals", "auto", "--record", str(log), "--output", "jsonl", "tool")
+    assert live.returncode == 0, live.stderr
+    replayed = orchestrate("replay", str(log), "--executor", "claude-code", "--output", "jsonl")
+    assert replayed.returncode == 0, replayed.stderr
+    assert final_entries(replayed.stdout) == final_entries(live.stdout)
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["crash"], 1),
+        (["--timeout", "1", "hang"], 1),
+        (["--approvals", "deny", "--resume", "missing", "plain"], 1),
+    ],
+)
+def test_exit_codes_of_failed_runs(tmp_path: Path, args: list[str], code: int) -> None:
+    done = run_fake(tmp_path, *args)
+    assert done.returncode == code, done.stderr
+
+
+def test_deny_and_interrupt_by_policy_file_exits_130(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.toml"
+    policy.write_text('autonomy = "supervised"\n[allow]\ncommands = ["git *"]\n')
+    done = run_fake(tmp_path, "--approvals", str(policy), "--output", "jsonl", "tool")
+    assert done.returncode == 0
+    tool = next(e for e in final_entries(done.stdout) if e["type"]["kind"] == "tool_use")  # type: ignore[index]
+    assert tool["type"]["tool"]["status"] == "denied"  # type: ignore[index]
+    assert "no policy rule allows Bash" in tool["type"]["tool"]["approval"]["reason"]  # type: ignore[index]
+
+
+def test_usage_errors_exit_2(tmp_path: Path) -> None:
+    unknown = orchestrate("run", "--executor", "nope", "hi")
+    assert unknown.returncode == 2 and "known executors: claude-code" in unknown.stderr
+    bad_env = run_fake(tmp_path, "--env", "NOEQUALS", "plain")
+    assert bad_env.returncode == 2 and "KEY=VALUE" in bad_env.stderr
+    bad_approvals = run_fake(tmp_path, "--approvals", "sometimes", "plain")
+    assert bad_approvals.returncode == 2 and "policy file" in bad_approvals.stderr
+    assert orchestrate("run", "hi").returncode == 2
+    assert run_fake(tmp_path, "-", stdin="  \n").returncode == 2
+
+
+def test_unavailable_executor_exits_3(tmp_path: Path) -> None:
+    done = orchestrate("run", "--executor", "claude-code", "--base-command", "/nonexistent/claude", "hi")
+    assert done.returncode == 3 and "could not start" in done.stderr
+
+
+def test_sigint_interrupts_the_turn_and_exits_130(tmp_path: Path) -> None:
+    log = tmp_path / "run.jsonl"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "orchestrate",
+            "run",
+            "--executor",
+            "claude-code",
+            "--base-command",
+            FAKE,
+            "--record",
+            str(log),
+            "--output",
+            "jsonl",
+            "slow",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    for line in proc.stdout:  # wait until the text streams
+        if "w0 w1 w2" in line:
+            break
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    assert "interrupting" in err and "w49" not in out
+    agent = orjson.loads(log.read_bytes().splitlines()[0])
+    assert agent["executor"] == "claude-code"
+    time.sleep(0.1)
+    assert "aborted_streaming" in log.read_text()
+
+
+def test_executors_lists_protocol_version_and_capabilities(monkeypatch: pytest.MonkeyPatch) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrate", "executors", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "ORCHESTRATE_BIN_PATH": str(FAKE_CLAUDE.parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    [claude] = [r for r in orjson.loads(done.stdout) if r["name"] == "claude-code"]
+    assert claude["protocol"] == "stream-json"
+    assert claude["capabilities"]["supportsApprovals"] is True
+    assert claude["capabilities"]["supportsMidExecutionMessages"] is True
+    text = orchestrate("executors")
+    assert text.returncode == 0 and "claude-code" in text.stdout
+
+
+def test_replay_of_a_plain_stdout_capture(tmp_path: Path) -> None:
+    fixture = FIXTURES / "claude-stream-json" / "bash_approved.jsonl"
+    stdout = b"".join(
+        orjson.loads(line)["data"].encode()
+        for line in fixture.read_bytes().splitlines()[1:]
+        if orjson.loads(line).get("stream") == "stdout"
+    )
+    capture = tmp_path / "capture.jsonl"
+    capture.write_bytes(stdout)
+    done = orchestrate("replay", str(capture), "--executor", "claude-code", "--output", "jsonl")
+    assert done.returncode == 0, done.stderr
+    kinds = [e["type"]["kind"] for e in final_entries(done.stdout)]  # type: ignore[index]
+    assert kinds == ["system_message", "assistant_message", "tool_use", "assistant_message", "token_usage"]
+    text = orchestrate("replay", str(capture), "--executor", "claude-code")
+    assert "Result: done" in text.stdout
+
+
+def test_replay_errors(tmp_path: Path) -> None:
+    assert orchestrate("replay", str(tmp_path / "missing"), "--executor", "claude-code").returncode == 2
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"type":"header","format":"orchestrate-rawlog","version":1}\n{"type":"chunk"}\n')
+    done = orchestrate("replay", str(bad), "--executor", "claude-code")
+    assert done.returncode == 2 and "not a raw log record" in done.stderr
+
+
+def test_schema_command_prints_the_schema() -> None:
+    done = orchestrate("schema")
+    assert done.returncode == 0
+    schema = orjson.loads(done.stdout)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert "toolName" in done.stdout and "exitCode" in done.stdout and "unifiedDiff" in done.stdout
+
+
+def test_no_agent_process_survives_the_cli_tests() -> None:
+    fakes = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).count(str(FAKE_CLAUDE))]
+    assert [group_members(int(p.name)) for p in fakes] in ([], [[]] * len(fakes))
+
+
+def _cmdline(p: Path) -> str:
+    try:
+        return (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
