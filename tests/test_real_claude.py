@@ -7,7 +7,6 @@ turns a missing CLI into a failure so CI can never pass without running these.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 import anyio
