@@ -221,3 +221,24 @@ def _cmdline(p: Path) -> str:
         return (p / "cmdline").read_bytes().replace(b"\0", b" ").decode()
     except OSError:
         return ""
+
+
+def test_the_readme_embedding_example_runs(tmp_path: Path) -> None:
+    readme = (FIXTURES.parent / "README.md").read_text()
+    code = readme.split("## Embedding it", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    assert len(code.strip().splitlines()) <= 16
+    code = code.replace('"/srv/repos/api"', repr(str(tmp_path)))
+    shim = tmp_path / "bin" / "claude"  # the fake CLI stands in for `claude` on the bin path
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec {FAKE} "$@"\n')
+    shim.chmod(0o755)
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "ORCHESTRATE_BIN_PATH": str(shim.parent)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "add 0 user_message add a health check endpoint" in done.stdout
+    assert "\nsuccess " in done.stdout
