@@ -277,3 +277,15 @@ async def test_environment_overrides_and_nesting_variable(
 async def test_raw_log_goes_where_asked(tmp_path: Path) -> None:
     result, _ = await run_fake(tmp_path, "plain", raw_log=tmp_path / "logs" / "run.jsonl")
     assert result.raw_log == tmp_path / "logs" / "run.jsonl"
+
+
+async def test_set_permission_mode_mid_run(tmp_path: Path) -> None:
+    async def during(run: Run) -> None:
+        await wait_for(run, lambda e: e.type.kind == "token_usage")
+        await run.set_permission_mode("acceptEdits")
+        await run.end_input()
+
+    result, _ = await run_fake(tmp_path, "plain", during=during, keep_open=True)
+    system = texts(result, "system_message")
+    assert "Permission mode set to acceptEdits" in system  # what we sent
+    assert "Permission mode: acceptEdits" in system  # what the CLI confirmed

@@ -52,8 +52,11 @@ class ClaudeDriver(Driver):
             await answered.wait()
 
     async def set_permission_mode(self, mode: str) -> None:
-        _, line = self.peer.request("set_permission_mode", mode=mode)
-        await self._write(line)
+        request_id, line = self.peer.request("set_permission_mode", mode=mode)
+        answered = self._answers[request_id] = anyio.Event()
+        await self.ctx.process.write(line)
+        with anyio.move_on_after(_CONTROL_TIMEOUT):
+            await answered.wait()
 
     async def on_line(self, line: str) -> None:
         for event in self.peer.receive_line(line):

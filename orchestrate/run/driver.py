@@ -11,6 +11,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..approvals.base import ApprovalService
+from ..errors import ConfigError
 from ..executors.base import Executor
 from ..process.pipes import AgentProcess
 from ..task import Task
@@ -65,6 +66,10 @@ class Driver(abc.ABC):
     @abc.abstractmethod
     async def interrupt(self) -> None:
         """Ask the agent to stop the current turn (the protocol's own interrupt)."""
+
+    async def set_permission_mode(self, mode: str) -> None:
+        """Change the agent's own permission mode mid-run, where its protocol can."""
+        raise ConfigError(f"{self.ctx.executor.name} cannot change its permission mode mid-run")
 
     async def end_input(self) -> None:
         """No more messages will come: let the agent finish and exit."""

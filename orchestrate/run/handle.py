@@ -129,6 +129,11 @@ class Run:
         self._stop_reason = self._stop_reason or "interrupted"
         await driver.interrupt()
 
+    async def set_permission_mode(self, mode: str) -> None:
+        """Change the agent's own permission mode for the rest of the run (Claude: default,
+        acceptEdits, plan, bypassPermissions ...)."""
+        await self._live_driver().set_permission_mode(mode)
+
     async def end_input(self) -> None:
         """With ``keep_open``: no more messages; let the agent finish and exit."""
         await self._live_driver().end_input()

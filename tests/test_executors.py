@@ -1,0 +1,133 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import anyio
+import pytest
+
+from orchestrate import Task, UnknownExecutorError, get_executor
+from orchestrate.errors import ConfigError, ExecutorUnavailableError
+from orchestrate.executors.base import ExecutorOptions
+from orchestrate.executors.claude_code import ClaudeCodeExecutor
+from orchestrate.peers.claude_control import CanUseTool
+from orchestrate.registry import Registry
+
+from .helpers import fake_claude
+
+
+def test_argv_carries_every_option(tmp_path: Path) -> None:
+    executor = ClaudeCodeExecutor(
+        ExecutorOptions(
+            base_command="npx -y @anthropic-ai/claude-code@2.1.330",
+            model="sonnet",
+            permission_mode="acceptEdits",
+            extra_args=["--max-turns", "3"],
+        )
+    )
+    argv = executor.build_argv(Task(prompt="p", cwd=tmp_path, resume="abc", fork=True))
+    assert argv[:3] == ["npx", "-y", "@anthropic-ai/claude-code@2.1.330"]
+    assert argv[3:11] == [
+        "--input-format",
+        "stream-json",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-prompt-tool",
+        "stdio",
+        "--include-partial-messages",
+    ]
+    assert argv[11:] == [
+        "--model",
+        "sonnet",
+        "--permission-mode",
+        "acceptEdits",
+        "--resume=abc",
+        "--fork-session",
+        "--max-turns",
+        "3",
+    ]
+    task_model = executor.build_argv(Task(prompt="p", cwd=tmp_path, model="haiku"))
+    assert task_model[task_model.index("--model") + 1] == "haiku"
+
+
+def test_environment_of_the_child(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CLAUDECODE", "1")
+    monkeypatch.setenv("KEEP", "me")
+    executor = fake_claude(env={"ADDED": "1", "KEEP": "executor"})
+    env = executor.process_spec(Task(prompt="p", cwd=tmp_path, env={"KEEP": "task"})).env
+    assert "CLAUDECODE" not in env
+    assert (env["ADDED"], env["KEEP"], env["CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS"]) == ("1", "task", "1")
+
+
+def test_missing_cli_is_unavailable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.setenv("ORCHESTRATE_BIN_PATH", str(tmp_path))
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "python"))
+    with pytest.raises(ExecutorUnavailableError, match="npm install @anthropic-ai/claude-code"):
+        ClaudeCodeExecutor().build_argv(Task(prompt="p", cwd=tmp_path))
+    availability = anyio.run(ClaudeCodeExecutor().check_availability)
+    assert not availability.installed and "not found" in (availability.reason or "")
+
+
+def test_availability_reports_the_version() -> None:
+    availability = anyio.run(fake_claude().check_availability)
+    assert (availability.installed, availability.version) == (True, "0.0-fake")
+    assert availability.path == sys.executable
+
+
+def test_approval_request_names_command_and_paths(tmp_path: Path) -> None:
+    executor = ClaudeCodeExecutor()
+    task = Task(prompt="p", cwd=tmp_path)
+    bash = executor.approval_request(
+        CanUseTool("r", "Bash", {"command": "ls"}, "t", "List", "/w/x"), task, "s"
+    )
+    assert (bash.command, bash.paths, bash.read_only, bash.session_id) == ("ls", ("/w/x",), False, "s")
+    edit = executor.approval_request(
+        CanUseTool("r", "MultiEdit", {"file_path": "/w/a", "edits": []}, "t", None, None), task, None
+    )
+    assert (edit.command, edit.paths) == (None, ("/w/a",))
+    read = executor.approval_request(
+        CanUseTool("r", "Read", {"file_path": "/w/a"}, "t", None, None), task, None
+    )
+    assert read.read_only
+
+
+def test_registry_lookup_and_unknown_names() -> None:
+    assert isinstance(get_executor("claude-code"), ClaudeCodeExecutor)
+    with pytest.raises(UnknownExecutorError, match="known executors: claude-code"):
+        get_executor("nope")
+
+
+class PluginExecutor(ClaudeCodeExecutor):
+    name = "plugin-agent"
+
+
+class FakeEntryPoint:
+    def __init__(self, name: str, target: object) -> None:
+        self.name, self.value, self.dist = name, f"tests:{name}", None
+        self._target = target
+
+    def load(self) -> object:
+        if isinstance(self._target, Exception):
+            raise self._target
+        return self._target
+
+
+def test_entry_point_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
+    points = [
+        FakeEntryPoint("plugin-agent", PluginExecutor),
+        FakeEntryPoint("broken", ImportError("boom")),
+        FakeEntryPoint("blocked-agent", PluginExecutor),
+        FakeEntryPoint("not-an-executor", object),
+    ]
+    monkeypatch.setattr("importlib.metadata.entry_points", lambda group: points)
+    registry = Registry(blocked={"blocked-agent"})
+    registry.register(ClaudeCodeExecutor)
+    with pytest.warns(RuntimeWarning) as warned:
+        names = registry.names()
+    assert names == ["claude-code", "plugin-agent"]
+    assert len(warned) == 2  # the broken plugin and the non-executor, each named
+    assert registry.sources["plugin-agent"] == "tests:plugin-agent"
+    with pytest.raises(ConfigError):
+        registry.register(object)  # type: ignore[arg-type]
