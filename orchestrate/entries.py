@@ -18,6 +18,7 @@ from pydantic.alias_generators import to_camel
 __all__ = [
     "ActionType",
     "ApprovalInfo",
+    "ApprovalOutcome",
     "AssistantMessage",
     "CommandResult",
     "CommandRun",

@@ -55,30 +55,42 @@ def _records(case: str) -> list[RawRecord]:
     return list(read_raw_log(GOLDEN / f"{case}.jsonl")[1])
 
 
-def _feed(records: list[RawRecord], split: Any) -> list[EntryPatch]:
+def _feed(records: list[RawRecord], split: Any) -> list[dict[str, Any]]:
+    """The entries after feeding ``records`` cut up by ``split``, checked against the patches:
+    applying every patch in order must give exactly the normalizer's entries."""
     n = ClaudeStreamJsonNormalizer()
-    out: list[EntryPatch] = []
+    patches: list[EntryPatch] = []
     for rec in records:
         if rec.event is not None:
-            out += n.note(rec.event, rec.ts)
+            patches += n.note(rec.event, rec.ts)
             continue
         assert rec.stream is not None
         for piece in split(rec.data):
-            out += n.feed(piece, rec.stream, rec.ts)
-    return out + n.finish(None)
+            patches += n.feed(piece, rec.stream, rec.ts)
+    patches += n.finish(None)
+    applied: list[Any] = []
+    for patch in patches:
+        if patch.op == "add":
+            assert patch.index == len(applied), "adds must come in index order"
+            applied.append(patch.entry)
+        else:
+            applied[patch.index] = patch.entry
+    assert applied == n.entries
+    return [e.to_json_dict() for e in n.entries]
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_same_patches_whole_and_byte_by_byte(case: str) -> None:
+def test_same_entries_whole_and_byte_by_byte(case: str) -> None:
     records = _records(case)
     whole = _feed(records, lambda d: [d])
     bytewise = _feed(records, lambda d: [d[i : i + 1] for i in range(len(d))])
     assert bytewise == whole
+    assert whole == orjson.loads((GOLDEN / f"{case}.entries.json").read_bytes())
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=st.sampled_from(CASES), seed=st.integers(0, 2**32 - 1))
-def test_same_patches_at_random_splits(case: str, seed: int) -> None:
+def test_same_entries_at_random_splits(case: str, seed: int) -> None:
     rng = random.Random(seed)
 
     def split(data: bytes) -> list[bytes]:

@@ -23,47 +23,79 @@ Stream = Literal["stdout", "stderr", "stdin"]
 
 
 class EntryLog:
-    """Owns entry indexes: adds entries, replaces them in place, and returns the patches."""
+    """Owns entry indexes.  Entries are added and changed in place; :meth:`drain` hands out the
+    patches since the last drain, one per touched entry, in the order they were first touched.
+
+    Changes are kept pending until an entry is read or drained, so a hundred text deltas that
+    arrive in one chunk cost one copy of the entry, not a hundred.
+    """
 
     def __init__(self) -> None:
-        self.entries: list[NormalizedEntry] = []
+        self._entries: list[NormalizedEntry] = []
+        self._pending: dict[int, dict[str, Any]] = {}
+        self._touched: dict[int, Literal["add", "replace"]] = {}
         self.session_id: str | None = None
         self.model: str | None = None
+
+    @property
+    def entries(self) -> list[NormalizedEntry]:
+        self._materialize_all()
+        return self._entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
 
     def metadata(self, **extra: Any) -> EntryMetadata:
         return EntryMetadata(session_id=self.session_id, model=self.model, extra=extra or None)
 
-    def add(
-        self, type_: EntryType, content: str = "", ts: datetime | None = None, **extra: Any
-    ) -> EntryPatch:
-        entry = NormalizedEntry(
-            index=len(self.entries),
-            timestamp=ts,
-            type=type_,
-            content=content,
-            metadata=self.metadata(**extra),
+    def add(self, type_: EntryType, content: str = "", ts: datetime | None = None, **extra: Any) -> int:
+        index = len(self._entries)
+        self._entries.append(
+            NormalizedEntry(
+                index=index, timestamp=ts, type=type_, content=content, metadata=self.metadata(**extra)
+            )
         )
-        self.entries.append(entry)
-        return EntryPatch(op="add", index=entry.index, entry=entry)
+        self._touched[index] = "add"
+        return index
 
-    def replace(self, index: int, **changes: Any) -> EntryPatch:
-        entry = self.entries[index].model_copy(update=changes)
-        self.entries[index] = entry
-        return EntryPatch(op="replace", index=index, entry=entry)
+    def replace(self, index: int, **changes: Any) -> None:
+        self._pending.setdefault(index, {}).update(changes)
+        self._touched.setdefault(index, "replace")
+
+    def get(self, index: int) -> NormalizedEntry:
+        self._materialize(index)
+        return self._entries[index]
 
     def error(
         self, message: str, code: str, ts: datetime | None = None, content: str | None = None, **extra: Any
-    ) -> EntryPatch:
+    ) -> int:
         info = ErrorInfo(message=message, code=code)
         return self.add(ErrorEntry(error=info), content if content is not None else message, ts, **extra)
+
+    def drain(self) -> list[EntryPatch]:
+        """The patches since the last drain."""
+        out = []
+        for index, op in self._touched.items():
+            out.append(EntryPatch.model_construct(op=op, index=index, entry=self.get(index)))
+        self._touched.clear()
+        return out
+
+    def _materialize(self, index: int) -> None:
+        changes = self._pending.pop(index, None)
+        if changes:
+            self._entries[index] = self._entries[index].model_copy(update=changes)
+
+    def _materialize_all(self) -> None:
+        for index in list(self._pending):
+            self._materialize(index)
 
 
 class Normalizer(abc.ABC):
     """A sans-I/O state machine: bytes of one run in, entry patches out.
 
     ``feed`` is called with each chunk in the order it crossed the pipes (``stdin`` chunks are what
-    the client wrote).  Output never depends on where chunk boundaries fall.  No I/O, no clock:
-    timestamps come in with the chunks.
+    the client wrote).  The entries never depend on where chunk boundaries fall; the patches are
+    one per entry touched by the chunk.  No I/O, no clock: timestamps come in with the chunks.
     """
 
     log: EntryLog
@@ -81,22 +113,23 @@ class Normalizer(abc.ABC):
 
         Shared kinds: ``run_error`` (the run's own verdict: timeout, the process died ...) becomes an
         error entry; ``restart`` (a new process continues the run) flushes partial lines."""
+        self.on_note(event, ts)
+        return self.log.drain()
+
+    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
         match event.get("type"):
             case "run_error":
-                return [
-                    self.log.error(
-                        str(event.get("message")),
-                        str(event.get("code")),
-                        ts,
-                        stderr_tail=event.get("stderr_tail"),
-                    )
-                ]
+                self.log.error(
+                    str(event.get("message")),
+                    str(event.get("code")),
+                    ts,
+                    stderr_tail=event.get("stderr_tail"),
+                )
             case "restart":
-                return self.restart(str(event.get("reason") or "restarting the agent"), ts)
-        return []
+                self.restart(str(event.get("reason") or "restarting the agent"), ts)
 
-    def restart(self, reason: str, ts: datetime | None) -> list[EntryPatch]:
-        return [self.log.add(SystemMessage(), reason, ts)]
+    def restart(self, reason: str, ts: datetime | None) -> None:
+        self.log.add(SystemMessage(), reason, ts)
 
     @property
     def outcome(self) -> Literal["success", "failed", "interrupted"] | None:
@@ -116,42 +149,34 @@ class LineNormalizer(Normalizer):
         self._framers = {s: LineFramer(max_line_bytes) for s in ("stdout", "stderr", "stdin")}
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
-        return self._lines(self._framers[stream].feed(chunk), stream, ts)
+        self._lines(self._framers[stream].feed(chunk), stream, ts)
+        return self.log.drain()
 
     def finish(self, ts: datetime | None = None) -> list[EntryPatch]:
-        out: list[EntryPatch] = []
-        for stream, framer in self._framers.items():
-            out += self._lines(framer.finish(), stream, ts)  # type: ignore[arg-type]
-        return out + self.close(ts)
+        self._flush_framers(ts)
+        self.close(ts)
+        return self.log.drain()
 
-    def _lines(self, lines: list[FramedLine], stream: Stream, ts: datetime | None) -> list[EntryPatch]:
-        out: list[EntryPatch] = []
+    def _flush_framers(self, ts: datetime | None) -> None:
+        for stream, framer in self._framers.items():
+            self._lines(framer.finish(), stream, ts)  # type: ignore[arg-type]
+
+    def _lines(self, lines: list[FramedLine], stream: Stream, ts: datetime | None) -> None:
         for line in lines:
-            if isinstance(line, LineTooLong):
-                if stream == "stdout":
-                    out.append(
-                        self.log.error(
-                            f"{stream} line of {line.length} bytes exceeds the limit and was dropped",
-                            "line_too_long",
-                            ts,
-                            content=line.head,
-                        )
-                    )
-                continue
-            out += self.feed_line(line, stream, ts)
-        return out
+            if not isinstance(line, LineTooLong):
+                self.feed_line(line, stream, ts)
+            elif stream == "stdout":
+                message = f"{stream} line of {line.length} bytes exceeds the limit and was dropped"
+                self.log.error(message, "line_too_long", ts, content=line.head)
 
     @abc.abstractmethod
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> list[EntryPatch]:
+    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
         """Handle one complete line of ``stream``."""
 
-    def close(self, ts: datetime | None) -> list[EntryPatch]:
+    def close(self, ts: datetime | None) -> None:
         """Called once by :meth:`finish` after the last line."""
-        return []
 
-    def restart(self, reason: str, ts: datetime | None) -> list[EntryPatch]:
+    def restart(self, reason: str, ts: datetime | None) -> None:
         # A partial line of the old process must not be glued to the new one's first line.
-        out: list[EntryPatch] = []
-        for stream, framer in self._framers.items():
-            out += self._lines(framer.finish(), stream, ts)  # type: ignore[arg-type]
-        return out + super().restart(reason, ts)
+        self._flush_framers(ts)
+        super().restart(reason, ts)

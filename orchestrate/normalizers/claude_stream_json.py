@@ -19,14 +19,15 @@ import orjson
 
 from ..entries import (
     ApprovalInfo,
+    ApprovalOutcome,
     AssistantMessage,
-    EntryPatch,
     GenericTool,
     Plan,
     SystemMessage,
     Thinking,
     TokenUsage,
     TokenUsageEntry,
+    ToolStatus,
     ToolUse,
     ToolUseEntry,
     UserMessage,
@@ -61,7 +62,7 @@ class TurnResult:
 
 @dataclass
 class _Block:
-    index: int  # entry index
+    index: int  # entry index; -1 for blocks we do not show
     kind: str  # text | thinking | tool_use | other
     text: str = ""
     partial_json: str = ""
@@ -85,100 +86,105 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         self._shown_api_error: str | None = None
         self.results: list[TurnResult] = []
 
+    @property
+    def outcome(self) -> Literal["success", "failed", "interrupted"] | None:
+        if not self.results:
+            return None
+        last = self.results[-1]
+        if last.interrupted:
+            return "interrupted"
+        return "failed" if last.is_error else "success"
+
     # --- dispatch -----------------------------------------------------------------------------
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> list[EntryPatch]:
+    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
         if stream == "stderr":
-            return []  # kept in the raw log and attached to failures, never parsed as protocol
+            return  # kept in the raw log and attached to failures, never parsed as protocol
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:
             obj = None
         if not isinstance(obj, dict):
-            if stream == "stdin":
-                return []
-            return [
+            if stream == "stdout":
                 self.log.error(
                     "The CLI printed a line that is not a JSON object", "protocol_error", ts, content=line
                 )
-            ]
-        if stream == "stdin":
-            return self._client_line(obj, ts)
-        return self._agent_line(obj, ts)
+        elif stream == "stdin":
+            self._client_line(obj, ts)
+        else:
+            self._agent_line(obj, ts)
 
-    def _agent_line(self, obj: dict[str, Any], ts: datetime | None) -> list[EntryPatch]:
+    def _agent_line(self, obj: dict[str, Any], ts: datetime | None) -> None:
         kind = obj.get("type")
         match kind:
             case "assistant":
-                return self._assistant(obj, ts)
+                self._assistant(obj, ts)
             case "user":
-                return self._user(obj, ts)
+                self._user(obj, ts)
             case "stream_event":
-                return self._stream_event(obj, ts)
+                self._stream_event(obj, ts)
             case "system":
-                return self._system(obj, ts)
+                self._system(obj, ts)
             case "result":
-                return self._result(obj, ts)
+                self._result(obj, ts)
             case "control_request":
-                return self._control_request(obj)
+                self._control_request(obj, ts)
             case "control_cancel_request":
-                return self._approval_update(_s(obj.get("request_id")), "cancelled", "cancelled", None)
+                self._approval_update(_s(obj.get("request_id")), "cancelled", "cancelled", None)
             case _ if kind in _SILENT_TYPES:
-                return []
+                pass
             case _:
-                return [self._generic(obj, ts)]
+                self._generic(obj, ts)
 
-    def _generic(self, obj: dict[str, Any], ts: datetime | None) -> EntryPatch:
+    def _generic(self, obj: dict[str, Any], ts: datetime | None) -> None:
         # Unknown message types are kept, never fatal: newer CLIs add types all the time.
         label = "/".join(_s(obj.get(k)) for k in ("type", "subtype") if obj.get(k))
-        return self.log.add(SystemMessage(), f"`{label or 'unknown'}` message", ts, raw=obj)
+        self.log.add(SystemMessage(), f"`{label or 'unknown'}` message", ts, raw=obj)
 
     # --- system and result --------------------------------------------------------------------
 
-    def _system(self, obj: dict[str, Any], ts: datetime | None) -> list[EntryPatch]:
+    def _system(self, obj: dict[str, Any], ts: datetime | None) -> None:
         sub = obj.get("subtype")
         match sub:
             case "init":
-                return self._init(obj, ts)
+                self._init(obj, ts)
             case "status":
-                mode = obj.get("permissionMode")
-                return [self.log.add(SystemMessage(), f"Permission mode: {mode}", ts)] if mode else []
+                if mode := obj.get("permissionMode"):
+                    self.log.add(SystemMessage(), f"Permission mode: {mode}", ts)
             case "api_retry":
-                msg = (
+                message = (
                     f"API error {obj.get('error_status')}: retrying (attempt {obj.get('attempt')} of "
                     f"{obj.get('max_retries')}) in {obj.get('retry_delay_ms')} ms"
                 )
-                return [self.log.error(msg, "api_retry", ts, raw=obj)]
+                self.log.error(message, "api_retry", ts, raw=obj)
             case "permission_denied":
-                return self._permission_denied(obj, ts)
+                self._permission_denied(obj, ts)
             case "compact_boundary":
-                return [self.log.add(SystemMessage(), "Conversation compacted", ts)]
+                self.log.add(SystemMessage(), "Conversation compacted", ts)
             case _ if sub in _SILENT_SYSTEM:
-                return []
+                pass
             case _:
-                return [self._generic(obj, ts)]
+                self._generic(obj, ts)
 
-    def _init(self, obj: dict[str, Any], ts: datetime | None) -> list[EntryPatch]:
+    def _init(self, obj: dict[str, Any], ts: datetime | None) -> None:
         session, model = obj.get("session_id"), obj.get("model")
         self.log.session_id = _s(session) or self.log.session_id
         self.log.model = _s(model) or self.log.model
         # init is repeated on every turn; show it only when something changed.
         if (session, model) == self._last_init:
-            return []
+            return
         self._last_init = (session, model)
         text = f"Session `{session}` started with model `{model}`"
-        return [
-            self.log.add(
-                SystemMessage(),
-                text,
-                ts,
-                cwd=obj.get("cwd"),
-                permission_mode=obj.get("permissionMode"),
-                tools=obj.get("tools"),
-            )
-        ]
+        self.log.add(
+            SystemMessage(),
+            text,
+            ts,
+            cwd=obj.get("cwd"),
+            permission_mode=obj.get("permissionMode"),
+            tools=obj.get("tools"),
+        )
 
-    def _result(self, obj: dict[str, Any], ts: datetime | None) -> list[EntryPatch]:
+    def _result(self, obj: dict[str, Any], ts: datetime | None) -> None:
         errors = [_s(e) for e in obj.get("errors") or []]
         turn = TurnResult(
             is_error=bool(obj.get("is_error")) or obj.get("subtype") != "success",
@@ -189,366 +195,326 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         )
         self.results.append(turn)
         self.log.session_id = _s(obj.get("session_id")) or self.log.session_id
-        out = [
-            self.log.add(
-                TokenUsageEntry(usage=_usage(obj)),
-                "",
-                ts,
-                num_turns=obj.get("num_turns"),
-                duration_ms=obj.get("duration_ms"),
-            )
-        ]
+        self.log.add(
+            TokenUsageEntry(usage=_usage(obj)),
+            "",
+            ts,
+            num_turns=obj.get("num_turns"),
+            duration_ms=obj.get("duration_ms"),
+        )
         if turn.interrupted:
             # errors[] holds only CLI diagnostics here ("[ede_diagnostic] ..."): kept, not shown.
-            out.append(
-                self.log.error(
-                    f"The turn was interrupted ({turn.terminal_reason})",
-                    "interrupted",
-                    ts,
-                    errors=errors or None,
-                )
-            )
+            message = f"The turn was interrupted ({turn.terminal_reason})"
+            self.log.error(message, "interrupted", ts, errors=errors or None)
+            self._close_open_tools("cancelled")
         elif turn.is_error:
             message = "; ".join(errors) or turn.text or f"turn ended with {turn.subtype}"
             # An API failure is already shown by its synthetic assistant message; the result repeats it.
             if message != self._shown_api_error:
-                out.append(self.log.error(message, _error_code(turn, message), ts))
+                self.log.error(message, _error_code(turn, message), ts)
         self._shown_api_error = None
-        return out + self._close_open_tools("cancelled", ts) if turn.interrupted else out
 
     # --- assistant blocks ---------------------------------------------------------------------
 
-    def _assistant(self, obj: dict[str, Any], ts: datetime | None) -> list[EntryPatch]:
-        msg = obj.get("message") if isinstance(obj.get("message"), dict) else {}
-        assert isinstance(msg, dict)
+    def _assistant(self, obj: dict[str, Any], ts: datetime | None) -> None:
+        msg = _dict(obj.get("message"))
         if obj.get("is_api_error_message") or msg.get("model") == "<synthetic>":
             text = "\n".join(result_text([b]) for b in msg.get("content") or [])
             code = "auth_required" if obj.get("error") == "authentication_failed" else "api_error"
             self._shown_api_error = text or "API error"
-            return [self.log.error(self._shown_api_error, code, ts, status=obj.get("api_error_status"))]
+            self.log.error(self._shown_api_error, code, ts, status=obj.get("api_error_status"))
+            return
         mid = _s(msg.get("id")) or _s(obj.get("uuid"))
-        out: list[EntryPatch] = []
         for block in msg.get("content") or []:
             if isinstance(block, dict):
-                out += self._full_block(mid, block, ts)
-        return out
+                self._full_block(mid, block, ts)
 
-    def _full_block(self, mid: str, block: dict[str, Any], ts: datetime | None) -> list[EntryPatch]:
+    def _full_block(self, mid: str, block: dict[str, Any], ts: datetime | None) -> None:
         # The full line belongs to the block the partial stream has open, else to the next one.
         idx = self._open_block.get(mid)
         if idx is None or self._blocks[(mid, idx)].has_full:
             idx = self._next_block.get(mid, 0)
         self._next_block[mid] = max(self._next_block.get(mid, 0), idx + 1)
-        existing = self._blocks.get((mid, idx))
         btype = _s(block.get("type"))
         if btype == "tool_use":
-            args = block.get("input") if isinstance(block.get("input"), dict) else {}
-            assert isinstance(args, dict)
-            return self._tool_block(mid, idx, _s(block.get("id")), _s(block.get("name")), args, ts)
+            self._tool_block(
+                mid, idx, _s(block.get("id")), _s(block.get("name")), _dict(block.get("input")), ts
+            )
+            return
         text = _s(block.get("text") if btype == "text" else block.get("thinking"))
-        if existing is not None:
-            existing.has_full = True
-            if existing.text == text:
-                return []
+        existing = self._blocks.get((mid, idx))
+        if existing is None:
+            self._new_text_block(mid, idx, btype, text, ts, has_full=True)
+            return
+        existing.has_full = True
+        if existing.text != text and existing.index >= 0:
             existing.text = text
-            return [self.log.replace(existing.index, content=text)]
-        return self._new_text_block(mid, idx, btype, text, ts, has_full=True)
+            self.log.replace(existing.index, content=text)
 
     def _new_text_block(
         self, mid: str, idx: int, btype: str, text: str, ts: datetime | None, *, has_full: bool
-    ) -> list[EntryPatch]:
+    ) -> None:
         if btype == "text":
-            patch = self.log.add(AssistantMessage(), text, ts)
+            index = self.log.add(AssistantMessage(), text, ts)
         elif btype in ("thinking", "redacted_thinking"):
-            patch = self.log.add(Thinking(), text, ts)
+            index = self.log.add(Thinking(), text, ts)
         else:
-            return []
-        self._blocks[(mid, idx)] = _Block(patch.index, btype, text, has_full=has_full)
-        return [patch]
+            index, btype = -1, "other"
+        self._blocks[(mid, idx)] = _Block(index, btype, text, has_full=has_full)
 
     def _tool_block(
         self, mid: str, idx: int, tool_id: str, name: str, args: dict[str, Any], ts: datetime | None
-    ) -> list[EntryPatch]:
+    ) -> None:
         block = self._blocks.get((mid, idx))
+        if block is not None:
+            block.has_full = True
         if name == "TodoWrite":
             self._plans.add(tool_id)
             if block is None:
-                patch = self.log.add(Plan(items=plan_items(args)), "Plan", ts, tool_call_id=tool_id)
-                self._blocks[(mid, idx)] = _Block(patch.index, "tool_use", has_full=True)
-                return [patch]
-            block.has_full = True
-            return [self.log.replace(block.index, type=Plan(items=plan_items(args)))]
+                index = self.log.add(Plan(items=plan_items(args)), "Plan", ts, tool_call_id=tool_id)
+                self._blocks[(mid, idx)] = _Block(index, "tool_use", has_full=True)
+            else:
+                self.log.replace(block.index, type=Plan(items=plan_items(args)))
+            return
         action = action_for(name, args)
         if block is None:
             tool = ToolUseEntry(tool_name=name, action=action, tool_call_id=tool_id)
-            patch = self.log.add(ToolUse(tool=tool), describe(action), ts)
-            self._blocks[(mid, idx)] = _Block(patch.index, "tool_use", has_full=True)
-            self._tools[tool_id] = patch.index
-            return [patch]
-        block.has_full = True
-        self._tools[tool_id] = block.index
-        return [self._update_tool(block.index, action=action, content=describe(action))]
+            index = self.log.add(ToolUse(tool=tool), describe(action), ts)
+            self._blocks[(mid, idx)] = _Block(index, "tool_use", has_full=True)
+        else:
+            index = block.index
+            self._update_tool(index, content=describe(action), action=action)
+        self._tools[tool_id] = index
 
     # --- partial messages (--include-partial-messages) ---------------------------------------
 
-    def _stream_event(self, obj: dict[str, Any], ts: datetime | None) -> list[EntryPatch]:
-        ev = obj.get("event") if isinstance(obj.get("event"), dict) else {}
-        assert isinstance(ev, dict)
+    def _stream_event(self, obj: dict[str, Any], ts: datetime | None) -> None:
+        ev = _dict(obj.get("event"))
         parent = obj.get("parent_tool_use_id")
         etype = ev.get("type")
         if etype == "message_start":
-            message = ev.get("message") or {}
-            self._stream_msg[parent] = _s(message.get("id") if isinstance(message, dict) else None)
-            return []
+            self._stream_msg[parent] = _s(_dict(ev.get("message")).get("id"))
+            return
         mid = _s(obj.get("api_message_id")) or self._stream_msg.get(parent, "")
         idx = ev.get("index")
         if not isinstance(idx, int):
-            return []
+            return
         match etype:
             case "content_block_start":
-                return self._block_start(mid, idx, ev.get("content_block") or {}, ts)
+                self._block_start(mid, idx, _dict(ev.get("content_block")), ts)
             case "content_block_delta":
-                return self._block_delta(mid, idx, ev.get("delta") or {})
+                self._block_delta(mid, idx, _dict(ev.get("delta")))
             case "content_block_stop":
-                return self._block_stop(mid, idx)
-            case _:
-                return []
+                self._block_stop(mid, idx)
 
-    def _block_start(self, mid: str, idx: int, cb: dict[str, Any], ts: datetime | None) -> list[EntryPatch]:
+    def _block_start(self, mid: str, idx: int, cb: dict[str, Any], ts: datetime | None) -> None:
         self._open_block[mid] = idx
         if (mid, idx) in self._blocks:
-            return []
+            return
         btype = _s(cb.get("type"))
         if btype == "tool_use":
-            out = self._tool_block(mid, idx, _s(cb.get("id")), _s(cb.get("name")), {}, ts)
+            self._tool_block(mid, idx, _s(cb.get("id")), _s(cb.get("name")), {}, ts)
             self._blocks[(mid, idx)].has_full = False
-            return out
-        out = self._new_text_block(
-            mid, idx, btype, _s(cb.get("text") or cb.get("thinking")), ts, has_full=False
-        )
-        if not out:
-            self._blocks[(mid, idx)] = _Block(-1, "other")
-        return out
+        else:
+            self._new_text_block(
+                mid, idx, btype, _s(cb.get("text") or cb.get("thinking")), ts, has_full=False
+            )
 
-    def _block_delta(self, mid: str, idx: int, delta: dict[str, Any]) -> list[EntryPatch]:
+    def _block_delta(self, mid: str, idx: int, delta: dict[str, Any]) -> None:
         block = self._blocks.get((mid, idx))
         if block is None or block.has_full or block.index < 0:
-            return []
+            return
         dtype = delta.get("type")
         if dtype in ("text_delta", "thinking_delta"):
             block.text += _s(delta.get("text") if dtype == "text_delta" else delta.get("thinking"))
-            return [self.log.replace(block.index, content=block.text)]
-        if dtype == "input_json_delta":
+            self.log.replace(block.index, content=block.text)
+        elif dtype == "input_json_delta":
             block.partial_json += _s(delta.get("partial_json"))
-        return []
 
-    def _block_stop(self, mid: str, idx: int) -> list[EntryPatch]:
+    def _block_stop(self, mid: str, idx: int) -> None:
         if self._open_block.get(mid) == idx:
             del self._open_block[mid]
         block = self._blocks.get((mid, idx))
         if block is None or block.has_full or block.kind != "tool_use" or not block.partial_json:
-            return []
+            return
         # No full assistant line for this tool (an interrupted stream): use the streamed input.
         try:
             args = orjson.loads(block.partial_json)
         except orjson.JSONDecodeError:
-            return []
+            return
         tool = self._tool_at(block.index)
-        if not isinstance(args, dict) or tool is None:
-            return []
-        action = action_for(tool.tool_name, args)
-        return [self._update_tool(block.index, action=action, content=describe(action))]
+        if isinstance(args, dict) and tool is not None:
+            action = action_for(tool.tool_name, args)
+            self._update_tool(block.index, content=describe(action), action=action)
 
     # --- tool results and approvals -----------------------------------------------------------
 
-    def _user(self, obj: dict[str, Any], ts: datetime | None) -> list[EntryPatch]:
-        msg = obj.get("message") if isinstance(obj.get("message"), dict) else {}
-        assert isinstance(msg, dict)
-        content = msg.get("content")
+    def _user(self, obj: dict[str, Any], ts: datetime | None) -> None:
+        content = _dict(obj.get("message")).get("content")
         if isinstance(content, str):
-            return self._user_text(content, obj, ts)
+            self._user_text(content, obj, ts)
+            return
         meta = {_s(m.get("id")): m for m in obj.get("tool_result_meta") or [] if isinstance(m, dict)}
-        out: list[EntryPatch] = []
         for block in content or []:
             if not isinstance(block, dict):
                 continue
             if block.get("type") == "tool_result":
-                out += self._tool_result(block, obj.get("tool_use_result"), meta, ts)
+                self._tool_result(block, obj.get("tool_use_result"), meta, ts)
             elif block.get("type") == "text":
-                out += self._user_text(_s(block.get("text")), obj, ts)
-        return out
+                self._user_text(_s(block.get("text")), obj, ts)
 
-    def _user_text(self, text: str, obj: dict[str, Any], ts: datetime | None) -> list[EntryPatch]:
+    def _user_text(self, text: str, obj: dict[str, Any], ts: datetime | None) -> None:
         if text.startswith(_INTERRUPT_MARK):
-            return [self.log.add(SystemMessage(), "Interrupted by user", ts)]
-        if obj.get("isReplay") and self._saw_stdin_user:
-            return []  # --replay-user-messages echo of a turn we already showed from stdin
-        return [self.log.add(UserMessage(), text, ts)]
+            self.log.add(SystemMessage(), "Interrupted by user", ts)
+        elif not (obj.get("isReplay") and self._saw_stdin_user):
+            # (--replay-user-messages echoes a turn we already showed from stdin.)
+            self.log.add(UserMessage(), text, ts)
 
     def _tool_result(
         self, block: dict[str, Any], extra: Any, meta: dict[str, Any], ts: datetime | None
-    ) -> list[EntryPatch]:
+    ) -> None:
         tool_id = _s(block.get("tool_use_id"))
         if tool_id in self._plans:
-            return []
+            return
         index = self._tools.get(tool_id)
         if index is None:  # a result for a call we never saw: keep it as a generic tool
-            action = GenericTool(tool_name="unknown")
-            patch = self.log.add(
-                ToolUse(tool=ToolUseEntry(tool_name="unknown", action=action, tool_call_id=tool_id)),
-                "unknown tool",
-                ts,
+            unknown = ToolUseEntry(
+                tool_name="unknown", action=GenericTool(tool_name="unknown"), tool_call_id=tool_id
             )
-            index = self._tools[tool_id] = patch.index
+            index = self._tools[tool_id] = self.log.add(ToolUse(tool=unknown), "unknown tool", ts)
         tool = self._tool_at(index)
         assert tool is not None
         is_error = bool(block.get("is_error"))
         updated = apply_tool_result(tool, result_text(block.get("content")), is_error, extra)
-        decision = (meta.get(tool_id) or {}).get("permission_decision") or {}
-        rejected = isinstance(decision, dict) and decision.get("decision") == "reject"
+        decision = _dict(_dict(meta.get(tool_id)).get("permission_decision"))
         if tool.status in ("denied", "timed_out", "cancelled"):
             updated = updated.model_copy(update={"status": tool.status})
-        elif is_error and rejected:
+        elif is_error and decision.get("decision") == "reject":
             updated = updated.model_copy(update={"status": "denied"})
-        return [self._replace_tool(index, updated)]
+        self.log.replace(index, type=ToolUse(tool=updated))
 
-    def _permission_denied(self, obj: dict[str, Any], ts: datetime | None) -> list[EntryPatch]:
+    def _permission_denied(self, obj: dict[str, Any], ts: datetime | None) -> None:
         tool_id = _s(obj.get("tool_use_id"))
-        index = self._tools.get(tool_id)
         reason = _s(obj.get("message")) or "denied by the CLI's permission settings"
+        approval = ApprovalInfo(request_id=f"config:{tool_id}", decision="denied", reason=reason)
+        index = self._tools.get(tool_id)
         if index is None:
             name = _s(obj.get("tool_name")) or "unknown"
             tool = ToolUseEntry(
-                tool_name=name, action=GenericTool(tool_name=name), tool_call_id=tool_id, status="denied"
+                tool_name=name,
+                action=GenericTool(tool_name=name),
+                tool_call_id=tool_id,
+                status="denied",
+                approval=approval,
             )
-            patch = self.log.add(ToolUse(tool=tool), reason, ts)
-            self._tools[tool_id] = patch.index
-            return [patch]
-        approval = ApprovalInfo(request_id=f"config:{tool_id}", decision="denied", reason=reason)
-        return [self._update_tool(index, status="denied", approval=approval)]
+            self._tools[tool_id] = self.log.add(ToolUse(tool=tool), reason, ts)
+        else:
+            self._update_tool(index, status="denied", approval=approval)
 
-    def _control_request(self, obj: dict[str, Any]) -> list[EntryPatch]:
-        req = obj.get("request") if isinstance(obj.get("request"), dict) else {}
-        assert isinstance(req, dict)
+    def _control_request(self, obj: dict[str, Any], ts: datetime | None) -> None:
+        req = _dict(obj.get("request"))
         if req.get("subtype") != "can_use_tool":
-            return []
+            return  # the peer answers it with an error; nothing to show
         tool_id, request_id = _s(req.get("tool_use_id")), _s(obj.get("request_id"))
         self._approval_tool[request_id] = tool_id
         index = self._tools.get(tool_id)
-        if index is None:
+        if index is None:  # a request for a call whose tool_use line we never saw
             name = _s(req.get("tool_name"))
-            args = req.get("input") if isinstance(req.get("input"), dict) else {}
-            assert isinstance(args, dict)
-            action = action_for(name, args)
+            action = action_for(name, _dict(req.get("input")))
             tool = ToolUseEntry(tool_name=name, action=action, tool_call_id=tool_id)
-            patch = self.log.add(ToolUse(tool=tool), describe(action))
-            index = self._tools[tool_id] = patch.index
-        return [
-            self._update_tool(index, status="pending_approval", approval=ApprovalInfo(request_id=request_id))
-        ]
+            index = self._tools[tool_id] = self.log.add(ToolUse(tool=tool), describe(action), ts)
+        self._update_tool(index, status="pending_approval", approval=ApprovalInfo(request_id=request_id))
 
     def _approval_update(
-        self, request_id: str, decision: str, status: str, reason: str | None, for_session: bool = False
-    ) -> list[EntryPatch]:
+        self,
+        request_id: str,
+        decision: ApprovalOutcome,
+        status: ToolStatus,
+        reason: str | None,
+        for_session: bool = False,
+    ) -> None:
         index = self._tools.get(self._approval_tool.get(request_id, ""))
         tool = self._tool_at(index) if index is not None else None
         if tool is None or index is None:
-            return []
+            return
         if tool.approval is not None and tool.approval.decision == "timed_out":
-            return []  # the run's own timeout note is more precise than the deny it then sent
+            return  # the run's own timeout note is more precise than the deny it then sent
         approval = ApprovalInfo(
-            request_id=request_id,
-            decision=decision,  # type: ignore[arg-type]
-            reason=reason,
-            for_session=for_session,
+            request_id=request_id, decision=decision, reason=reason, for_session=for_session
         )
-        new_status = status if tool.status in _OPEN_STATUSES else tool.status
-        return [self._update_tool(index, status=new_status, approval=approval)]
+        self._update_tool(
+            index, status=status if tool.status in _OPEN_STATUSES else tool.status, approval=approval
+        )
 
-    def note(self, event: dict[str, Any], ts: datetime | None = None) -> list[EntryPatch]:
-        if event.get("type") == "approval" and event.get("decision") == "timed_out":
-            request_id = _s(event.get("request_id"))
-            out = self._approval_update(request_id, "timed_out", "timed_out", _s(event.get("reason")) or None)
-            return out
-        if event.get("type") == "approval" and event.get("for_session"):
-            return self._approval_update(_s(event.get("request_id")), "approved", "running", None, True)
-        return super().note(event, ts)
-
-    @property
-    def outcome(self) -> Literal["success", "failed", "interrupted"] | None:
-        if not self.results:
-            return None
-        last = self.results[-1]
-        if last.interrupted:
-            return "interrupted"
-        return "failed" if last.is_error else "success"
+    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
+        if event.get("type") != "approval":
+            super().on_note(event, ts)
+        elif event.get("decision") == "timed_out":
+            reason = _s(event.get("reason")) or None
+            self._approval_update(_s(event.get("request_id")), "timed_out", "timed_out", reason)
+        elif event.get("for_session"):
+            self._approval_update(_s(event.get("request_id")), "approved", "running", None, True)
 
     # --- the client's own lines (stdin) -------------------------------------------------------
 
-    def _client_line(self, obj: dict[str, Any], ts: datetime | None) -> list[EntryPatch]:
+    def _client_line(self, obj: dict[str, Any], ts: datetime | None) -> None:
         kind = obj.get("type")
+        req = _dict(obj.get("request"))
         if kind == "user":
             self._saw_stdin_user = True
-            msg = obj.get("message") if isinstance(obj.get("message"), dict) else {}
-            assert isinstance(msg, dict)
-            return [self.log.add(UserMessage(), result_text(msg.get("content")), ts)]
-        if kind == "control_response":
-            return self._client_answer(obj.get("response") or {})
-        if kind == "control_request":
-            sub = (obj.get("request") or {}).get("subtype")
-            if sub == "interrupt":
-                return [self.log.add(SystemMessage(), "Interrupt requested", ts)]
-            if sub == "set_permission_mode":
-                mode = (obj.get("request") or {}).get("mode")
-                return [self.log.add(SystemMessage(), f"Permission mode set to {mode}", ts)]
-        return []
+            self.log.add(UserMessage(), result_text(_dict(obj.get("message")).get("content")), ts)
+        elif kind == "control_response":
+            self._client_answer(_dict(obj.get("response")))
+        elif kind == "control_request" and req.get("subtype") == "interrupt":
+            self.log.add(SystemMessage(), "Interrupt requested", ts)
+        elif kind == "control_request" and req.get("subtype") == "set_permission_mode":
+            self.log.add(SystemMessage(), f"Permission mode set to {req.get('mode')}", ts)
 
-    def _client_answer(self, resp: dict[str, Any]) -> list[EntryPatch]:
+    def _client_answer(self, resp: dict[str, Any]) -> None:
         request_id = _s(resp.get("request_id"))
         if request_id not in self._approval_tool:
-            return []
+            return
+        body = _dict(resp.get("response"))
         if resp.get("subtype") == "error":
-            return self._approval_update(request_id, "denied", "denied", _s(resp.get("error")))
-        body = resp.get("response") or {}
-        if body.get("behavior") == "allow":
-            return self._approval_update(request_id, "approved", "running", None)
-        return self._approval_update(request_id, "denied", "denied", _s(body.get("message")) or None)
+            self._approval_update(request_id, "denied", "denied", _s(resp.get("error")))
+        elif body.get("behavior") == "allow":
+            self._approval_update(request_id, "approved", "running", None)
+        else:
+            self._approval_update(request_id, "denied", "denied", _s(body.get("message")) or None)
 
     # --- helpers ------------------------------------------------------------------------------
 
     def _tool_at(self, index: int) -> ToolUseEntry | None:
-        t = self.log.entries[index].type
+        t = self.log.get(index).type
         return t.tool if isinstance(t, ToolUse) else None
 
-    def _replace_tool(self, index: int, tool: ToolUseEntry, **changes: Any) -> EntryPatch:
-        return self.log.replace(index, type=ToolUse(tool=tool), **changes)
-
-    def _update_tool(self, index: int, content: str | None = None, **changes: Any) -> EntryPatch:
+    def _update_tool(self, index: int, content: str | None = None, **changes: Any) -> None:
         tool = self._tool_at(index)
         assert tool is not None
         extra = {"content": content} if content is not None else {}
-        return self._replace_tool(index, tool.model_copy(update=changes), **extra)
+        self.log.replace(index, type=ToolUse(tool=tool.model_copy(update=changes)), **extra)
 
-    def _close_open_tools(self, status: str, ts: datetime | None) -> list[EntryPatch]:
-        out = []
+    def _close_open_tools(self, status: ToolStatus) -> None:
         for index in self._tools.values():
             tool = self._tool_at(index)
             if tool is not None and tool.status in _OPEN_STATUSES:
-                out.append(self._update_tool(index, status=status))
-        return out
+                self._update_tool(index, status=status)
 
-    def close(self, ts: datetime | None) -> list[EntryPatch]:
-        return self._close_open_tools("cancelled", ts)
+    def close(self, ts: datetime | None) -> None:
+        self._close_open_tools("cancelled")
 
 
 def _s(value: Any) -> str:
     return value if isinstance(value, str) else "" if value is None else str(value)
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _usage(obj: dict[str, Any]) -> TokenUsage:
-    u = obj.get("usage") if isinstance(obj.get("usage"), dict) else {}
-    assert isinstance(u, dict)
-    windows = [m.get("contextWindow") for m in (obj.get("modelUsage") or {}).values() if isinstance(m, dict)]
+    u = _dict(obj.get("usage"))
+    windows = [m.get("contextWindow") for m in _dict(obj.get("modelUsage")).values() if isinstance(m, dict)]
     cost = obj.get("total_cost_usd")
     return TokenUsage(
         input_tokens=int(u.get("input_tokens") or 0),
