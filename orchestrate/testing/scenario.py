@@ -96,12 +96,15 @@ class Scenario:
 
     def take(self) -> Step:
         """The next step (thread-safe: the CLI may send requests concurrently)."""
+        return self.take_numbered()[0]
+
+    def take_numbered(self) -> tuple[Step, int]:
+        """The next step and its number (-1 once the steps have run out)."""
         with self._lock:
             if self._next >= len(self.steps):
-                return Step(text="(the scripted scenario has no more steps)")
-            step = self.steps[self._next]
+                return Step(text="(the scripted scenario has no more steps)"), -1
             self._next += 1
-            return step
+            return self.steps[self._next - 1], self._next - 1
 
     @property
     def remaining(self) -> int:

@@ -1,0 +1,21 @@
+"""What a dialect needs from the HTTP handler: JSON replies and a chunked SSE stream."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+__all__ = ["Responder"]
+
+
+class Responder(Protocol):
+    def json(self, status: int, obj: Any) -> None:
+        """Send one JSON response."""
+
+    def start_sse(self) -> None:
+        """Send the headers of a chunked ``text/event-stream`` response."""
+
+    def event(self, name: str, data: dict[str, Any]) -> None:
+        """Send one ``event: name / data: json`` frame."""
+
+    def end_sse(self) -> None:
+        """Send the last chunk."""
