@@ -79,6 +79,7 @@ class CommandResult(Model):
     exit_code: int | None = None
     stdout: str | None = None
     stderr: str | None = None
+    duration_ms: int | None = None
 
 
 class FileRead(Model):

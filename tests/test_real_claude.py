@@ -19,7 +19,7 @@ from orchestrate.executors.base import ExecutorOptions
 from orchestrate.executors.claude_code import ClaudeCodeExecutor
 from orchestrate.run import RunResult
 from orchestrate.testing import Scenario, ScriptedModelServer
-from orchestrate.testing.recording import Scratch, claude_offline_env
+from orchestrate.testing.offline import Scratch, claude_offline_env
 
 from .helpers import CLI_BIN, group_members
 

@@ -10,7 +10,7 @@ import orjson
 
 from ..task import Task
 from .model_server import ScriptedModelServer
-from .recording import Scratch, claude_offline_env
+from .offline import Scratch, claude_offline_env
 from .scenario import Scenario
 
 __all__ = ["DEMO_PROMPT", "demo_task"]

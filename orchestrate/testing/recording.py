@@ -1,66 +1,15 @@
-"""Run a real CLI offline in a scratch home, and turn its raw log into a fixture fit to commit."""
+"""Turn the raw log of a real CLI's run into a fixture fit to commit."""
 
 from __future__ import annotations
 
 import base64
-import shutil
-import tempfile
-from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 
 import orjson
 
-from .model_server import ScriptedModelServer
-
-__all__ = ["Scratch", "claude_offline_env", "scrub_raw_log"]
+__all__ = ["SCRATCH_PLACEHOLDER", "scrub_raw_log"]
 
 SCRATCH_PLACEHOLDER = "/scratch"
-
-
-@dataclass
-class Scratch:
-    """A throwaway home, temp dir and working directory, all under one root that is removed after."""
-
-    root: Path
-
-    @classmethod
-    def create(cls, prefix: str = "orchestrate-") -> Scratch:
-        root = Path(tempfile.mkdtemp(prefix=prefix)).resolve()
-        for sub in ("home", "tmp", "work"):
-            (root / sub).mkdir()
-        return cls(root)
-
-    @property
-    def home(self) -> Path:
-        return self.root / "home"
-
-    @property
-    def tmp(self) -> Path:
-        return self.root / "tmp"
-
-    @property
-    def work(self) -> Path:
-        return self.root / "work"
-
-    def __enter__(self) -> Scratch:
-        return self
-
-    def __exit__(
-        self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-def claude_offline_env(server: ScriptedModelServer, scratch: Scratch) -> dict[str, str]:
-    """Claude Code against the scripted server and nothing else, writing only under the scratch root
-    (protocols/claude-code.md §2: HOME holds ~/.claude, TMPDIR its sockets; no other traffic)."""
-    return {
-        **server.anthropic_env(),
-        "HOME": str(scratch.home),
-        "TMPDIR": str(scratch.tmp),
-        "CLAUDE_CONFIG_DIR": str(scratch.home / ".claude"),
-    }
 
 
 def scrub_raw_log(src: Path, dst: Path, replacements: dict[str, str]) -> None:

@@ -1,0 +1,541 @@
+"""Codex ``app-server`` JSON-RPC (both directions) -> unified entries.
+
+Facts this relies on (codex-cli 0.169.0, fixtures/codex-app-server, protocols/codex.md §4):
+- items arrive as ``item/started`` / ``item/completed`` notifications keyed by the model's own ids,
+  with deltas in between (``item/agentMessage/delta``, ``item/reasoning/summaryTextDelta``,
+  ``item/commandExecution/outputDelta``);
+- ``turn/completed.turn.items`` holds only the final message, so everything comes from ``item/*``;
+- after an interrupt no ``item/completed`` comes for what was in flight: we close it ourselves;
+- ``thread/tokenUsage/updated`` carries the thread's running total: a turn's usage is the
+  difference between the totals at its end and at its start;
+- approvals are server requests (integer ids from 0) answered on stdin, which we read too.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+import orjson
+
+from ..entries import (
+    ApprovalInfo,
+    ApprovalOutcome,
+    AssistantMessage,
+    CommandResult,
+    CommandRun,
+    FileEdit,
+    GenericTool,
+    Plan,
+    PlanItem,
+    Search,
+    SystemMessage,
+    Thinking,
+    TokenUsage,
+    TokenUsageEntry,
+    ToolResult,
+    ToolStatus,
+    ToolUse,
+    ToolUseEntry,
+    UserMessage,
+)
+from .base import LineNormalizer, Stream
+from .codex_items import display_command, file_change, relative_path
+
+__all__ = ["CodexAppServerNormalizer"]
+
+_OPEN: set[ToolStatus] = {"created", "pending_approval", "running"}
+_APPROVAL_METHODS = {
+    "item/commandExecution/requestApproval",
+    "item/fileChange/requestApproval",
+    "execCommandApproval",
+    "applyPatchApproval",
+}
+# Notifications that only report state we do not show.
+_SILENT = {
+    "thread/status/changed",
+    "account/rateLimits/updated",
+    "remoteControl/status/changed",
+    "serverRequest/resolved",
+    "item/reasoning/summaryPartAdded",
+    "thread/started",
+    "mcpServer/startupStatus/updated",
+    "skills/changed",
+    "thread/name/updated",
+    "thread/settings/updated",
+    "thread/readState/changed",
+    "fs/changed",
+    "app/list/updated",
+    "turn/moderationMetadata",
+    "thread/queue/changed",
+    "account/updated",
+}
+_TOKEN_FIELDS = ("inputTokens", "outputTokens", "cachedInputTokens", "cacheWriteInputTokens")
+_DECISIONS: dict[str, tuple[ApprovalOutcome, ToolStatus]] = {
+    "accept": ("approved", "running"),
+    "acceptForSession": ("approved", "running"),
+    "approved": ("approved", "running"),
+    "approved_for_session": ("approved", "running"),
+    "decline": ("denied", "denied"),
+    "denied": ("denied", "denied"),
+    "cancel": ("cancelled", "cancelled"),
+    "abort": ("cancelled", "cancelled"),
+}
+
+
+class CodexAppServerNormalizer(LineNormalizer):
+    def __init__(self, max_line_bytes: int | None = None) -> None:
+        super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
+        self._our_requests: dict[Any, str] = {}  # our request id -> method (read from stdin)
+        self._server_requests: dict[Any, str] = {}  # server request id -> item id
+        self._items: dict[str, int] = {}  # item id -> entry index
+        self._text: dict[str, str] = {}  # item id -> text streamed so far
+        self._per_turn: dict[tuple[str, str], int] = {}  # (turn id, "diff"|"plan") -> entry index
+        self._total: dict[str, int] = {}
+        self._baseline: dict[str, int] = {}
+        self._window: int | None = None
+        self._cwd: str | None = None
+        self._shown_error: str | None = None
+        self.turn_statuses: list[str] = []
+
+    @property
+    def outcome(self) -> Literal["success", "failed", "interrupted"] | None:
+        if not self.turn_statuses:
+            return None
+        last = self.turn_statuses[-1]
+        return "success" if last == "completed" else "interrupted" if last == "interrupted" else "failed"
+
+    # --- dispatch -----------------------------------------------------------------------------
+
+    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+        if stream == "stderr":
+            return  # tracing output, never protocol (protocols/codex.md §6)
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            obj = None
+        if not isinstance(obj, dict):
+            if stream == "stdout":
+                self.log.error(
+                    "The agent printed a line that is not a JSON object", "protocol_error", ts, content=line
+                )
+            return
+        method, has_id = obj.get("method"), "id" in obj
+        if stream == "stdin":
+            if isinstance(method, str) and has_id:
+                self._our_requests[obj["id"]] = method
+                self._client_request(method, _dict(obj.get("params")), ts)
+            elif not isinstance(method, str) and has_id:
+                self._client_answer(obj["id"], obj.get("result"), obj.get("error"))
+        elif isinstance(method, str) and has_id:
+            self._server_request(obj["id"], method, _dict(obj.get("params")), ts)
+        elif isinstance(method, str):
+            self._notification(method, _dict(obj.get("params")), ts)
+        elif has_id:
+            self._response(obj["id"], obj.get("result"), obj.get("error"), ts)
+        else:
+            self.log.error(
+                "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=line
+            )
+
+    def _notification(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        match method:
+            case "item/started" | "item/completed":
+                self._item(_dict(p.get("item")), method == "item/completed", ts)
+            case "item/agentMessage/delta" | "item/reasoning/summaryTextDelta" | "item/reasoning/textDelta":
+                self._delta(_s(p.get("itemId")), _s(p.get("delta")))
+            case "item/commandExecution/outputDelta":
+                self._output_delta(_s(p.get("itemId")), _s(p.get("delta")))
+            case "turn/started":
+                self._baseline = dict(self._total)
+            case "turn/completed":
+                self._turn_completed(_dict(p.get("turn")), ts)
+            case "thread/tokenUsage/updated":
+                usage = _dict(p.get("tokenUsage"))
+                self._total = {k: int(_dict(usage.get("total")).get(k) or 0) for k in _TOKEN_FIELDS}
+                self._window = usage.get("modelContextWindow") or self._window
+            case "turn/diff/updated":
+                self._turn_diff(_s(p.get("turnId")), _s(p.get("diff")), ts)
+            case "turn/plan/updated":
+                self._plan(_s(p.get("turnId")), p, ts)
+            case "error":
+                self._error(p, ts)
+            case "configWarning" | "warning" | "deprecationNotice" | "guardianWarning":
+                text = _s(p.get("summary") or p.get("message") or p.get("details")) or method
+                self.log.add(SystemMessage(), text, ts, notice=method)
+            case "thread/compacted":
+                self.log.add(SystemMessage(), "Conversation compacted", ts)
+            case _ if method in _SILENT:
+                pass
+            case _:
+                self.log.add(
+                    SystemMessage(), f"`{method}` notification", ts, raw={"method": method, "params": p}
+                )
+
+    # --- responses to our requests, and our answers to the agent's ------------------------------
+
+    def _client_request(self, method: str, params: dict[str, Any], ts: datetime | None) -> None:
+        if method == "turn/interrupt":
+            self.log.add(SystemMessage(), "Interrupt requested", ts)
+
+    def _response(self, request_id: Any, result: Any, error: Any, ts: datetime | None) -> None:
+        method = self._our_requests.pop(request_id, "")
+        if error is not None:
+            message = _s(_dict(error).get("message")) or _s(error)
+            code = "resume_failed" if method in ("thread/resume", "thread/fork") else "protocol_error"
+            self.log.error(f"{method or 'request'} failed: {message}", code, ts, rpc_error=error)
+            return
+        if method in ("thread/start", "thread/resume", "thread/fork"):
+            res = _dict(result)
+            thread = _dict(res.get("thread"))
+            self.log.session_id = _s(thread.get("id")) or self.log.session_id
+            self.log.model = _s(res.get("model")) or self.log.model
+            self._cwd = _s(res.get("cwd") or thread.get("cwd")) or self._cwd
+            verb = {"thread/start": "started", "thread/resume": "resumed", "thread/fork": "forked"}[method]
+            text = f"Thread `{self.log.session_id}` {verb} with model `{self.log.model}`"
+            self.log.add(
+                SystemMessage(),
+                text,
+                ts,
+                cwd=self._cwd,
+                sandbox=res.get("sandbox"),
+                approval_policy=res.get("approvalPolicy"),
+            )
+
+    def _server_request(self, request_id: Any, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        if method not in _APPROVAL_METHODS:
+            self.log.add(SystemMessage(), f"The agent asked `{method}`, which this client does not serve", ts)
+            return
+        item_id = _s(p.get("itemId") or p.get("callId"))
+        self._server_requests[request_id] = item_id
+        index = self._items.get(item_id)
+        if index is None:  # an approval before its item: show the call from the request itself
+            command = p.get("command")
+            action = (
+                CommandRun(command=display_command(_command_text(command)))
+                if command
+                else GenericTool(tool_name=method, args=p)
+            )
+            name = "commandExecution" if command else "fileChange"
+            index = self._add_tool(item_id, name, action, ts)
+        approval = ApprovalInfo(request_id=str(request_id), reason=_s(p.get("reason")) or None)
+        self._update_tool(index, status="pending_approval", approval=approval)
+
+    def _client_answer(self, request_id: Any, result: Any, error: Any) -> None:
+        item_id = self._server_requests.pop(request_id, None)
+        index = self._items.get(item_id or "")
+        tool = self._tool_at(index) if index is not None else None
+        if tool is None or index is None:
+            return
+        raw = _dict(result).get("decision")
+        key = raw if isinstance(raw, str) else next(iter(raw), "") if isinstance(raw, dict) else ""
+        decision, status = _DECISIONS.get("accept" if key.startswith("accept") else key, ("denied", "denied"))
+        if error is not None:
+            decision, status = "denied", "denied"
+        if tool.approval is not None and tool.approval.decision == "timed_out":
+            decision, status = "timed_out", "timed_out"
+        approval = ApprovalInfo(
+            request_id=str(request_id),
+            decision=decision,
+            for_session=key == "acceptForSession",
+            reason=tool.approval.reason if tool.approval else None,
+        )
+        self._update_tool(index, status=status if tool.status in _OPEN else tool.status, approval=approval)
+
+    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
+        if event.get("type") != "approval":
+            super().on_note(event, ts)
+            return
+        index = self._items.get(self._server_requests.get(_request_key(event.get("request_id")), ""))
+        tool = self._tool_at(index) if index is not None else None
+        if tool is not None and index is not None and event.get("decision") == "timed_out":
+            approval = ApprovalInfo(
+                request_id=_s(event.get("request_id")),
+                decision="timed_out",
+                reason=_s(event.get("reason")) or None,
+            )
+            self._update_tool(index, status="timed_out", approval=approval)
+
+    # --- items --------------------------------------------------------------------------------
+
+    def _item(self, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
+        item_id, kind = _s(item.get("id")), _s(item.get("type"))
+        match kind:
+            case "userMessage":
+                if not completed:
+                    text = "\n".join(
+                        _s(c.get("text")) for c in item.get("content") or [] if isinstance(c, dict)
+                    )
+                    self._items[item_id] = self.log.add(UserMessage(), text, ts)
+            case "agentMessage":
+                self._text_item(item_id, AssistantMessage(), _s(item.get("text")), completed, ts)
+            case "reasoning":
+                parts = [_s(x) for x in (item.get("summary") or item.get("content") or [])]
+                self._text_item(item_id, Thinking(), "\n\n".join(parts), completed, ts)
+            case "commandExecution":
+                self._command(item_id, item, completed, ts)
+            case "fileChange":
+                self._file_change(item_id, item, completed, ts)
+            case "webSearch":
+                self._tool_item(item_id, "webSearch", Search(query=_s(item.get("query"))), completed, ts)
+            case "plan":
+                steps = [
+                    line.strip("-* ").strip() for line in _s(item.get("text")).splitlines() if line.strip()
+                ]
+                self._plan_entry(f"item:{item_id}", tuple(PlanItem(content=s) for s in steps), ts)
+            case "contextCompaction":
+                if completed:
+                    self.log.add(SystemMessage(), "Conversation compacted", ts)
+            case _:
+                name = (
+                    kind if kind != "mcpToolCall" else f"mcp:{_s(item.get('server'))}/{_s(item.get('tool'))}"
+                )
+                action = GenericTool(tool_name=name, args=item.get("arguments"), result=item.get("result"))
+                self._tool_item(item_id, name, action, completed, ts, failed=item.get("status") == "failed")
+
+    def _text_item(
+        self,
+        item_id: str,
+        type_: AssistantMessage | Thinking,
+        text: str,
+        completed: bool,
+        ts: datetime | None,
+    ) -> None:
+        index = self._items.get(item_id)
+        if index is None:
+            self._items[item_id] = self.log.add(type_, text, ts)
+            self._text[item_id] = text
+        elif completed and text and text != self._text.get(item_id):
+            self._text[item_id] = text
+            self.log.replace(index, content=text)
+
+    def _delta(self, item_id: str, delta: str) -> None:
+        index = self._items.get(item_id)
+        if index is None or not delta:
+            return
+        text = self._text[item_id] = self._text.get(item_id, "") + delta
+        self.log.replace(index, content=text)
+
+    def _command(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
+        command = display_command(_s(item.get("command")))
+        index = self._items.get(item_id)
+        if index is None:
+            index = self._add_tool(item_id, "commandExecution", CommandRun(command=command), ts)
+        tool = self._tool_at(index)
+        assert tool is not None
+        status = _s(item.get("status"))
+        if not completed and status == "inProgress":
+            if tool.status == "created":
+                self._update_tool(index, status="running")
+            return
+        exit_code = item.get("exitCode")
+        output = item.get("aggregatedOutput")
+        result = CommandResult(
+            exit_code=exit_code if isinstance(exit_code, int) else None,
+            stdout=output if isinstance(output, str) else self._text.get(item_id),
+            duration_ms=item.get("durationMs"),
+        )
+        new: ToolStatus = {
+            "completed": "success" if exit_code in (0, None) else "failed",
+            "failed": "failed",
+            "declined": "denied",
+        }.get(status, tool.status)
+        if tool.status in ("timed_out", "cancelled") or (tool.status == "denied" and new != "success"):
+            new = tool.status
+        outcome = ToolResult(
+            success=new == "success",
+            data=result.stdout if new == "success" else None,
+            error=None if new == "success" else result.stdout or status,
+        )
+        self._update_tool(
+            index, status=new, action=CommandRun(command=command, result=result), result=outcome
+        )
+
+    def _output_delta(self, item_id: str, delta: str) -> None:
+        index = self._items.get(item_id)
+        tool = self._tool_at(index) if index is not None else None
+        if tool is None or index is None or not isinstance(tool.action, CommandRun):
+            return
+        text = self._text[item_id] = self._text.get(item_id, "") + delta
+        self._update_tool(index, action=tool.action.model_copy(update={"result": CommandResult(stdout=text)}))
+
+    def _file_change(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
+        changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
+        paths = [_s(c.get("path")) for c in changes]
+        action = FileEdit(
+            path=paths[0] if len(paths) == 1 else ", ".join(paths),
+            changes=tuple(
+                file_change(_s(c.get("path")), _s(_dict(c.get("kind")).get("type")), c.get("diff"))
+                for c in changes
+            ),
+        )
+        status = _s(item.get("status"))
+        self._tool_item(
+            item_id,
+            "fileChange",
+            action,
+            completed,
+            ts,
+            failed=status == "failed",
+            declined=status == "declined",
+        )
+
+    def _tool_item(
+        self,
+        item_id: str,
+        name: str,
+        action: Any,
+        completed: bool,
+        ts: datetime | None,
+        *,
+        failed: bool = False,
+        declined: bool = False,
+    ) -> None:
+        index = self._items.get(item_id)
+        if index is None:
+            index = self._add_tool(item_id, name, action, ts)
+        tool = self._tool_at(index)
+        assert tool is not None
+        if not completed:
+            self._update_tool(
+                index, action=action, status="running" if tool.status == "created" else tool.status
+            )
+            return
+        new: ToolStatus = "denied" if declined else "failed" if failed else "success"
+        if tool.status in ("denied", "timed_out", "cancelled"):
+            new = tool.status
+        self._update_tool(
+            index,
+            action=action,
+            status=new,
+            result=ToolResult(success=new == "success"),
+            content=self._describe(action),
+        )
+
+    # --- turns --------------------------------------------------------------------------------
+
+    def _turn_completed(self, turn: dict[str, Any], ts: datetime | None) -> None:
+        status = _s(turn.get("status")) or "completed"
+        self.turn_statuses.append(status)
+        usage = {k: self._total.get(k, 0) - self._baseline.get(k, 0) for k in _TOKEN_FIELDS}
+        self._baseline = dict(self._total)
+        self.log.add(
+            TokenUsageEntry(
+                usage=TokenUsage(
+                    input_tokens=usage["inputTokens"],
+                    output_tokens=usage["outputTokens"],
+                    cache_read_tokens=usage["cachedInputTokens"],
+                    cache_write_tokens=usage["cacheWriteInputTokens"],
+                    context_window=self._window,
+                )
+            ),
+            "",
+            ts,
+            turn_id=turn.get("id"),
+            duration_ms=turn.get("durationMs"),
+        )
+        error = _s(_dict(turn.get("error")).get("message"))
+        if status == "interrupted":
+            self.log.error("The turn was interrupted", "interrupted", ts)
+            self._close_open("cancelled")
+        elif status == "failed":
+            if error != self._shown_error:
+                self.log.error(error or "the turn failed", "agent_error", ts)
+            self._close_open("cancelled")
+        self._shown_error = None
+
+    def _error(self, p: dict[str, Any], ts: datetime | None) -> None:
+        error = _dict(p.get("error"))
+        message = _s(error.get("message")) or "error"
+        if p.get("willRetry"):
+            self.log.error(message, "api_retry", ts, details=error.get("additionalDetails"))
+            return
+        self._shown_error = message
+        self.log.error(
+            message,
+            "api_error",
+            ts,
+            details=error.get("additionalDetails"),
+            codex_error=error.get("codexErrorInfo"),
+        )
+
+    def _turn_diff(self, turn_id: str, diff: str, ts: datetime | None) -> None:
+        content = f"```diff\n{diff}```" if diff.endswith("\n") else f"```diff\n{diff}\n```"
+        index = self._per_turn.get((turn_id, "diff"))
+        if index is None:
+            self._per_turn[(turn_id, "diff")] = self.log.add(SystemMessage(), content, ts, turn_diff=diff)
+        else:
+            self.log.replace(index, content=content, metadata=self.log.metadata(turn_diff=diff))
+
+    def _plan(self, turn_id: str, p: dict[str, Any], ts: datetime | None) -> None:
+        statuses = {"pending": "pending", "inProgress": "in_progress", "completed": "completed"}
+        items = tuple(
+            PlanItem(content=_s(s.get("step")), status=statuses.get(_s(s.get("status")), "pending"))  # type: ignore[arg-type]
+            for s in p.get("plan") or []
+            if isinstance(s, dict)
+        )
+        self._plan_entry(turn_id, items, ts, _s(p.get("explanation")) or "Plan")
+
+    def _plan_entry(
+        self, key: str, items: tuple[PlanItem, ...], ts: datetime | None, text: str = "Plan"
+    ) -> None:
+        index = self._per_turn.get((key, "plan"))
+        if index is None:
+            self._per_turn[(key, "plan")] = self.log.add(Plan(items=items), text, ts)
+        else:
+            self.log.replace(index, type=Plan(items=items), content=text)
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _add_tool(self, item_id: str, name: str, action: Any, ts: datetime | None) -> int:
+        tool = ToolUseEntry(tool_name=name, action=action, tool_call_id=item_id)
+        index = self._items[item_id] = self.log.add(ToolUse(tool=tool), self._describe(action), ts)
+        return index
+
+    def _describe(self, action: Any) -> str:
+        match action:
+            case CommandRun(command=c):
+                return f"`{c}`"
+            case FileEdit(path=p):
+                return ", ".join(f"`{relative_path(x, self._cwd)}`" for x in p.split(", "))
+            case Search(query=q):
+                return f"`{q}`"
+            case GenericTool(tool_name=n):
+                return n
+        return ""
+
+    def _tool_at(self, index: int) -> ToolUseEntry | None:
+        t = self.log.get(index).type
+        return t.tool if isinstance(t, ToolUse) else None
+
+    def _update_tool(self, index: int, content: str | None = None, **changes: Any) -> None:
+        tool = self._tool_at(index)
+        assert tool is not None
+        extra = {"content": content} if content is not None else {}
+        self.log.replace(index, type=ToolUse(tool=tool.model_copy(update=changes)), **extra)
+
+    def _close_open(self, status: ToolStatus) -> None:
+        for index in self._items.values():
+            tool = self._tool_at(index)
+            if tool is not None and tool.status in _OPEN:
+                self._update_tool(index, status=status)
+
+    def close(self, ts: datetime | None) -> None:
+        self._close_open("cancelled")
+
+
+def _s(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _command_text(command: Any) -> str:
+    return " ".join(command) if isinstance(command, list) else _s(command)
+
+
+def _request_key(value: Any) -> Any:
+    # Our notes carry the request id as text; Codex's server ids are integers.
+    return int(value) if isinstance(value, str) and value.isdigit() else value

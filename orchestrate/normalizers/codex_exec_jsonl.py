@@ -1,0 +1,279 @@
+"""``codex exec --json`` JSONL -> unified entries.
+
+Quirks handled (codex-cli 0.169.0, fixtures/codex-exec, protocols/codex.md §3):
+- ``turn.completed.usage`` is the running total of the *thread*: a turn's usage is the difference
+  from the previous total in the stream.  A resumed thread's first turn has no previous total in
+  its own stream; the run notes ``resumed_thread`` and that usage is marked ``cumulative``;
+- ``web_search`` items carry the key ``id`` twice; like every JSON parser here we keep the last
+  value, which both the started and the completed event carry, so the item stays one entry;
+- after SIGINT exec prints no terminal event: a turn left open at the end was interrupted;
+- the prompt is written to stdin as plain text: that is the user message.
+"""
+
+from __future__ import annotations
+
+import codecs
+from datetime import datetime
+from typing import Any, Literal
+
+import orjson
+
+from ..entries import (
+    AssistantMessage,
+    CommandResult,
+    CommandRun,
+    EntryPatch,
+    FileChange,
+    FileEdit,
+    GenericTool,
+    Plan,
+    PlanItem,
+    Search,
+    SystemMessage,
+    Thinking,
+    TokenUsage,
+    TokenUsageEntry,
+    ToolResult,
+    ToolStatus,
+    ToolUse,
+    ToolUseEntry,
+    UserMessage,
+)
+from .base import LineNormalizer, Stream
+from .codex_items import display_command, relative_path
+
+__all__ = ["CodexExecNormalizer"]
+
+_OPEN: set[ToolStatus] = {"created", "pending_approval", "running"}
+_USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_input_tokens")
+
+
+class CodexExecNormalizer(LineNormalizer):
+    def __init__(self, max_line_bytes: int | None = None) -> None:
+        super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
+        self._items: dict[str, int] = {}
+        self._prompt_index: int | None = None
+        self._prompt = ""
+        self._stdin_decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._previous_total: dict[str, int] | None = None
+        self._resumed = False
+        self._turn_open = False
+        self._cwd: str | None = None
+        self.turn_statuses: list[str] = []
+
+    @property
+    def outcome(self) -> Literal["success", "failed", "interrupted"] | None:
+        if not self.turn_statuses:
+            return None
+        last = self.turn_statuses[-1]
+        return "success" if last == "completed" else "interrupted" if last == "interrupted" else "failed"
+
+    def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
+        if stream == "stdin":  # the prompt, as plain text: one user message, however it is chunked
+            self._prompt += self._stdin_decoder.decode(chunk)
+            if self._prompt_index is None:
+                self._prompt_index = self.log.add(UserMessage(), self._prompt, ts)
+            else:
+                self.log.replace(self._prompt_index, content=self._prompt)
+            return self.log.drain()
+        return super().feed(chunk, stream, ts)
+
+    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+        if stream != "stdout":
+            return  # stderr is tracing output, never protocol
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            obj = None
+        if not isinstance(obj, dict):
+            self.log.error(
+                "codex exec printed a line that is not a JSON object", "protocol_error", ts, content=line
+            )
+            return
+        match obj.get("type"):
+            case "thread.started":
+                self.log.session_id = _s(obj.get("thread_id")) or self.log.session_id
+                self.log.add(SystemMessage(), f"Thread `{self.log.session_id}` started", ts)
+            case "turn.started":
+                self._turn_open = True
+            case "item.started" | "item.updated" | "item.completed":
+                self._item(_dict(obj.get("item")), obj.get("type") == "item.completed", ts)
+            case "turn.completed":
+                self._turn_end("completed", ts, usage=_dict(obj.get("usage")))
+            case "turn.failed":
+                self.log.error(
+                    _s(_dict(obj.get("error")).get("message")) or "the turn failed", "agent_error", ts
+                )
+                self._turn_end("failed", ts)
+            case "error":
+                message = _s(obj.get("message"))
+                code = "api_retry" if message.startswith("Reconnecting") else "api_error"
+                self.log.error(message or "error", code, ts)
+            case _:
+                label = _s(obj.get("type")) or "unknown"
+                self.log.add(SystemMessage(), f"`{label}` event", ts, raw=obj)
+
+    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
+        if event.get("type") == "resumed_thread":
+            self._resumed = True
+        elif event.get("type") == "cwd":
+            self._cwd = _s(event.get("cwd")) or None
+        else:
+            super().on_note(event, ts)
+
+    # --- items --------------------------------------------------------------------------------
+
+    def _item(self, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
+        item_id, kind = _s(item.get("id")), _s(item.get("type"))
+        action: FileEdit | Search | GenericTool
+        match kind:
+            case "agent_message":
+                self._text(item_id, AssistantMessage(), _s(item.get("text")), ts)
+            case "reasoning":
+                self._text(item_id, Thinking(), _s(item.get("text")), ts)
+            case "command_execution":
+                self._command(item_id, item, completed, ts)
+            case "file_change":
+                changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
+                kinds = {"add": "create", "delete": "delete"}
+                action = FileEdit(
+                    path=", ".join(_s(c.get("path")) for c in changes),
+                    # exec reports which files changed, not how: no diff to show (use app-server for diffs).
+                    changes=tuple(FileChange(type=kinds.get(_s(c.get("kind")), "edit")) for c in changes),  # type: ignore[arg-type]
+                )
+                self._tool(item_id, "fileChange", action, completed, _s(item.get("status")), ts)
+            case "web_search":
+                self._tool(
+                    item_id, "webSearch", Search(query=_s(item.get("query"))), completed, "completed", ts
+                )
+            case "mcp_tool_call":
+                name = f"mcp:{_s(item.get('server'))}/{_s(item.get('tool'))}"
+                action = GenericTool(
+                    tool_name=name, args=item.get("arguments"), result=item.get("result") or item.get("error")
+                )
+                self._tool(item_id, name, action, completed, _s(item.get("status")), ts)
+            case "todo_list":
+                items = tuple(
+                    PlanItem(
+                        content=_s(t.get("text")), status="completed" if t.get("completed") else "pending"
+                    )
+                    for t in item.get("items") or []
+                    if isinstance(t, dict)
+                )
+                index = self._items.get(item_id)
+                if index is None:
+                    self._items[item_id] = self.log.add(Plan(items=items), "Plan", ts)
+                else:
+                    self.log.replace(index, type=Plan(items=items))
+            case "error":
+                self.log.error(_s(item.get("message")), "agent_warning", ts)
+            case _:
+                action = GenericTool(tool_name=kind or "unknown", args=item)
+                self._tool(item_id, kind or "unknown", action, completed, _s(item.get("status")), ts)
+
+    def _text(self, item_id: str, type_: AssistantMessage | Thinking, text: str, ts: datetime | None) -> None:
+        index = self._items.get(item_id)
+        if index is None:
+            self._items[item_id] = self.log.add(type_, text, ts)
+        else:
+            self.log.replace(index, content=text)
+
+    def _command(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
+        exit_code = item.get("exit_code")
+        result = CommandResult(
+            exit_code=exit_code if isinstance(exit_code, int) else None,
+            stdout=_s(item.get("aggregated_output")) or None,
+        )
+        action = CommandRun(
+            command=display_command(_s(item.get("command"))), result=result if completed else None
+        )
+        status = _s(item.get("status"))
+        if completed and status == "completed" and exit_code not in (0, None):
+            status = "failed"
+        self._tool(item_id, "commandExecution", action, completed, status, ts)
+
+    def _tool(
+        self, item_id: str, name: str, action: Any, completed: bool, status: str, ts: datetime | None
+    ) -> None:
+        index = self._items.get(item_id)
+        if index is None:
+            tool = ToolUseEntry(tool_name=name, action=action, tool_call_id=item_id)
+            index = self._items[item_id] = self.log.add(ToolUse(tool=tool), self._describe(action), ts)
+        new: ToolStatus = "running"
+        if completed:
+            new = {"completed": "success", "failed": "failed", "declined": "denied"}.get(status, "success")  # type: ignore[assignment]
+        output = action.result.stdout if isinstance(action, CommandRun) and action.result else None
+        result = (
+            ToolResult(
+                success=new == "success",
+                data=output if new == "success" else None,
+                error=output if new == "failed" else None,
+            )
+            if completed
+            else None
+        )
+        self._update(index, action=action, status=new, result=result)
+
+    def _turn_end(self, status: str, ts: datetime | None, usage: dict[str, Any] | None = None) -> None:
+        self._turn_open = False
+        self.turn_statuses.append(status)
+        if usage:
+            total = {k: int(usage.get(k) or 0) for k in _USAGE_FIELDS}
+            base = self._previous_total or dict.fromkeys(_USAGE_FIELDS, 0)
+            turn = {k: total[k] - base[k] for k in _USAGE_FIELDS}
+            cumulative = self._previous_total is None and self._resumed
+            self._previous_total = total
+            self.log.add(
+                TokenUsageEntry(
+                    usage=TokenUsage(
+                        input_tokens=turn["input_tokens"],
+                        output_tokens=turn["output_tokens"],
+                        cache_read_tokens=turn["cached_input_tokens"],
+                        cache_write_tokens=turn["cache_write_input_tokens"],
+                    )
+                ),
+                "",
+                ts,
+                **({"cumulative": True} if cumulative else {}),
+            )
+        if status != "completed":
+            self._close_open("cancelled")
+
+    def close(self, ts: datetime | None) -> None:
+        if self._turn_open:  # no terminal event: exec was interrupted (SIGINT prints none)
+            self.log.error("The turn ended without a result: codex exec was interrupted", "interrupted", ts)
+            self._turn_end("interrupted", ts)
+        self._close_open("cancelled")
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _describe(self, action: Any) -> str:
+        match action:
+            case CommandRun(command=c):
+                return f"`{c}`"
+            case FileEdit(path=p):
+                return ", ".join(f"`{relative_path(x, self._cwd)}`" for x in p.split(", "))
+            case Search(query=q):
+                return f"`{q}`"
+            case GenericTool(tool_name=n):
+                return n
+        return ""
+
+    def _update(self, index: int, **changes: Any) -> None:
+        t = self.log.get(index).type
+        assert isinstance(t, ToolUse)
+        self.log.replace(index, type=ToolUse(tool=t.tool.model_copy(update=changes)))
+
+    def _close_open(self, status: ToolStatus) -> None:
+        for index in self._items.values():
+            t = self.log.get(index).type
+            if isinstance(t, ToolUse) and t.tool.status in _OPEN:
+                self._update(index, status=status)
+
+
+def _s(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else str(value)
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

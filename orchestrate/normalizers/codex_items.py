@@ -1,0 +1,52 @@
+"""What Codex's two output formats (app-server items, exec JSONL items) have in common."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from ..entries import FileChange
+from .diffs import diff_texts
+
+__all__ = ["display_command", "file_change", "relative_path"]
+
+_SHELL_WRAPPERS = (
+    ["/bin/bash", "-lc"],
+    ["bash", "-lc"],
+    ["/bin/sh", "-c"],
+    ["sh", "-c"],
+    ["/bin/zsh", "-lc"],
+)
+
+
+def display_command(command: str) -> str:
+    """The command the model asked for: Codex runs it as ``/bin/bash -lc '<cmd>'`` (0.169.0)."""
+    try:
+        argv = shlex.split(command)
+    except ValueError:
+        return command
+    for wrapper in _SHELL_WRAPPERS:
+        if argv[: len(wrapper)] == wrapper and len(argv) == len(wrapper) + 1:
+            return argv[-1]
+    return command
+
+
+def file_change(path: str, kind: str, body: Any) -> FileChange:
+    """One file of a patch as a unified diff.  Codex gives an added file's content, a deleted
+    file's old content, and an update's hunks (with or without ``---``/``+++`` headers)."""
+    text = body if isinstance(body, str) else ""
+    if kind == "add":
+        return FileChange(type="create", unified_diff=diff_texts(path, "", text, created=True))
+    if kind == "delete":
+        return FileChange(type="delete", unified_diff=diff_texts(path, text, "") if text else None)
+    if text and not text.startswith(("---", "diff --git")):
+        name = path.lstrip("/")
+        text = f"--- a/{name}\n+++ b/{name}\n{text}"
+    return FileChange(type="edit", unified_diff=text or None)
+
+
+def relative_path(path: str, cwd: str | None) -> str:
+    """``path`` shown relative to the working directory when it lies inside it."""
+    if cwd and path.startswith(cwd.rstrip("/") + "/"):
+        return path[len(cwd.rstrip("/")) + 1 :]
+    return path

@@ -1,0 +1,133 @@
+"""JSON-RPC 2.0 over lines, sans-I/O: one peer for Codex's app-server and for ACP agents.
+
+Tolerant where real agents are loose: Codex omits ``"jsonrpc"`` on everything it sends and numbers
+its own requests from 0 in a space separate from ours, so a message is told apart by its shape
+(``method`` + ``id`` is a request to us, ``method`` alone a notification, ``id`` + ``result`` or
+``error`` a response to us), never by the id's value alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+__all__ = [
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "METHOD_NOT_FOUND",
+    "IncomingNotification",
+    "IncomingRequest",
+    "IncomingResponse",
+    "JsonRpcEvent",
+    "JsonRpcPeer",
+    "MalformedMessage",
+]
+
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+RequestId = int | str
+
+
+@dataclass(frozen=True)
+class IncomingRequest:
+    """The agent asks us something; it must get exactly one answer."""
+
+    id: RequestId
+    method: str
+    params: Any
+
+
+@dataclass(frozen=True)
+class IncomingNotification:
+    method: str
+    params: Any
+
+
+@dataclass(frozen=True)
+class IncomingResponse:
+    """The answer to one of our requests; ``method`` is the method we had called."""
+
+    id: RequestId
+    method: str
+    result: Any = None
+    error: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class MalformedMessage:
+    """A line that is not a JSON-RPC message, or a response to nothing we asked."""
+
+    line: str
+    reason: str
+
+
+JsonRpcEvent = IncomingRequest | IncomingNotification | IncomingResponse | MalformedMessage
+
+
+class JsonRpcPeer:
+    """Builds our messages and classifies the agent's.  Holds the ids of our unanswered requests."""
+
+    def __init__(self, *, jsonrpc_field: bool = True) -> None:
+        self._jsonrpc = jsonrpc_field
+        self._next_id = 1
+        self.pending: dict[RequestId, str] = {}
+
+    # --- outgoing -----------------------------------------------------------------------------
+
+    def request(self, method: str, params: Any = None) -> tuple[RequestId, bytes]:
+        request_id = self._next_id
+        self._next_id += 1
+        self.pending[request_id] = method
+        return request_id, self._line({"id": request_id, "method": method, **_params(params)})
+
+    def notify(self, method: str, params: Any = None) -> bytes:
+        return self._line({"method": method, **_params(params)})
+
+    def respond(self, request_id: RequestId, result: Any) -> bytes:
+        return self._line({"id": request_id, "result": result})
+
+    def respond_error(self, request_id: RequestId, code: int, message: str, data: Any = None) -> bytes:
+        error: dict[str, Any] = {"code": code, "message": message}
+        if data is not None:
+            error["data"] = data
+        return self._line({"id": request_id, "error": error})
+
+    def _line(self, obj: dict[str, Any]) -> bytes:
+        if self._jsonrpc:
+            obj = {"jsonrpc": "2.0", **obj}
+        return orjson.dumps(obj) + b"\n"
+
+    # --- incoming -----------------------------------------------------------------------------
+
+    def receive_line(self, line: str) -> JsonRpcEvent:
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return MalformedMessage(line, "not JSON")
+        if not isinstance(obj, dict):
+            return MalformedMessage(line, "not a JSON object")
+        return self.receive(obj, line)
+
+    def receive(self, obj: dict[str, Any], line: str = "") -> JsonRpcEvent:
+        method = obj.get("method")
+        has_id = "id" in obj and isinstance(obj["id"], int | str) and not isinstance(obj["id"], bool)
+        if isinstance(method, str):
+            if has_id:
+                return IncomingRequest(obj["id"], method, obj.get("params"))
+            return IncomingNotification(method, obj.get("params"))
+        if has_id and ("result" in obj or "error" in obj):
+            ours = self.pending.pop(obj["id"], None)
+            if ours is None:
+                return MalformedMessage(line, f"a response to request {obj['id']!r}, which we never sent")
+            error = obj.get("error")
+            if error is not None and not isinstance(error, dict):
+                error = {"code": INTERNAL_ERROR, "message": str(error)}
+            return IncomingResponse(obj["id"], ours, obj.get("result"), error)
+        return MalformedMessage(line, "neither a request, a notification nor a response")
+
+
+def _params(params: Any) -> dict[str, Any]:
+    return {} if params is None else {"params": params}

@@ -1,0 +1,135 @@
+"""The live half of the JSON-RPC peer: awaitable calls, request handlers, notification callbacks.
+
+Every call is bounded; when the agent dies every pending call fails at once with
+:class:`ProcessExitedError`; every request the agent makes gets exactly one answer: its handler's
+result, an error if the handler raised, or method-not-found if there is no handler.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ..errors import OrchestrateError, ProcessExitedError, ProtocolError
+from ..peers.jsonrpc import (
+    INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
+    IncomingNotification,
+    IncomingRequest,
+    IncomingResponse,
+    JsonRpcPeer,
+    RequestId,
+)
+from ..process.pipes import AgentProcess
+
+__all__ = ["JsonRpcConnection", "JsonRpcError", "RequestHandler"]
+
+RequestHandler = Callable[[Any], Awaitable[Any]]
+NotificationHandler = Callable[[str, Any], Awaitable[None]]
+
+
+class JsonRpcError(OrchestrateError):
+    """The agent answered one of our requests with an error."""
+
+    def __init__(self, method: str, error: dict[str, Any]) -> None:
+        self.method = method
+        self.code = error.get("code")
+        self.error_message = str(error.get("message"))
+        self.data = error.get("data")
+        super().__init__(f"{method} failed ({self.code}): {self.error_message}")
+
+
+@dataclass
+class _Waiter:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    response: IncomingResponse | None = None
+    failure: Exception | None = None
+
+
+class JsonRpcConnection:
+    def __init__(
+        self,
+        peer: JsonRpcPeer,
+        process: AgentProcess,
+        task_group: TaskGroup,
+        handlers: dict[str, RequestHandler] | None = None,
+        on_notification: NotificationHandler | None = None,
+    ) -> None:
+        self.peer = peer
+        self.process = process
+        self.task_group = task_group
+        self.handlers = handlers or {}
+        self.on_notification = on_notification
+        self._waiters: dict[RequestId, _Waiter] = {}
+        self._closed: Exception | None = None
+
+    async def call(self, method: str, params: Any = None, limit: float | None = 60.0) -> Any:
+        """Send a request and wait, at most ``limit`` seconds, for its result."""
+        if self._closed is not None:
+            raise self._closed
+        request_id, line = self.peer.request(method, params)
+        waiter = self._waiters[request_id] = _Waiter()
+        try:
+            await self.process.write(line)
+            with anyio.fail_after(math.inf if limit is None else limit):
+                await waiter.done.wait()
+        except TimeoutError:
+            raise ProtocolError(f"no answer to {method} within {limit:g} s") from None
+        finally:
+            self._waiters.pop(request_id, None)
+            self.peer.pending.pop(request_id, None)
+        if waiter.failure is not None:
+            raise waiter.failure
+        assert waiter.response is not None
+        if waiter.response.error is not None:
+            raise JsonRpcError(method, waiter.response.error)
+        return waiter.response.result
+
+    async def notify(self, method: str, params: Any = None) -> None:
+        await self.process.write(self.peer.notify(method, params))
+
+    async def on_line(self, line: str) -> None:
+        """One stdout line of the agent."""
+        event = self.peer.receive_line(line)
+        match event:
+            case IncomingResponse(id=request_id):
+                waiter = self._waiters.get(request_id)
+                if waiter is not None:
+                    waiter.response = event
+                    waiter.done.set()
+            case IncomingRequest():
+                self.task_group.start_soon(self._serve, event)
+            case IncomingNotification(method=method, params=params):
+                if self.on_notification is not None:
+                    await self.on_notification(method, params)
+            case _:
+                pass  # malformed lines are the normalizer's to show
+
+    async def _serve(self, request: IncomingRequest) -> None:
+        handler = self.handlers.get(request.method)
+        if handler is None:
+            reply = self.peer.respond_error(
+                request.id, METHOD_NOT_FOUND, f"method not found: {request.method}"
+            )
+        else:
+            try:
+                reply = self.peer.respond(request.id, await handler(request.params))
+            except Exception as exc:  # a failing handler still answers, so the agent never hangs
+                reply = self.peer.respond_error(request.id, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        with contextlib.suppress(ProcessExitedError):  # the agent is gone; nobody waits for the answer
+            await self.process.write(reply)
+
+    def close(self, reason: Exception | None = None) -> None:
+        """The agent is gone: every pending call fails now, and later calls fail at once."""
+        self._closed = reason or ProcessExitedError(
+            self.process.returncode, self.process.stderr_tail, "the agent exited with requests unanswered"
+        )
+        for waiter in self._waiters.values():
+            waiter.failure = self._closed
+            waiter.done.set()
