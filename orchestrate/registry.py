@@ -64,9 +64,11 @@ class Registry:
 
 def _builtins() -> Registry:
     from .executors.claude_code import ClaudeCodeExecutor
+    from .executors.codex import CodexExecExecutor, CodexExecutor
 
     reg = Registry()
-    reg.register(ClaudeCodeExecutor)
+    for cls in (ClaudeCodeExecutor, CodexExecutor, CodexExecExecutor):
+        reg.register(cls)
     return reg
 
 

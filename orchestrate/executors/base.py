@@ -59,6 +59,9 @@ class Availability:
     version: str | None = None
     path: str | None = None
     reason: str | None = None
+    credentials: bool | None = None
+    """Whether credentials or a model provider are configured (None: the executor cannot tell)."""
+    credentials_source: str | None = None
 
 
 class ExecutorOptions(BaseModel):
@@ -73,6 +76,16 @@ class ExecutorOptions(BaseModel):
     )
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict, description="added to the caller's environment")
+    sandbox: str | None = Field(
+        default=None, description="Codex: read-only, workspace-write, danger-full-access"
+    )
+    approval_policy: str | None = Field(default=None, description="Codex: untrusted, on-request, never")
+    config: dict[str, Any] = Field(
+        default_factory=dict, description="CLI configuration overrides (Codex: -c k=v)"
+    )
+    mcp_servers: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="MCP servers by name: {command, args, env} (or {url})"
+    )
 
 
 def find_program(program: str) -> str | None:
@@ -94,6 +107,8 @@ class Executor(abc.ABC):
     program: ClassVar[str]
     capabilities: ClassVar[Capabilities]
     install_hint: ClassVar[str] = ""
+    driver: ClassVar[str | None] = None
+    """Which live driver runs it, when not the one of its protocol (several products share one)."""
     remove_env: ClassVar[tuple[str, ...]] = NESTING_VARIABLES
 
     def __init__(self, options: ExecutorOptions | None = None, **kwargs: Any) -> None:
@@ -145,7 +160,20 @@ class Executor(abc.ABC):
         text = done.stdout.decode("utf-8", "replace").strip().splitlines()
         if done.returncode != 0 or not text:
             return Availability(self.name, False, path=argv[0], reason=f"--version exited {done.returncode}")
-        return Availability(self.name, True, version=self.parse_version(text[0]), path=argv[0])
+        has, source = self.credentials()
+        return Availability(
+            self.name,
+            True,
+            version=self.parse_version(text[0]),
+            path=argv[0],
+            credentials=has,
+            credentials_source=source,
+        )
+
+    def credentials(self) -> tuple[bool | None, str | None]:
+        """Whether the CLI has credentials or a model provider configured, and where from.  Reads
+        environment and files only: never the network."""
+        return None, None
 
     @staticmethod
     def parse_version(first_line: str) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +11,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..approvals.base import ApprovalService
-from ..errors import ConfigError
+from ..errors import ConfigError, OrchestrateError
 from ..executors.base import Executor
 from ..process.pipes import AgentProcess
 from ..task import Task
@@ -66,6 +66,22 @@ class Driver(abc.ABC):
     @abc.abstractmethod
     async def interrupt(self) -> None:
         """Ask the agent to stop the current turn (the protocol's own interrupt)."""
+
+    def on_eof(self) -> None:  # noqa: B027 - most drivers have nothing waiting
+        """The agent's stdout closed: nothing more will come (fail what still waits for it)."""
+
+    def background(self, work: Callable[[], Awaitable[None]], what: str) -> None:
+        """Run ``work`` beside the read loop (it may await the agent's answers, which the read loop
+        delivers); a failure becomes a ``run_error`` entry instead of tearing the run down."""
+
+        async def guarded() -> None:
+            try:
+                await work()
+            except OrchestrateError as exc:
+                self.ctx.note({"type": "run_error", "code": "protocol_error", "message": f"{what}: {exc}"})
+                self.set_idle(True)
+
+        self.ctx.task_group.start_soon(guarded)
 
     async def set_permission_mode(self, mode: str) -> None:
         """Change the agent's own permission mode mid-run, where its protocol can."""

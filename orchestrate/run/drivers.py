@@ -11,8 +11,14 @@ __all__ = ["driver_for"]
 
 def driver_for(executor: Executor) -> type[Driver]:
     from .claude import ClaudeDriver
+    from .codex import CodexDriver
+    from .codex_exec import CodexExecDriver
 
-    drivers: dict[str, type[Driver]] = {"stream-json": ClaudeDriver}
+    drivers: dict[str, type[Driver]] = {
+        "stream-json": ClaudeDriver,
+        "jsonrpc": CodexDriver,
+        "jsonl": CodexExecDriver,
+    }
     try:
         return drivers[executor.protocol]
     except KeyError:

@@ -19,7 +19,7 @@ from anyio.streams.memory import MemoryObjectReceiveStream
 from ..approvals.base import ApprovalService
 from ..approvals.simple import AutoDeny, SessionMemory
 from ..entries import EntryPatch, ErrorEntry, NormalizedEntry, TokenUsage, TokenUsageEntry, ToolUse
-from ..errors import RunClosedError, SpawnError
+from ..errors import OrchestrateError, ProcessExitedError, RunClosedError, SpawnError
 from ..executors.base import Executor
 from ..normalizers.base import Normalizer
 from ..normalizers.framing import LineFramer, LineTooLong
@@ -223,7 +223,14 @@ class Run:
         remaining = None if task.timeout is None else task.timeout - (time.monotonic() - self._started)
         try:
             with anyio.fail_after(math.inf if remaining is None else max(remaining, 0.0)):
-                await driver.start(task.prompt)
+                try:
+                    await driver.start(task.prompt)
+                except ProcessExitedError:
+                    pass  # the exit is reported with its code and stderr once the process is reaped
+                except OrchestrateError as exc:
+                    message = f"starting the conversation failed: {exc}"
+                    self._note({"type": "run_error", "code": "protocol_error", "message": message})
+                    driver.set_idle(True)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._close_when_idle, driver, task, eof)
                     await eof.wait()
@@ -239,9 +246,15 @@ class Run:
             )
 
     async def _close_when_idle(self, driver: Driver, task: Task, eof: anyio.Event) -> None:
-        if not task.keep_open:
-            await driver.wait_idle()
-            await driver.end_input()
+        if task.keep_open:
+            return
+        await driver.wait_idle()
+        await driver.end_input()
+        # An agent that does not exit at the end of its input is stopped by the ladder.
+        with anyio.move_on_after(self.shutdown_policy.stdin_grace):
+            await eof.wait()
+        if not eof.is_set() and self._scope is not None:
+            self._scope.cancel()
 
     async def _consume(
         self, chunks: MemoryObjectReceiveStream[Chunk], driver: Driver, eof: anyio.Event
@@ -256,6 +269,7 @@ class Run:
                             if not isinstance(line, LineTooLong):
                                 await driver.on_line(line)
         finally:
+            driver.on_eof()
             eof.set()
 
     # Everything the normalizer sees goes through these two, which log it first: the raw log's

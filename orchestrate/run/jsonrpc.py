@@ -30,7 +30,7 @@ from ..process.pipes import AgentProcess
 
 __all__ = ["JsonRpcConnection", "JsonRpcError", "RequestHandler"]
 
-RequestHandler = Callable[[Any], Awaitable[Any]]
+RequestHandler = Callable[[IncomingRequest], Awaitable[Any]]
 NotificationHandler = Callable[[str, Any], Awaitable[None]]
 
 
@@ -119,7 +119,7 @@ class JsonRpcConnection:
             )
         else:
             try:
-                reply = self.peer.respond(request.id, await handler(request.params))
+                reply = self.peer.respond(request.id, await handler(request))
             except Exception as exc:  # a failing handler still answers, so the agent never hangs
                 reply = self.peer.respond_error(request.id, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
         with contextlib.suppress(ProcessExitedError):  # the agent is gone; nobody waits for the answer

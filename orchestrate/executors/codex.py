@@ -1,0 +1,186 @@
+"""OpenAI Codex (`@openai/codex`): the app-server over JSON-RPC, and `codex exec --json`."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, ClassVar
+
+import orjson
+
+from ..approvals.base import ApprovalRequest
+from ..normalizers.codex_app_server import CodexAppServerNormalizer
+from ..normalizers.codex_exec_jsonl import CodexExecNormalizer
+from ..normalizers.codex_items import display_command
+from ..task import Task
+from .base import Capabilities, Executor
+
+__all__ = ["CodexExecExecutor", "CodexExecutor", "config_overrides"]
+
+DEFAULT_SANDBOX = "workspace-write"
+DEFAULT_APPROVAL_POLICY = "untrusted"
+_KEY_VARIABLES = ("OPENAI_API_KEY", "CODEX_API_KEY")
+
+
+def config_overrides(config: dict[str, Any], mcp_servers: dict[str, dict[str, Any]]) -> list[str]:
+    """``-c key=value`` arguments, nested tables flattened to dotted keys, values as TOML (JSON
+    scalars and arrays are valid TOML)."""
+    flat: list[tuple[str, Any]] = []
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), inner)
+        else:
+            flat.append((prefix, value))
+
+    walk("", config)
+    if mcp_servers:
+        walk("mcp_servers", mcp_servers)
+    return [arg for key, value in flat for arg in ("-c", f"{key}={orjson.dumps(value).decode()}")]
+
+
+class _CodexBase(Executor):
+    program = "codex"
+    install_hint = "Install it with: npm install @openai/codex"
+
+    def codex_home(self, task: Task | None = None) -> Path:
+        env = {**os.environ, **self.options.env, **(task.env if task else {})}
+        return (
+            Path(env["CODEX_HOME"])
+            if env.get("CODEX_HOME")
+            else Path(env.get("HOME", "~")).expanduser() / ".codex"
+        )
+
+    def credentials(self) -> tuple[bool | None, str | None]:
+        env = {**os.environ, **self.options.env}
+        for name in _KEY_VARIABLES:
+            if env.get(name):
+                return True, f"${name}"
+        home = self.codex_home()
+        if (home / "auth.json").is_file():
+            return True, str(home / "auth.json")
+        try:
+            config = tomllib.loads((home / "config.toml").read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError):
+            return False, None
+        provider = config.get("model_providers", {}).get(config.get("model_provider", ""), {})
+        key = provider.get("env_key") if isinstance(provider, dict) else None
+        if isinstance(provider, dict) and provider and (not key or env.get(key)):
+            return True, f"model provider {config.get('model_provider')!r} in {home / 'config.toml'}"
+        return False, None
+
+    @staticmethod
+    def parse_version(first_line: str) -> str:
+        return first_line.split()[-1]  # "codex-cli 0.169.0"
+
+    def sandbox(self) -> str:
+        return self.options.sandbox or DEFAULT_SANDBOX
+
+    def overrides(self) -> list[str]:
+        return config_overrides(self.options.config, self.options.mcp_servers)
+
+
+class CodexExecutor(_CodexBase):
+    """``codex app-server``: threads and turns over JSON-RPC, live approvals, interrupt, resume, fork."""
+
+    name = "codex"
+    protocol = "jsonrpc"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        protocol="jsonrpc",
+        session_resume=True,
+        fork=True,
+        approvals=True,
+        mcp=True,
+        mid_execution_messages=True,
+        interrupt=True,
+        requires_setup=True,
+    )
+
+    def build_argv(self, task: Task) -> list[str]:
+        return [*self.base_command(), "app-server", *self.overrides(), *self.options.extra_args]
+
+    def create_normalizer(self) -> CodexAppServerNormalizer:
+        return CodexAppServerNormalizer()
+
+    def thread_request(self, task: Task) -> tuple[str, dict[str, Any]]:
+        """The request that opens the conversation: thread/start, thread/resume or thread/fork."""
+        params: dict[str, Any] = {
+            "cwd": str(task.cwd),
+            "sandbox": self.sandbox(),
+            "approvalPolicy": self.options.approval_policy or DEFAULT_APPROVAL_POLICY,
+        }
+        model = task.model or self.options.model
+        if model:
+            params["model"] = model
+        if task.resume:
+            return ("thread/fork" if task.fork else "thread/resume"), {"threadId": task.resume, **params}
+        return "thread/start", params
+
+    def approval_request(
+        self,
+        request_id: str,
+        method: str,
+        params: dict[str, Any],
+        item: dict[str, Any],
+        task: Task,
+        session_id: str | None,
+    ) -> ApprovalRequest:
+        """A server approval request in the approval service's terms; ``item`` is what the item's
+        ``item/started`` said (a file change's paths are only there)."""
+        command = params.get("command") or item.get("command")
+        text = (
+            display_command(" ".join(command) if isinstance(command, list) else str(command))
+            if command
+            else None
+        )
+        paths = tuple(
+            str(c.get("path")) for c in item.get("changes") or [] if isinstance(c, dict) and c.get("path")
+        )
+        return ApprovalRequest(
+            request_id=request_id,
+            tool_name="commandExecution" if text else "fileChange",
+            tool_input=params,
+            tool_call_id=params.get("itemId"),
+            context=params.get("reason"),
+            command=text,
+            paths=paths,
+            read_only=False,
+            executor=self.name,
+            session_id=session_id,
+            cwd=str(task.cwd),
+        )
+
+
+class CodexExecExecutor(_CodexBase):
+    """``codex exec --json``: one process per turn, the prompt on stdin, no live approvals (the
+    sandbox is chosen up front), resume by thread id."""
+
+    name = "codex-exec"
+    protocol = "jsonl"
+    driver = "codex-exec"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        protocol="jsonl",
+        session_resume=True,
+        fork=False,
+        approvals=False,
+        mcp=True,
+        mid_execution_messages=False,
+        interrupt=True,
+        requires_setup=True,
+    )
+
+    def build_argv(self, task: Task) -> list[str]:
+        argv = [*self.base_command(), "exec", "--json", "--skip-git-repo-check", "-s", self.sandbox()]
+        model = task.model or self.options.model
+        if model:
+            argv += ["-m", model]
+        argv += [*self.overrides(), *self.options.extra_args]
+        # exec-level flags go before `resume`, which takes none of its own (protocols/codex.md §3).
+        if task.resume:
+            argv += ["resume", task.resume]
+        return [*argv, "-"]
+
+    def create_normalizer(self) -> CodexExecNormalizer:
+        return CodexExecNormalizer()

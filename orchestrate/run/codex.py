@@ -1,0 +1,124 @@
+"""The Codex app-server driver: handshake, thread, turns, approvals, interrupt, over JSON-RPC."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..approvals.base import ApprovalDecision, decide
+from ..executors.codex import CodexExecutor
+from ..peers.jsonrpc import IncomingRequest, JsonRpcPeer
+from .driver import Driver, DriverContext
+from .jsonrpc import JsonRpcConnection
+
+__all__ = ["CodexDriver"]
+
+_HANDSHAKE_TIMEOUT = 30.0
+_CALL_TIMEOUT = 60.0
+CLIENT_INFO = {"name": "orchestrate", "title": "orchestrate", "version": "0.1.0"}
+
+
+class CodexDriver(Driver):
+    def __init__(self, ctx: DriverContext) -> None:
+        super().__init__(ctx)
+        assert isinstance(ctx.executor, CodexExecutor)
+        self.executor = ctx.executor
+        # Codex's own client sends no "jsonrpc" field; we match it (protocols/codex.md §4).
+        self.conn = JsonRpcConnection(
+            JsonRpcPeer(jsonrpc_field=False),
+            ctx.process,
+            ctx.task_group,
+            handlers={
+                "item/commandExecution/requestApproval": self._approve,
+                "item/fileChange/requestApproval": self._approve,
+            },
+            on_notification=self._notified,
+        )
+        self.thread_id: str | None = None
+        self.turn_id: str | None = None
+        self.turn_active = False
+        self.queued: list[str] = []
+        self._items: dict[str, dict[str, Any]] = {}
+
+    async def start(self, prompt: str) -> None:
+        params = {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": False}}
+        await self.conn.call("initialize", params, _HANDSHAKE_TIMEOUT)
+        await self.conn.notify("initialized")
+        method, thread_params = self.executor.thread_request(self.ctx.task)
+        result = await self.conn.call(method, thread_params, _CALL_TIMEOUT)
+        self.thread_id = str(result["thread"]["id"])
+        await self._start_turn(prompt)
+
+    async def _start_turn(self, text: str) -> None:
+        self.turn_active = True
+        self.set_idle(False)
+        params = {"threadId": self.thread_id, "input": [{"type": "text", "text": text, "text_elements": []}]}
+        result = await self.conn.call("turn/start", params, _CALL_TIMEOUT)
+        self.turn_id = str(result["turn"]["id"])
+
+    async def on_line(self, line: str) -> None:
+        await self.conn.on_line(line)
+
+    def on_eof(self) -> None:
+        self.conn.close()
+
+    async def send_message(self, text: str) -> None:
+        # A turn runs to its end; a message sent meanwhile becomes the next turn on the same thread.
+        if self.turn_active or self.thread_id is None:
+            self.queued.append(text)
+            self.set_idle(False)
+        else:
+            await self._start_turn(text)
+
+    async def interrupt(self) -> None:
+        self.queued.clear()
+        if self.turn_active and self.thread_id and self.turn_id:
+            params = {"threadId": self.thread_id, "turnId": self.turn_id}
+            await self.conn.call("turn/interrupt", params, _HANDSHAKE_TIMEOUT)
+
+    async def _notified(self, method: str, params: Any) -> None:
+        # Runs on the read loop: it must not await the agent's answers, so new turns go to background.
+        p = params if isinstance(params, dict) else {}
+        if method == "turn/started":
+            self.turn_id = str((p.get("turn") or {}).get("id") or self.turn_id)
+        elif method == "item/started":
+            item = p.get("item") or {}
+            self._items[str(item.get("id"))] = item
+        elif method == "turn/completed":
+            self.turn_active = False
+            if self.queued:
+                text = self.queued.pop(0)
+                self.turn_active = True
+                self.background(lambda: self._start_turn(text), "starting the next turn")
+            else:
+                self.set_idle(True)
+
+    # --- approvals ----------------------------------------------------------------------------
+
+    async def _approve(self, incoming: IncomingRequest) -> dict[str, Any]:
+        p = incoming.params if isinstance(incoming.params, dict) else {}
+        item = self._items.get(str(p.get("itemId")), {})
+        request_id = str(incoming.id)
+        request = self.executor.approval_request(
+            request_id, incoming.method, p, item, self.ctx.task, self.ctx.session_id()
+        )
+        decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
+        self.ctx.note(
+            {
+                "type": "approval",
+                "request_id": request_id,
+                "decision": decision.status,
+                "reason": decision.reason,
+                "for_session": decision.for_session,
+                "interrupt": decision.interrupt,
+            }
+        )
+        return {"decision": codex_decision(decision)}
+
+
+def codex_decision(decision: ApprovalDecision) -> str:
+    """accept / acceptForSession / decline / cancel (cancel also ends the turn as interrupted)."""
+    if decision.status == "approved":
+        return "acceptForSession" if decision.for_session else "accept"
+    if decision.status == "timed_out" or decision.interrupt:
+        return "cancel"
+    return "decline"
