@@ -69,6 +69,8 @@ _SILENT = {
     "turn/moderationMetadata",
     "thread/queue/changed",
     "account/updated",
+    "thread/goal/updated",
+    "thread/goal/cleared",
 }
 _TOKEN_FIELDS = ("inputTokens", "outputTokens", "cachedInputTokens", "cacheWriteInputTokens")
 _DECISIONS: dict[str, tuple[ApprovalOutcome, ToolStatus]] = {
@@ -78,8 +80,9 @@ _DECISIONS: dict[str, tuple[ApprovalOutcome, ToolStatus]] = {
     "approved_for_session": ("approved", "running"),
     "decline": ("denied", "denied"),
     "denied": ("denied", "denied"),
-    "cancel": ("cancelled", "cancelled"),
-    "abort": ("cancelled", "cancelled"),
+    # cancel = decline and end the turn: to the person who chose it, a denial.
+    "cancel": ("denied", "denied"),
+    "abort": ("denied", "denied"),
 }
 
 

@@ -59,6 +59,7 @@ class CodexExecNormalizer(LineNormalizer):
         self._resumed = False
         self._turn_open = False
         self._cwd: str | None = None
+        self._shown_error: str | None = None
         self.turn_statuses: list[str] = []
 
     @property
@@ -93,7 +94,8 @@ class CodexExecNormalizer(LineNormalizer):
         match obj.get("type"):
             case "thread.started":
                 self.log.session_id = _s(obj.get("thread_id")) or self.log.session_id
-                self.log.add(SystemMessage(), f"Thread `{self.log.session_id}` started", ts)
+                verb = "resumed" if self._resumed else "started"
+                self.log.add(SystemMessage(), f"Thread `{self.log.session_id}` {verb}", ts)
             case "turn.started":
                 self._turn_open = True
             case "item.started" | "item.updated" | "item.completed":
@@ -101,14 +103,15 @@ class CodexExecNormalizer(LineNormalizer):
             case "turn.completed":
                 self._turn_end("completed", ts, usage=_dict(obj.get("usage")))
             case "turn.failed":
-                self.log.error(
-                    _s(_dict(obj.get("error")).get("message")) or "the turn failed", "agent_error", ts
-                )
+                message = _s(_dict(obj.get("error")).get("message")) or "the turn failed"
+                if message != self._shown_error:  # exec repeats the stream's error event here
+                    self.log.error(message, "agent_error", ts)
                 self._turn_end("failed", ts)
             case "error":
-                message = _s(obj.get("message"))
+                message = _s(obj.get("message")) or "error"
                 code = "api_retry" if message.startswith("Reconnecting") else "api_error"
-                self.log.error(message or "error", code, ts)
+                self._shown_error = message
+                self.log.error(message, code, ts)
             case _:
                 label = _s(obj.get("type")) or "unknown"
                 self.log.add(SystemMessage(), f"`{label}` event", ts, raw=obj)

@@ -28,6 +28,7 @@ from ..process.rawlog import RawLogWriter, default_log_dir
 from ..task import Task
 from .driver import Driver, DriverContext
 from .drivers import driver_for
+from .jsonrpc import JsonRpcError
 from .result import Outcome, RunResult
 
 __all__ = ["Run"]
@@ -125,7 +126,7 @@ class Run:
 
     async def interrupt(self) -> None:
         """Stop the current turn the agent's own way; the run then ends as ``interrupted``."""
-        driver = self._live_driver()
+        driver = self._live_driver(input=False)
         self._stop_reason = self._stop_reason or "interrupted"
         await driver.interrupt()
 
@@ -144,15 +145,13 @@ class Run:
         if self._scope is not None:
             self._scope.cancel()
 
-    def _live_driver(self) -> Driver:
-        if (
-            self._done.is_set()
-            or self._driver is None
-            or self._process is None
-            or self._process.returncode is not None
-            or self._driver.input_closed
-        ):
+    def _live_driver(self, *, input: bool = True) -> Driver:
+        """The driver of the live process; ``input``: one that still takes messages."""
+        process = self._process
+        if self._done.is_set() or self._driver is None or process is None or process.returncode is not None:
             raise RunClosedError("the run has ended; start a new one (resume its session to continue)")
+        if input and self._driver.input_closed:
+            raise RunClosedError("the agent's input is closed; start a new run that resumes its session")
         return self._driver
 
     # --- the loop -----------------------------------------------------------------------------
@@ -227,6 +226,8 @@ class Run:
                     await driver.start(task.prompt)
                 except ProcessExitedError:
                     pass  # the exit is reported with its code and stderr once the process is reaped
+                except JsonRpcError:
+                    driver.set_idle(True)  # the agent's error answer is in the entries already
                 except OrchestrateError as exc:
                     message = f"starting the conversation failed: {exc}"
                     self._note({"type": "run_error", "code": "protocol_error", "message": message})
@@ -294,7 +295,9 @@ class Run:
 
     def _after_exit(self, rc: int | None, stderr_tail: str) -> None:
         self._note({"type": "exit", "code": rc})
-        if self._stop_reason is None and self.normalizer.outcome is None:
+        # We ended its input after a failure the entries already show: a clean exit is no news.
+        expected = rc == 0 and self._driver is not None and self._driver.input_closed
+        if self._stop_reason is None and self.normalizer.outcome is None and not expected:
             self._note(
                 {
                     "type": "run_error",

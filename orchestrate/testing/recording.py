@@ -13,20 +13,22 @@ SCRATCH_PLACEHOLDER = "/scratch"
 
 
 def scrub_raw_log(src: Path, dst: Path, replacements: dict[str, str]) -> None:
-    """Copy a raw log, replacing machine paths (and anything else given) in every record.
+    """Copy a raw log, replacing machine paths (and anything else given) in every chunk and event.
 
-    A path can straddle two chunks, so the pieces of a line are joined first and written where the
-    line completes: for a line protocol nothing changes, since no line completes any earlier or
-    later relative to the other records.  Longer keys are replaced first so a path never half-matches.
+    A path can straddle two chunks of a stream, so each stream is scrubbed as one flow: a chunk's
+    last bytes are held back for the stream's next chunk only while they could begin a path (never
+    across a newline, so no line completes later relative to the other records than it did).
+    Longer keys are replaced first so a path never half-matches.
     """
-    pairs = sorted(replacements.items(), key=lambda kv: -len(kv[0]))
+    pairs = sorted(((k.encode(), v.encode()) for k, v in replacements.items()), key=lambda kv: -len(kv[0]))
 
     def clean(data: bytes) -> bytes:
         for old, new in pairs:
-            data = data.replace(old.encode(), new.encode())
+            data = data.replace(old, new)
         return data
 
-    pending: dict[str, bytearray] = {}
+    carry: dict[str, bytes] = {}
+    last_ts: dict[str, object] = {}
     out = bytearray()
     for line in src.read_bytes().splitlines():
         rec = orjson.loads(line)
@@ -34,16 +36,26 @@ def scrub_raw_log(src: Path, dst: Path, replacements: dict[str, str]) -> None:
             out += clean(orjson.dumps(rec)) + b"\n"
             continue
         piece = base64.b64decode(rec.pop("b64")) if "b64" in rec else rec.pop("data").encode()
-        buf = pending.setdefault(rec["stream"], bytearray())
-        buf += piece
-        if buf.endswith(b"\n"):
-            out += _chunk_record(rec, clean(bytes(buf)))
-            buf.clear()
-    for stream, buf in pending.items():
-        if buf:
-            out += _chunk_record({"type": "chunk", "ts": None, "stream": stream}, clean(bytes(buf)))
+        data = clean(carry.pop(rec["stream"], b"") + piece)
+        held = _possible_start(data, [old for old, _ in pairs])
+        if held:
+            carry[rec["stream"]], data = data[-held:], data[:-held]
+        last_ts[rec["stream"]] = rec.get("ts")
+        if data:
+            out += _chunk_record(rec, data)
+    for stream, data in carry.items():
+        out += _chunk_record({"type": "chunk", "ts": last_ts.get(stream), "stream": stream}, data)
     dst.parent.mkdir(parents=True, exist_ok=True)
     dst.write_bytes(bytes(out))
+
+
+def _possible_start(data: bytes, keys: list[bytes]) -> int:
+    """The length of the longest tail of ``data`` (after its last newline) that begins a key."""
+    tail = data[data.rfind(b"\n") + 1 :]
+    for n in range(min(len(tail), max((len(k) for k in keys), default=1) - 1), 0, -1):
+        if any(k.startswith(tail[-n:]) for k in keys):
+            return n
+    return 0
 
 
 def _chunk_record(rec: dict[str, object], data: bytes) -> bytes:
