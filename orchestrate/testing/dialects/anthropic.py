@@ -105,8 +105,10 @@ def _empty(block: dict[str, Any]) -> dict[str, Any]:
 
 def _deltas(block: dict[str, Any]) -> list[dict[str, Any]]:
     if block["type"] == "tool_use":
+        # Streamed in pieces as the real API does, but cut between members, never inside a string:
+        # a path split across two deltas could not be scrubbed from a recorded fixture.
         js = orjson.dumps(block["input"]).decode()
-        cuts = [0, len(js) // 2, len(js)]
+        cuts = [0, *(i + 1 for i, ch in enumerate(js) if ch == "," and js[i + 1 : i + 2] == '"'), len(js)]
         return [{"type": "input_json_delta", "partial_json": js[a:b]} for a, b in itertools.pairwise(cuts)]
     key, dtype = ("text", "text_delta") if block["type"] == "text" else ("thinking", "thinking_delta")
     return [{"type": dtype, key: piece} for piece in words(block[key])]
