@@ -4,20 +4,37 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
 
-from orchestrate.executors.base import ExecutorOptions
+import anyio
+
+from orchestrate import ApprovalDecision, ApprovalRequest, Run, Task
+from orchestrate.approvals import ApprovalService
+from orchestrate.entries import ErrorEntry, NormalizedEntry, ToolUse
+from orchestrate.executors.base import Executor, ExecutorOptions
 from orchestrate.executors.claude_code import ClaudeCodeExecutor
+from orchestrate.executors.codex import CodexExecutor
+from orchestrate.process.pipes import ShutdownPolicy
+from orchestrate.replay import replay
+from orchestrate.run import RunResult
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 FAKE_CLAUDE = FIXTURES / "bin" / "fake_claude.py"
+FAKE_CODEX = FIXTURES / "bin" / "fake_codex.py"
 CLI_BIN = ROOT / "clis" / "node_modules" / ".bin"
 
 
 def fake_claude(**options: object) -> ClaudeCodeExecutor:
     """The Claude Code executor, pointed at the fake CLI script."""
     return ClaudeCodeExecutor(ExecutorOptions(base_command=[sys.executable, str(FAKE_CLAUDE)], **options))  # type: ignore[arg-type]
+
+
+def fake_codex(**options: object) -> CodexExecutor:
+    """The Codex app-server executor, pointed at the fake app-server script."""
+    return CodexExecutor(ExecutorOptions(base_command=[sys.executable, str(FAKE_CODEX)], **options))  # type: ignore[arg-type]
 
 
 def group_members(pgid: int) -> list[int]:
@@ -50,3 +67,66 @@ def pid_alive(pid: int) -> bool:
 
 def real_cli_available(program: str) -> bool:
     return (CLI_BIN / program).exists()
+
+
+During = Callable[[Run], Awaitable[None]]
+FAST = ShutdownPolicy(interrupt_grace=1.0, stdin_grace=1.0, term_grace=0.5)
+
+
+async def run_agent(
+    executor: Executor,
+    cwd: Path,
+    prompt: str,
+    approvals: ApprovalService | None = None,
+    during: During | None = None,
+    **task: Any,
+) -> tuple[RunResult, Run]:
+    """Run ``executor`` end to end; check that no process survives and that the raw log replays to
+    exactly the entries the live run showed."""
+    run = Run(executor, Task(prompt=prompt, cwd=cwd, **task), approvals, shutdown=FAST)
+    with anyio.fail_after(30):
+        async with run:
+            if during is not None:
+                await during(run)
+            result = await run.wait()
+    assert_nothing_survives(run)
+    assert result.raw_log is not None and result.raw_log.exists()
+    normalizer = executor.create_normalizer()
+    list(replay(result.raw_log, normalizer))
+    assert normalizer.entries == result.entries
+    return result, run
+
+
+def assert_nothing_survives(run: Run) -> None:
+    assert run.pids
+    for pid in run.pids:
+        assert group_members(pid) == [], f"processes of group {pid} outlived the run"
+
+
+async def wait_for(run: Run, test: Callable[[NormalizedEntry], bool]) -> None:
+    async for patch in run.patches():
+        if test(patch.entry):
+            return
+    raise AssertionError("the run ended before the awaited entry appeared")
+
+
+def tool_status(status: str) -> Callable[[NormalizedEntry], bool]:
+    return lambda e: isinstance(e.type, ToolUse) and e.type.tool.status == status
+
+
+def errors(result: RunResult) -> list[tuple[str | None, str]]:
+    return [
+        (e.type.error.code, e.type.error.message) for e in result.entries if isinstance(e.type, ErrorEntry)
+    ]
+
+
+def texts(result: RunResult, kind: str) -> list[str]:
+    return [e.content for e in result.entries if e.type.kind == kind]
+
+
+class Never:
+    """A person who never answers."""
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        await anyio.sleep_forever()
+        raise AssertionError

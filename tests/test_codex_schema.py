@@ -23,17 +23,29 @@ from .helpers import CLI_BIN, FIXTURES
 
 CODEX = CLI_BIN / "codex"
 REQUIRED = os.environ.get("ORCHESTRATE_REQUIRE_REAL_CLIS") == "1"
-pytestmark = [pytest.mark.real_cli,
-              pytest.mark.skipif(not CODEX.exists() and not REQUIRED, reason="real Codex CLI not installed")]
+pytestmark = [
+    pytest.mark.real_cli,
+    pytest.mark.skipif(not CODEX.exists() and not REQUIRED, reason="real Codex CLI not installed"),
+]
 
 
 @pytest.fixture(scope="module")
 def schema(tmp_path_factory: pytest.TempPathFactory) -> dict[str, jsonschema.Draft7Validator]:
     out = tmp_path_factory.mktemp("codex-schema")
-    subprocess.run([str(CODEX), "app-server", "generate-json-schema", "--out", str(out)], check=True,
-                   capture_output=True, timeout=60)
-    names = ["ClientRequest", "ClientNotification", "ServerRequest", "ServerNotification",
-             "CommandExecutionRequestApprovalResponse", "FileChangeRequestApprovalResponse"]
+    subprocess.run(
+        [str(CODEX), "app-server", "generate-json-schema", "--out", str(out)],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
+    names = [
+        "ClientRequest",
+        "ClientNotification",
+        "ServerRequest",
+        "ServerNotification",
+        "CommandExecutionRequestApprovalResponse",
+        "FileChangeRequestApprovalResponse",
+    ]
     return {n: jsonschema.Draft7Validator(orjson.loads((out / f"{n}.json").read_bytes())) for n in names}
 
 
@@ -53,8 +65,13 @@ def check(validator: jsonschema.Draft7Validator, message: dict[str, Any]) -> Non
 def test_our_requests_and_notifications(schema: dict[str, jsonschema.Draft7Validator]) -> None:
     sent = lines("stdin")
     requests = [m for m in sent if "method" in m and "id" in m]
-    assert {m["method"] for m in requests} >= {"initialize", "thread/start", "thread/resume", "turn/start",
-                                                "turn/interrupt"}
+    assert {m["method"] for m in requests} >= {
+        "initialize",
+        "thread/start",
+        "thread/resume",
+        "turn/start",
+        "turn/interrupt",
+    }
     for message in requests:
         check(schema["ClientRequest"], message)
     for message in (m for m in sent if "method" in m and "id" not in m):
@@ -62,9 +79,13 @@ def test_our_requests_and_notifications(schema: dict[str, jsonschema.Draft7Valid
 
 
 def test_our_approval_answers(schema: dict[str, jsonschema.Draft7Validator]) -> None:
-    for decision in (ApprovalDecision.approve(), ApprovalDecision.approve(for_session=True),
-                     ApprovalDecision.deny("no"), ApprovalDecision.deny("no", interrupt=True),
-                     ApprovalDecision.timed_out(1)):
+    for decision in (
+        ApprovalDecision.approve(),
+        ApprovalDecision.approve(for_session=True),
+        ApprovalDecision.deny("no"),
+        ApprovalDecision.deny("no", interrupt=True),
+        ApprovalDecision.timed_out(1),
+    ):
         answer = {"decision": codex_decision(decision)}
         check(schema["CommandExecutionRequestApprovalResponse"], answer)
         check(schema["FileChangeRequestApprovalResponse"], answer)
@@ -74,15 +95,26 @@ def test_our_approval_answers(schema: dict[str, jsonschema.Draft7Validator]) -> 
         check(schema["CommandExecutionRequestApprovalResponse"], answer)
 
 
-def test_every_thread_request_we_can_build(schema: dict[str, jsonschema.Draft7Validator], tmp_path: Path) -> None:
+def test_every_thread_request_we_can_build(
+    schema: dict[str, jsonschema.Draft7Validator], tmp_path: Path
+) -> None:
     options = ExecutorOptions(model="gpt-5.5", sandbox="read-only", approval_policy="on-request")
-    for task in (Task(prompt="p", cwd=tmp_path), Task(prompt="p", cwd=tmp_path, resume="t1"),
-                 Task(prompt="p", cwd=tmp_path, resume="t1", fork=True)):
+    for task in (
+        Task(prompt="p", cwd=tmp_path),
+        Task(prompt="p", cwd=tmp_path, resume="t1"),
+        Task(prompt="p", cwd=tmp_path, resume="t1", fork=True),
+    ):
         for executor in (CodexExecutor(), CodexExecutor(options)):
             method, params = executor.thread_request(task)
             check(schema["ClientRequest"], {"id": 1, "method": method, "params": params})
-    check(schema["ClientRequest"], {"id": 1, "method": "initialize",
-                                    "params": {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": False}}})
+    check(
+        schema["ClientRequest"],
+        {
+            "id": 1,
+            "method": "initialize",
+            "params": {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": False}},
+        },
+    )
 
 
 def test_what_we_read_is_what_the_schema_says(schema: dict[str, jsonschema.Draft7Validator]) -> None:

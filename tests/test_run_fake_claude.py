@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -11,18 +10,24 @@ import pytest
 
 from orchestrate import ApprovalDecision, ApprovalRequest, AutoApprove, AutoDeny, Run, RunClosedError, Task
 from orchestrate.approvals import ApprovalService
-from orchestrate.entries import ErrorEntry, NormalizedEntry, ToolUse, ToolUseEntry
-from orchestrate.normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
-from orchestrate.process.pipes import ShutdownPolicy
-from orchestrate.replay import replay
+from orchestrate.entries import ErrorEntry, ToolUseEntry
 from orchestrate.run import RunResult
 
-from .helpers import fake_claude, group_members, pid_alive
+from .helpers import (
+    FAST,
+    During,
+    Never,
+    assert_nothing_survives,
+    errors,
+    fake_claude,
+    pid_alive,
+    run_agent,
+    texts,
+    tool_status,
+    wait_for,
+)
 
 pytestmark = pytest.mark.anyio
-
-FAST = ShutdownPolicy(interrupt_grace=1.0, stdin_grace=1.0, term_grace=0.5)
-During = Callable[[Run], Awaitable[None]]
 
 
 async def run_fake(
@@ -32,62 +37,11 @@ async def run_fake(
     during: During | None = None,
     **task: Any,
 ) -> tuple[RunResult, Run]:
-    run = Run(fake_claude(), Task(prompt=prompt, cwd=tmp_path, **task), approvals, shutdown=FAST)
-    with anyio.fail_after(30):
-        async with run:
-            if during is not None:
-                await during(run)
-            result = await run.wait()
-    assert_nothing_survives(run)
-    assert_replay_matches(result)
-    return result, run
-
-
-def assert_nothing_survives(run: Run) -> None:
-    assert run.pids
-    for pid in run.pids:
-        assert group_members(pid) == [], f"processes of group {pid} outlived the run"
-
-
-def assert_replay_matches(result: RunResult) -> None:
-    # The raw log is the source of truth: replaying it gives exactly what the live run showed.
-    assert result.raw_log is not None and result.raw_log.exists()
-    normalizer = ClaudeStreamJsonNormalizer()
-    list(replay(result.raw_log, normalizer))
-    assert normalizer.entries == result.entries
+    return await run_agent(fake_claude(), tmp_path, prompt, approvals, during, **task)
 
 
 def tools(result: RunResult) -> list[ToolUseEntry]:
     return result.tool_results
-
-
-def errors(result: RunResult) -> list[tuple[str | None, str]]:
-    return [
-        (e.type.error.code, e.type.error.message) for e in result.entries if isinstance(e.type, ErrorEntry)
-    ]
-
-
-def texts(result: RunResult, kind: str) -> list[str]:
-    return [e.content for e in result.entries if e.type.kind == kind]
-
-
-async def wait_for(run: Run, test: Callable[[NormalizedEntry], bool]) -> None:
-    async for patch in run.patches():
-        if test(patch.entry):
-            return
-    raise AssertionError("the run ended before the awaited entry appeared")
-
-
-def tool_status(status: str) -> Callable[[NormalizedEntry], bool]:
-    return lambda e: isinstance(e.type, ToolUse) and e.type.tool.status == status
-
-
-class Never:
-    """A person who never answers."""
-
-    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
-        await anyio.sleep_forever()
-        raise AssertionError
 
 
 class ChangeCommand:
