@@ -6,10 +6,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from .entries import EntryPatch
+from .executors.base import Executor
 from .normalizers.base import Normalizer
 from .process.rawlog import read_raw_log
 
-__all__ = ["replay"]
+__all__ = ["normalizer_for_file", "replay"]
+
+
+def normalizer_for_file(path: Path, executor: Executor) -> Normalizer:
+    """The executor's normalizer for ``path``: its live one for a raw log of ours, the one matching
+    the format for a plain capture."""
+    header, _ = read_raw_log(path)
+    if header is not None:
+        return executor.create_normalizer()
+    with path.open("rb") as f:
+        first = next((line for line in f if line.strip()), b"")
+    return executor.capture_normalizer(first)
 
 
 def replay(path: Path, normalizer: Normalizer) -> Iterator[EntryPatch]:

@@ -242,3 +242,34 @@ def test_the_readme_embedding_example_runs(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "add 0 user_message add a health check endpoint" in done.stdout
     assert "\nsuccess " in done.stdout
+
+
+def test_codex_run_and_replay_of_both_capture_formats(tmp_path: Path) -> None:
+    from .helpers import FAKE_CODEX
+
+    fake = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CODEX))}"
+    done = orchestrate(
+        "run",
+        "--executor",
+        "codex",
+        "--base-command",
+        fake,
+        "--cwd",
+        str(tmp_path),
+        "--approvals",
+        "auto",
+        "command",
+    )
+    assert done.returncode == 0, done.stderr
+    assert "⏺ commandExecution `touch x` success" in done.stdout and "approved with accept" in done.stdout
+    for folder in ("codex-app-server", "codex-exec"):
+        fixture = FIXTURES / folder / "plain_answer.jsonl"
+        records = [orjson.loads(line) for line in fixture.read_bytes().splitlines()[1:]]
+        capture = tmp_path / f"{folder}.jsonl"
+        capture.write_text("".join(r["data"] for r in records if r.get("stream") == "stdout"))
+        replayed = orchestrate("replay", str(capture), "--executor", "codex", "--output", "jsonl")
+        assert replayed.returncode == 0, replayed.stderr
+        texts = [
+            e["content"] for e in final_entries(replayed.stdout) if e["type"]["kind"] == "assistant_message"
+        ]  # type: ignore[index]
+        assert texts == ["Hello from the scripted Codex model."], folder

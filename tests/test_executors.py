@@ -131,3 +131,118 @@ def test_entry_point_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
     assert registry.sources["plugin-agent"] == "tests:plugin-agent"
     with pytest.raises(ConfigError):
         registry.register(object)  # type: ignore[arg-type]
+
+
+def test_codex_argv_in_both_modes(tmp_path: Path) -> None:
+    from orchestrate.executors.codex import CodexExecExecutor, CodexExecutor
+    from orchestrate.executors.config import parse_config_overrides
+
+    config = parse_config_overrides(
+        ['model_reasoning_effort="high"', "features.web_search=true", "raw=not toml"]
+    )
+    assert config == {"model_reasoning_effort": "high", "features": {"web_search": True}, "raw": "not toml"}
+    options = ExecutorOptions(
+        base_command="codex",
+        model="gpt-5.5",
+        sandbox="read-only",
+        config=config,
+        mcp_servers={"files": {"command": "npx", "args": ["-y", "server"]}},
+    )
+    overrides = [
+        "-c",
+        'model_reasoning_effort="high"',
+        "-c",
+        "features.web_search=true",
+        "-c",
+        'raw="not toml"',
+        "-c",
+        'mcp_servers.files.command="npx"',
+        "-c",
+        'mcp_servers.files.args=["-y","server"]',
+    ]
+    assert CodexExecutor(options).build_argv(Task(prompt="p", cwd=tmp_path)) == [
+        "codex",
+        "app-server",
+        *overrides,
+    ]
+    exec_argv = CodexExecExecutor(options).build_argv(Task(prompt="p", cwd=tmp_path, resume="t1"))
+    assert exec_argv == [
+        "codex",
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "-s",
+        "read-only",
+        "-m",
+        "gpt-5.5",
+        *overrides,
+        "resume",
+        "t1",
+        "-",
+    ]
+    method, params = CodexExecutor(options).thread_request(
+        Task(prompt="p", cwd=tmp_path, resume="t1", fork=True)
+    )
+    assert (method, params["threadId"], params["sandbox"], params["model"]) == (
+        "thread/fork",
+        "t1",
+        "read-only",
+        "gpt-5.5",
+    )
+    assert (
+        not CodexExecExecutor.capabilities.approvals
+        and not CodexExecExecutor.capabilities.mid_execution_messages
+    )
+    assert CodexExecutor.capabilities.approvals and CodexExecutor.capabilities.mid_execution_messages
+
+
+def test_config_override_errors(tmp_path: Path) -> None:
+    from orchestrate.executors.config import load_mcp_servers, parse_config_overrides
+
+    with pytest.raises(ConfigError):
+        parse_config_overrides(["novalue"])
+    with pytest.raises(ConfigError):
+        parse_config_overrides(["a=1", "a.b=2"])
+    path = tmp_path / "mcp.json"
+    path.write_text('{"mcpServers": {"x": {"command": "run-x"}}}')
+    assert load_mcp_servers(path) == {"x": {"command": "run-x"}}
+    path.write_text("[1]")
+    with pytest.raises(ConfigError):
+        load_mcp_servers(path)
+
+
+def test_codex_credentials_without_the_network(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrate.executors.codex import CodexExecutor
+
+    for name in ("OPENAI_API_KEY", "CODEX_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path))
+    assert CodexExecutor().credentials() == (False, None)
+    (tmp_path / "config.toml").write_text(
+        'model_provider = "local"\n[model_providers.local]\nbase_url = "http://x"\nenv_key = "LOCAL_KEY"\n'
+    )
+    assert CodexExecutor().credentials() == (False, None)  # the provider's key is not set
+    monkeypatch.setenv("LOCAL_KEY", "k")
+    assert CodexExecutor().credentials()[0] is True
+    monkeypatch.delenv("LOCAL_KEY")
+    (tmp_path / "auth.json").write_text("{}")
+    assert CodexExecutor().credentials() == (True, str(tmp_path / "auth.json"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk")
+    assert CodexExecutor().credentials() == (True, "$OPENAI_API_KEY")
+
+
+def test_claude_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in (
+        "ANTHROPIC_API_KEY",
+        "ANTHROPIC_AUTH_TOKEN",
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path))
+    assert ClaudeCodeExecutor().credentials() == (False, None)
+    (tmp_path / ".credentials.json").write_text("{}")
+    assert ClaudeCodeExecutor().credentials()[0] is True
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "x")
+    assert ClaudeCodeExecutor().credentials() == (True, "$ANTHROPIC_API_KEY")

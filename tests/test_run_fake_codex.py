@@ -187,5 +187,5 @@ async def test_crash_with_a_request_pending(tmp_path: Path) -> None:
         result = await run_fake(tmp_path, "crash")
     assert result.outcome == "failed" and result.exit_code == 4
     assert "simulated app-server crash" in result.stderr_tail
-    [(code, message)] = [e for e in errors(result) if e[0] == "process_exited"]
+    [(_, message)] = [e for e in errors(result) if e[0] == "process_exited"]
     assert "code 4" in message and "simulated app-server crash" in message

@@ -16,6 +16,7 @@ import anyio
 import click
 import orjson
 from rich.console import Console
+from rich.table import Table
 
 from ..approvals import ApprovalService, AutoApprove, AutoDeny, RulePolicy, TerminalPrompt
 from ..entries import EntryPatch, entry_json_schema
@@ -28,9 +29,10 @@ from ..errors import (
     UnknownExecutorError,
 )
 from ..executors.base import ExecutorOptions
+from ..executors.config import load_mcp_servers, parse_config_overrides
 from ..process.env import parse_env_overrides
 from ..registry import default_registry
-from ..replay import replay
+from ..replay import normalizer_for_file, replay
 from ..run import Run, RunResult
 from ..task import Task
 from ..testing.demo import demo_task
@@ -85,6 +87,21 @@ def main() -> None:
     "--base-command", help="The CLI to run: a path, or e.g. 'npx -y @anthropic-ai/claude-code@2.1.330'."
 )
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="Environment override (repeatable).")
+@click.option("--sandbox", help="Codex: read-only | workspace-write (default) | danger-full-access.")
+@click.option("--approval-policy", help="Codex: untrusted (default) | on-request | never.")
+@click.option(
+    "--config",
+    "-c",
+    "config_pairs",
+    multiple=True,
+    metavar="K=V",
+    help="CLI configuration override, value in TOML (Codex: -c); repeatable.",
+)
+@click.option(
+    "--mcp-config",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    help='MCP servers as JSON: {"name": {"command": ..., "args": [...], "env": {...}}}.',
+)
 @click.option("--record", type=click.Path(dir_okay=False, path_type=Path), help="Write the raw log here.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds for the whole run.")
 @click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
@@ -101,6 +118,10 @@ def run(
     permission_mode: str | None,
     base_command: str | None,
     env_pairs: tuple[str, ...],
+    sandbox: str | None,
+    approval_policy: str | None,
+    config_pairs: tuple[str, ...],
+    mcp_config: Path | None,
     record: Path | None,
     timeout: float | None,
     output: str,
@@ -112,7 +133,15 @@ def run(
         if not prompt.strip():
             raise CliError("no prompt on stdin", EXIT_USAGE)
     try:
-        options = ExecutorOptions(model=model, permission_mode=permission_mode, base_command=base_command)
+        options = ExecutorOptions(
+            model=model,
+            permission_mode=permission_mode,
+            base_command=base_command,
+            sandbox=sandbox,
+            approval_policy=approval_policy,
+            config=parse_config_overrides(config_pairs),
+            mcp_servers=load_mcp_servers(mcp_config) if mcp_config else {},
+        )
         executor = default_registry.create(executor_name, options)
         service = _approval_service(approvals)
         task = Task(
@@ -227,13 +256,16 @@ def executors(as_json: bool) -> None:
     if as_json:
         click.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
         return
+    table = Table("executor", "protocol", "version", "credentials", "capabilities", box=None, pad_edge=False)
     for row in rows:
         caps = ", ".join(
             k.removeprefix("supports")
             for k, v in row["capabilities"].items()
             if v is True and k != "requiresSetup"
         )
-        click.echo(f"{row['name']:<14} {row['protocol']:<12} {row['version'] or 'not found':<22} {caps}")
+        creds = {True: "configured", False: "none found", None: "-"}[row["credentials"]]
+        table.add_row(row["name"], row["protocol"], row["version"] or "not found", creds, caps)
+    Console(highlight=False).print(table)
 
 
 async def _availability() -> list[dict[str, Any]]:
@@ -249,6 +281,8 @@ async def _availability() -> list[dict[str, Any]]:
                 "version": avail.version,
                 "path": avail.path,
                 "reason": avail.reason,
+                "credentials": avail.credentials,
+                "credentials_source": avail.credentials_source,
                 "source": default_registry.sources.get(name),
                 "capabilities": cls.capabilities.to_json_dict(),
             }
@@ -263,7 +297,7 @@ async def _availability() -> list[dict[str, Any]]:
 def replay_cmd(file: Path, executor_name: str, output: str) -> None:
     """Normalize FILE, a raw log of ours or a plain stdout capture of the CLI."""
     try:
-        normalizer = default_registry.get(executor_name)().create_normalizer()
+        normalizer = normalizer_for_file(file, default_registry.get(executor_name)())
         sink = _sink(output)
         for patch in replay(file, normalizer):
             sink(patch)

@@ -146,6 +146,11 @@ class Executor(abc.ABC):
     def create_normalizer(self) -> Normalizer:
         """A fresh normalizer for one run (or one replay) of this agent's output."""
 
+    def capture_normalizer(self, first_line: bytes) -> Normalizer:
+        """A normalizer for a plain stdout capture that starts with ``first_line`` (an executor whose
+        CLI has several output formats picks the one the capture is in)."""
+        return self.create_normalizer()
+
     async def check_availability(self) -> Availability:
         """Installed or not, and which version; runs ``--version`` with a bounded wait."""
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, ClassVar
 
 from ..approvals.base import ApprovalRequest
@@ -77,6 +78,18 @@ class ClaudeCodeExecutor(Executor):
         if os.geteuid() == 0 and self.options.permission_mode == "bypassPermissions":
             env["IS_SANDBOX"] = "1"  # the CLI refuses bypass as root otherwise (2.1.330)
         return env
+
+    def credentials(self) -> tuple[bool | None, str | None]:
+        env = {**os.environ, **self.options.env}
+        for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
+            if env.get(name):
+                return True, f"${name}"
+        if env.get("CLAUDE_CODE_USE_BEDROCK") or env.get("CLAUDE_CODE_USE_VERTEX"):
+            return True, "a cloud provider ($CLAUDE_CODE_USE_BEDROCK / _VERTEX)"
+        config = Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else Path.home() / ".claude"
+        if (config / ".credentials.json").is_file():
+            return True, str(config / ".credentials.json")
+        return False, None
 
     def create_normalizer(self) -> ClaudeStreamJsonNormalizer:
         return ClaudeStreamJsonNormalizer()

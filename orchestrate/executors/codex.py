@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 import orjson
 
 from ..approvals.base import ApprovalRequest
+from ..normalizers.base import Normalizer
 from ..normalizers.codex_app_server import CodexAppServerNormalizer
 from ..normalizers.codex_exec_jsonl import CodexExecNormalizer
 from ..normalizers.codex_items import display_command
@@ -103,6 +104,17 @@ class CodexExecutor(_CodexBase):
 
     def create_normalizer(self) -> CodexAppServerNormalizer:
         return CodexAppServerNormalizer()
+
+    def capture_normalizer(self, first_line: bytes) -> Normalizer:
+        # `codex exec --json` captures open with {"type":"thread.started",...}; app-server never
+        # sends a "type" at the top level.
+        try:
+            first = orjson.loads(first_line)
+        except orjson.JSONDecodeError:
+            first = None
+        if isinstance(first, dict) and "." in str(first.get("type", "")):
+            return CodexExecNormalizer()
+        return self.create_normalizer()
 
     def thread_request(self, task: Task) -> tuple[str, dict[str, Any]]:
         """The request that opens the conversation: thread/start, thread/resume or thread/fork."""
