@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -14,12 +15,16 @@ from ..entries import (
     ErrorInfo,
     NormalizedEntry,
     SystemMessage,
+    ToolStatus,
+    ToolUse,
+    ToolUseEntry,
 )
 from .framing import DEFAULT_MAX_LINE_BYTES, FramedLine, LineFramer, LineTooLong
 
-__all__ = ["EntryLog", "LineNormalizer", "Normalizer", "Stream"]
+__all__ = ["OPEN_STATUSES", "EntryLog", "LineNormalizer", "Normalizer", "Stream"]
 
 Stream = Literal["stdout", "stderr", "stdin"]
+OPEN_STATUSES: frozenset[ToolStatus] = frozenset({"created", "pending_approval", "running"})
 
 
 class EntryLog:
@@ -65,6 +70,25 @@ class EntryLog:
     def get(self, index: int) -> NormalizedEntry:
         self._materialize(index)
         return self._entries[index]
+
+    def tool(self, index: int) -> ToolUseEntry | None:
+        """The tool call at ``index`` (None if that entry is not a tool call)."""
+        t = self.get(index).type
+        return t.tool if isinstance(t, ToolUse) else None
+
+    def update_tool(self, index: int, content: str | None = None, **changes: Any) -> None:
+        """Change fields of the tool call at ``index`` (and the entry's content, if given)."""
+        tool = self.tool(index)
+        assert tool is not None, f"entry {index} is not a tool call"
+        extra = {"content": content} if content is not None else {}
+        self.replace(index, type=ToolUse(tool=tool.model_copy(update=changes)), **extra)
+
+    def close_tools(self, indexes: Iterable[int], status: ToolStatus) -> None:
+        """Give every call among ``indexes`` still open (created, pending, running) ``status``."""
+        for index in indexes:
+            tool = self.tool(index)
+            if tool is not None and tool.status in OPEN_STATUSES:
+                self.update_tool(index, status=status)
 
     def error(
         self, message: str, code: str, ts: datetime | None = None, content: str | None = None, **extra: Any

@@ -32,12 +32,14 @@ from ..entries import (
     ToolUseEntry,
     UserMessage,
 )
-from .base import LineNormalizer, Stream
-from .claude_tools import action_for, apply_tool_result, describe, plan_items, result_text
+from .actions import describe
+from .base import OPEN_STATUSES, LineNormalizer, Stream
+from .claude_tools import action_for, apply_tool_result, plan_items, result_text
+from .values import obj as _dict
+from .values import text as _s
 
 __all__ = ["ClaudeStreamJsonNormalizer", "TurnResult"]
 
-_OPEN_STATUSES = {"created", "pending_approval", "running"}
 _INTERRUPT_MARK = "[Request interrupted by user"
 # Lines that only steer the protocol and carry nothing to show.
 _SILENT_TYPES = {"control_response", "keep_alive"}
@@ -206,7 +208,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             # errors[] holds only CLI diagnostics here ("[ede_diagnostic] ..."): kept, not shown.
             message = f"The turn was interrupted ({turn.terminal_reason})"
             self.log.error(message, "interrupted", ts, errors=errors or None)
-            self._close_open_tools("cancelled")
+            self.log.close_tools(self._tools.values(), "cancelled")
         elif turn.is_error:
             message = "; ".join(errors) or turn.text or f"turn ended with {turn.subtype}"
             # An API failure is already shown by its synthetic assistant message; the result repeats it.
@@ -283,7 +285,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             self._blocks[(mid, idx)] = _Block(index, "tool_use", has_full=True)
         else:
             index = block.index
-            self._update_tool(index, content=describe(action), action=action)
+            self.log.update_tool(index, content=describe(action), action=action)
         self._tools[tool_id] = index
 
     # --- partial messages (--include-partial-messages) ---------------------------------------
@@ -342,10 +344,10 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             args = orjson.loads(block.partial_json)
         except orjson.JSONDecodeError:
             return
-        tool = self._tool_at(block.index)
+        tool = self.log.tool(block.index)
         if isinstance(args, dict) and tool is not None:
             action = action_for(tool.tool_name, args)
-            self._update_tool(block.index, content=describe(action), action=action)
+            self.log.update_tool(block.index, content=describe(action), action=action)
 
     # --- tool results and approvals -----------------------------------------------------------
 
@@ -382,7 +384,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
                 tool_name="unknown", action=GenericTool(tool_name="unknown"), tool_call_id=tool_id
             )
             index = self._tools[tool_id] = self.log.add(ToolUse(tool=unknown), "unknown tool", ts)
-        tool = self._tool_at(index)
+        tool = self.log.tool(index)
         assert tool is not None
         is_error = bool(block.get("is_error"))
         updated = apply_tool_result(tool, result_text(block.get("content")), is_error, extra)
@@ -409,7 +411,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             )
             self._tools[tool_id] = self.log.add(ToolUse(tool=tool), reason, ts)
         else:
-            self._update_tool(index, status="denied", approval=approval)
+            self.log.update_tool(index, status="denied", approval=approval)
 
     def _control_request(self, obj: dict[str, Any], ts: datetime | None) -> None:
         req = _dict(obj.get("request"))
@@ -423,7 +425,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             action = action_for(name, _dict(req.get("input")))
             tool = ToolUseEntry(tool_name=name, action=action, tool_call_id=tool_id)
             index = self._tools[tool_id] = self.log.add(ToolUse(tool=tool), describe(action), ts)
-        self._update_tool(index, status="pending_approval", approval=ApprovalInfo(request_id=request_id))
+        self.log.update_tool(index, status="pending_approval", approval=ApprovalInfo(request_id=request_id))
 
     def _approval_update(
         self,
@@ -434,7 +436,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         for_session: bool = False,
     ) -> None:
         index = self._tools.get(self._approval_tool.get(request_id, ""))
-        tool = self._tool_at(index) if index is not None else None
+        tool = self.log.tool(index) if index is not None else None
         if tool is None or index is None:
             return
         if tool.approval is not None and tool.approval.decision == "timed_out":
@@ -442,8 +444,8 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         approval = ApprovalInfo(
             request_id=request_id, decision=decision, reason=reason, for_session=for_session
         )
-        self._update_tool(
-            index, status=status if tool.status in _OPEN_STATUSES else tool.status, approval=approval
+        self.log.update_tool(
+            index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
         )
 
     def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
@@ -482,34 +484,8 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         else:
             self._approval_update(request_id, "denied", "denied", _s(body.get("message")) or None)
 
-    # --- helpers ------------------------------------------------------------------------------
-
-    def _tool_at(self, index: int) -> ToolUseEntry | None:
-        t = self.log.get(index).type
-        return t.tool if isinstance(t, ToolUse) else None
-
-    def _update_tool(self, index: int, content: str | None = None, **changes: Any) -> None:
-        tool = self._tool_at(index)
-        assert tool is not None
-        extra = {"content": content} if content is not None else {}
-        self.log.replace(index, type=ToolUse(tool=tool.model_copy(update=changes)), **extra)
-
-    def _close_open_tools(self, status: ToolStatus) -> None:
-        for index in self._tools.values():
-            tool = self._tool_at(index)
-            if tool is not None and tool.status in _OPEN_STATUSES:
-                self._update_tool(index, status=status)
-
     def close(self, ts: datetime | None) -> None:
-        self._close_open_tools("cancelled")
-
-
-def _s(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else str(value)
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+        self.log.close_tools(self._tools.values(), "cancelled")
 
 
 def _usage(obj: dict[str, Any]) -> TokenUsage:

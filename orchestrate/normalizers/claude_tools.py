@@ -22,15 +22,12 @@ from ..entries import (
     WebFetch,
 )
 from .diffs import diff_from_hunks, diff_texts
+from .values import text as _s
 
-__all__ = ["action_for", "apply_tool_result", "describe", "plan_items", "result_text"]
+__all__ = ["action_for", "apply_tool_result", "plan_items", "result_text"]
 
 _EXIT_CODE = re.compile(r"^Exit code (\d+)")
 _PLAN_STATUSES = {"pending", "in_progress", "completed"}
-
-
-def _s(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else str(value)
 
 
 def action_for(name: str, args: dict[str, Any]) -> ActionType:
@@ -69,23 +66,6 @@ def _edit_change(path: str, edit: dict[str, Any]) -> FileChange:
     return FileChange(
         type="edit", unified_diff=diff_texts(path, _s(edit.get("old_string")), _s(edit.get("new_string")))
     )
-
-
-def describe(action: ActionType) -> str:
-    """A one-line markdown summary shown as the entry's content."""
-    match action:
-        case CommandRun(command=c):
-            return f"`{c}`"
-        case FileRead(path=p) | FileWrite(path=p) | FileEdit(path=p):
-            return f"`{p}`"
-        case Search(query=q, path=p):
-            return f"`{q}`" + (f" in `{p}`" if p else "")
-        case WebFetch(url=u):
-            return u
-        case TaskAction(description=d):
-            return d
-        case GenericTool(tool_name=n):
-            return n
 
 
 def plan_items(args: dict[str, Any]) -> tuple[PlanItem, ...]:

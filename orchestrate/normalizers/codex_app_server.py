@@ -39,12 +39,14 @@ from ..entries import (
     ToolUseEntry,
     UserMessage,
 )
-from .base import LineNormalizer, Stream
-from .codex_items import display_command, file_change, relative_path
+from .actions import describe
+from .base import OPEN_STATUSES, LineNormalizer, Stream
+from .codex_items import display_command, file_change
+from .values import obj as _dict
+from .values import text as _s
 
 __all__ = ["CodexAppServerNormalizer"]
 
-_OPEN: set[ToolStatus] = {"created", "pending_approval", "running"}
 _APPROVAL_METHODS = {
     "item/commandExecution/requestApproval",
     "item/fileChange/requestApproval",
@@ -222,12 +224,12 @@ class CodexAppServerNormalizer(LineNormalizer):
             name = "commandExecution" if command else "fileChange"
             index = self._add_tool(item_id, name, action, ts)
         approval = ApprovalInfo(request_id=str(request_id), reason=_s(p.get("reason")) or None)
-        self._update_tool(index, status="pending_approval", approval=approval)
+        self.log.update_tool(index, status="pending_approval", approval=approval)
 
     def _client_answer(self, request_id: Any, result: Any, error: Any) -> None:
         item_id = self._server_requests.pop(request_id, None)
         index = self._items.get(item_id or "")
-        tool = self._tool_at(index) if index is not None else None
+        tool = self.log.tool(index) if index is not None else None
         if tool is None or index is None:
             return
         raw = _dict(result).get("decision")
@@ -243,21 +245,23 @@ class CodexAppServerNormalizer(LineNormalizer):
             for_session=key == "acceptForSession",
             reason=tool.approval.reason if tool.approval else None,
         )
-        self._update_tool(index, status=status if tool.status in _OPEN else tool.status, approval=approval)
+        self.log.update_tool(
+            index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
+        )
 
     def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
         if event.get("type") != "approval":
             super().on_note(event, ts)
             return
         index = self._items.get(self._server_requests.get(_request_key(event.get("request_id")), ""))
-        tool = self._tool_at(index) if index is not None else None
+        tool = self.log.tool(index) if index is not None else None
         if tool is not None and index is not None and event.get("decision") == "timed_out":
             approval = ApprovalInfo(
                 request_id=_s(event.get("request_id")),
                 decision="timed_out",
                 reason=_s(event.get("reason")) or None,
             )
-            self._update_tool(index, status="timed_out", approval=approval)
+            self.log.update_tool(index, status="timed_out", approval=approval)
 
     # --- items --------------------------------------------------------------------------------
 
@@ -324,12 +328,12 @@ class CodexAppServerNormalizer(LineNormalizer):
         index = self._items.get(item_id)
         if index is None:
             index = self._add_tool(item_id, "commandExecution", CommandRun(command=command), ts)
-        tool = self._tool_at(index)
+        tool = self.log.tool(index)
         assert tool is not None
         status = _s(item.get("status"))
         if not completed and status == "inProgress":
             if tool.status == "created":
-                self._update_tool(index, status="running")
+                self.log.update_tool(index, status="running")
             return
         exit_code = item.get("exitCode")
         output = item.get("aggregatedOutput")
@@ -350,17 +354,19 @@ class CodexAppServerNormalizer(LineNormalizer):
             data=result.stdout if new == "success" else None,
             error=None if new == "success" else result.stdout or status,
         )
-        self._update_tool(
+        self.log.update_tool(
             index, status=new, action=CommandRun(command=command, result=result), result=outcome
         )
 
     def _output_delta(self, item_id: str, delta: str) -> None:
         index = self._items.get(item_id)
-        tool = self._tool_at(index) if index is not None else None
+        tool = self.log.tool(index) if index is not None else None
         if tool is None or index is None or not isinstance(tool.action, CommandRun):
             return
         text = self._text[item_id] = self._text.get(item_id, "") + delta
-        self._update_tool(index, action=tool.action.model_copy(update={"result": CommandResult(stdout=text)}))
+        self.log.update_tool(
+            index, action=tool.action.model_copy(update={"result": CommandResult(stdout=text)})
+        )
 
     def _file_change(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
         changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
@@ -397,22 +403,22 @@ class CodexAppServerNormalizer(LineNormalizer):
         index = self._items.get(item_id)
         if index is None:
             index = self._add_tool(item_id, name, action, ts)
-        tool = self._tool_at(index)
+        tool = self.log.tool(index)
         assert tool is not None
         if not completed:
-            self._update_tool(
+            self.log.update_tool(
                 index, action=action, status="running" if tool.status == "created" else tool.status
             )
             return
         new: ToolStatus = "denied" if declined else "failed" if failed else "success"
         if tool.status in ("denied", "timed_out", "cancelled"):
             new = tool.status
-        self._update_tool(
+        self.log.update_tool(
             index,
             action=action,
             status=new,
             result=ToolResult(success=new == "success"),
-            content=self._describe(action),
+            content=describe(action, self._cwd),
         )
 
     # --- turns --------------------------------------------------------------------------------
@@ -440,11 +446,11 @@ class CodexAppServerNormalizer(LineNormalizer):
         error = _s(_dict(turn.get("error")).get("message"))
         if status == "interrupted":
             self.log.error("The turn was interrupted", "interrupted", ts)
-            self._close_open("cancelled")
+            self.log.close_tools(self._items.values(), "cancelled")
         elif status == "failed":
             if error != self._shown_error:
                 self.log.error(error or "the turn failed", "agent_error", ts)
-            self._close_open("cancelled")
+            self.log.close_tools(self._items.values(), "cancelled")
         self._shown_error = None
 
     def _error(self, p: dict[str, Any], ts: datetime | None) -> None:
@@ -492,47 +498,11 @@ class CodexAppServerNormalizer(LineNormalizer):
 
     def _add_tool(self, item_id: str, name: str, action: Any, ts: datetime | None) -> int:
         tool = ToolUseEntry(tool_name=name, action=action, tool_call_id=item_id)
-        index = self._items[item_id] = self.log.add(ToolUse(tool=tool), self._describe(action), ts)
+        index = self._items[item_id] = self.log.add(ToolUse(tool=tool), describe(action, self._cwd), ts)
         return index
 
-    def _describe(self, action: Any) -> str:
-        match action:
-            case CommandRun(command=c):
-                return f"`{c}`"
-            case FileEdit(path=p):
-                return ", ".join(f"`{relative_path(x, self._cwd)}`" for x in p.split(", "))
-            case Search(query=q):
-                return f"`{q}`"
-            case GenericTool(tool_name=n):
-                return n
-        return ""
-
-    def _tool_at(self, index: int) -> ToolUseEntry | None:
-        t = self.log.get(index).type
-        return t.tool if isinstance(t, ToolUse) else None
-
-    def _update_tool(self, index: int, content: str | None = None, **changes: Any) -> None:
-        tool = self._tool_at(index)
-        assert tool is not None
-        extra = {"content": content} if content is not None else {}
-        self.log.replace(index, type=ToolUse(tool=tool.model_copy(update=changes)), **extra)
-
-    def _close_open(self, status: ToolStatus) -> None:
-        for index in self._items.values():
-            tool = self._tool_at(index)
-            if tool is not None and tool.status in _OPEN:
-                self._update_tool(index, status=status)
-
     def close(self, ts: datetime | None) -> None:
-        self._close_open("cancelled")
-
-
-def _s(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else str(value)
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+        self.log.close_tools(self._items.values(), "cancelled")
 
 
 def _command_text(command: Any) -> str:

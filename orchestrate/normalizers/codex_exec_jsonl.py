@@ -39,12 +39,14 @@ from ..entries import (
     ToolUseEntry,
     UserMessage,
 )
+from .actions import describe
 from .base import LineNormalizer, Stream
-from .codex_items import display_command, relative_path
+from .codex_items import display_command
+from .values import obj as _dict
+from .values import text as _s
 
 __all__ = ["CodexExecNormalizer"]
 
-_OPEN: set[ToolStatus] = {"created", "pending_approval", "running"}
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_input_tokens")
 
 
@@ -201,7 +203,7 @@ class CodexExecNormalizer(LineNormalizer):
         index = self._items.get(item_id)
         if index is None:
             tool = ToolUseEntry(tool_name=name, action=action, tool_call_id=item_id)
-            index = self._items[item_id] = self.log.add(ToolUse(tool=tool), self._describe(action), ts)
+            index = self._items[item_id] = self.log.add(ToolUse(tool=tool), describe(action, self._cwd), ts)
         new: ToolStatus = "running"
         if completed:
             new = {"completed": "success", "failed": "failed", "declined": "denied"}.get(status, "success")  # type: ignore[assignment]
@@ -215,7 +217,7 @@ class CodexExecNormalizer(LineNormalizer):
             if completed
             else None
         )
-        self._update(index, action=action, status=new, result=result)
+        self.log.update_tool(index, action=action, status=new, result=result)
 
     def _turn_end(self, status: str, ts: datetime | None, usage: dict[str, Any] | None = None) -> None:
         self._turn_open = False
@@ -240,43 +242,10 @@ class CodexExecNormalizer(LineNormalizer):
                 **({"cumulative": True} if cumulative else {}),
             )
         if status != "completed":
-            self._close_open("cancelled")
+            self.log.close_tools(self._items.values(), "cancelled")
 
     def close(self, ts: datetime | None) -> None:
         if self._turn_open:  # no terminal event: exec was interrupted (SIGINT prints none)
             self.log.error("The turn ended without a result: codex exec was interrupted", "interrupted", ts)
             self._turn_end("interrupted", ts)
-        self._close_open("cancelled")
-
-    # --- helpers ------------------------------------------------------------------------------
-
-    def _describe(self, action: Any) -> str:
-        match action:
-            case CommandRun(command=c):
-                return f"`{c}`"
-            case FileEdit(path=p):
-                return ", ".join(f"`{relative_path(x, self._cwd)}`" for x in p.split(", "))
-            case Search(query=q):
-                return f"`{q}`"
-            case GenericTool(tool_name=n):
-                return n
-        return ""
-
-    def _update(self, index: int, **changes: Any) -> None:
-        t = self.log.get(index).type
-        assert isinstance(t, ToolUse)
-        self.log.replace(index, type=ToolUse(tool=t.tool.model_copy(update=changes)))
-
-    def _close_open(self, status: ToolStatus) -> None:
-        for index in self._items.values():
-            t = self.log.get(index).type
-            if isinstance(t, ToolUse) and t.tool.status in _OPEN:
-                self._update(index, status=status)
-
-
-def _s(value: Any) -> str:
-    return value if isinstance(value, str) else "" if value is None else str(value)
-
-
-def _dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+        self.log.close_tools(self._items.values(), "cancelled")

@@ -8,7 +8,7 @@ from typing import Any
 from ..entries import FileChange
 from .diffs import diff_texts
 
-__all__ = ["display_command", "file_change", "relative_path"]
+__all__ = ["display_command", "file_change"]
 
 _SHELL_WRAPPERS = (
     ["/bin/bash", "-lc"],
@@ -43,10 +43,3 @@ def file_change(path: str, kind: str, body: Any) -> FileChange:
         name = path.lstrip("/")
         text = f"--- a/{name}\n+++ b/{name}\n{text}"
     return FileChange(type="edit", unified_diff=text or None)
-
-
-def relative_path(path: str, cwd: str | None) -> str:
-    """``path`` shown relative to the working directory when it lies inside it."""
-    if cwd and path.startswith(cwd.rstrip("/") + "/"):
-        return path[len(cwd.rstrip("/")) + 1 :]
-    return path
