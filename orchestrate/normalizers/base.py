@@ -24,6 +24,7 @@ from .framing import DEFAULT_MAX_LINE_BYTES, FramedLine, LineFramer, LineTooLong
 __all__ = ["OPEN_STATUSES", "EntryLog", "LineNormalizer", "Normalizer", "Stream"]
 
 Stream = Literal["stdout", "stderr", "stdin"]
+TurnStatus = str  # "completed", "interrupted", "failed", or the agent's own word for a failure
 OPEN_STATUSES: frozenset[ToolStatus] = frozenset({"created", "pending_approval", "running"})
 
 
@@ -124,6 +125,10 @@ class Normalizer(abc.ABC):
 
     log: EntryLog
 
+    def __init__(self) -> None:
+        self.log = EntryLog()
+        self.turn_statuses: list[TurnStatus] = []
+
     @abc.abstractmethod
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
         """Consume one chunk; return the patches it produced."""
@@ -158,7 +163,10 @@ class Normalizer(abc.ABC):
     @property
     def outcome(self) -> Literal["success", "failed", "interrupted"] | None:
         """How the last turn ended, as the agent reported it; None if it never said."""
-        return None
+        if not self.turn_statuses:
+            return None
+        last = self.turn_statuses[-1]
+        return "success" if last == "completed" else "interrupted" if last == "interrupted" else "failed"
 
     @property
     def entries(self) -> list[NormalizedEntry]:
@@ -169,7 +177,7 @@ class LineNormalizer(Normalizer):
     """A normalizer for a line protocol: one framer per stream, one handler per line."""
 
     def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
-        self.log = EntryLog()
+        super().__init__()
         self._framers = {s: LineFramer(max_line_bytes) for s in ("stdout", "stderr", "stdin")}
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
@@ -87,15 +87,6 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         self._saw_stdin_user = False
         self._shown_api_error: str | None = None
         self.results: list[TurnResult] = []
-
-    @property
-    def outcome(self) -> Literal["success", "failed", "interrupted"] | None:
-        if not self.results:
-            return None
-        last = self.results[-1]
-        if last.interrupted:
-            return "interrupted"
-        return "failed" if last.is_error else "success"
 
     # --- dispatch -----------------------------------------------------------------------------
 
@@ -196,6 +187,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             errors=errors,
         )
         self.results.append(turn)
+        self.turn_statuses.append(
+            "interrupted" if turn.interrupted else "failed" if turn.is_error else "completed"
+        )
         self.log.session_id = _s(obj.get("session_id")) or self.log.session_id
         self.log.add(
             TokenUsageEntry(usage=_usage(obj)),

@@ -14,7 +14,7 @@ Facts this relies on (codex-cli 0.169.0, fixtures/codex-app-server, protocols/co
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
@@ -101,14 +101,6 @@ class CodexAppServerNormalizer(LineNormalizer):
         self._window: int | None = None
         self._cwd: str | None = None
         self._shown_error: str | None = None
-        self.turn_statuses: list[str] = []
-
-    @property
-    def outcome(self) -> Literal["success", "failed", "interrupted"] | None:
-        if not self.turn_statuses:
-            return None
-        last = self.turn_statuses[-1]
-        return "success" if last == "completed" else "interrupted" if last == "interrupted" else "failed"
 
     # --- dispatch -----------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import codecs
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 import orjson
 
@@ -62,14 +62,6 @@ class CodexExecNormalizer(LineNormalizer):
         self._turn_open = False
         self._cwd: str | None = None
         self._shown_error: str | None = None
-        self.turn_statuses: list[str] = []
-
-    @property
-    def outcome(self) -> Literal["success", "failed", "interrupted"] | None:
-        if not self.turn_statuses:
-            return None
-        last = self.turn_statuses[-1]
-        return "success" if last == "completed" else "interrupted" if last == "interrupted" else "failed"
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
         if stream == "stdin":  # the prompt, as plain text: one user message, however it is chunked
