@@ -63,11 +63,19 @@ class Registry:
 
 
 def _builtins() -> Registry:
+    from .executors.acp import AcpExecutor, GeminiExecutor, QwenExecutor
     from .executors.claude_code import ClaudeCodeExecutor
     from .executors.codex import CodexExecExecutor, CodexExecutor
 
     reg = Registry()
-    for cls in (ClaudeCodeExecutor, CodexExecutor, CodexExecExecutor):
+    for cls in (
+        ClaudeCodeExecutor,
+        CodexExecutor,
+        CodexExecExecutor,
+        GeminiExecutor,
+        QwenExecutor,
+        AcpExecutor,
+    ):
         reg.register(cls)
     return reg
 

@@ -22,7 +22,13 @@ from orchestrate.replay import replay
 from .helpers import FIXTURES
 
 # fixture folder -> the executor whose normalizer reads it
-FOLDERS = {"claude-stream-json": "claude-code", "codex-app-server": "codex", "codex-exec": "codex-exec"}
+FOLDERS = {
+    "claude-stream-json": "claude-code",
+    "codex-app-server": "codex",
+    "codex-exec": "codex-exec",
+    "acp-gemini": "gemini",
+    "acp-qwen": "qwen",
+}
 CASES = sorted((folder, p.stem) for folder in FOLDERS for p in (FIXTURES / folder).glob("*.jsonl"))
 IDS = [f"{folder}/{case}" for folder, case in CASES]
 
@@ -53,7 +59,8 @@ def test_fixtures_hold_no_machine_paths_or_keys() -> None:
     for folder in FOLDERS:
         for path in (FIXTURES / folder).iterdir():
             text = path.read_text()
-            assert not re.search(r"(?<!/scratch)/tmp/|/root/", text), path.name
+            # An absolute /tmp/... or /root/... path (not one under /scratch, not a relative .x/tmp/).
+            assert not re.search(r"(?<![\w./-])/(tmp|root)/", text), path.name
             assert str(FIXTURES.parent) not in text, path.name
             assert "sk-ant" not in text and "sk-test" not in text and "scripted-key" not in text, path.name
 

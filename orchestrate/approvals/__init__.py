@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import ApprovalDecision, ApprovalRequest, ApprovalService, decide
+from .base import ApprovalDecision, ApprovalRequest, ApprovalService, decide, write_refusal
 from .policy import RulePolicy, Rules
 from .prompt import TerminalPrompt
 from .simple import AutoApprove, AutoDeny, SessionMemory
@@ -18,4 +18,5 @@ __all__ = [
     "SessionMemory",
     "TerminalPrompt",
     "decide",
+    "write_refusal",
 ]

@@ -8,7 +8,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import anyio
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["ApprovalDecision", "ApprovalRequest", "ApprovalService", "decide"]
+__all__ = ["ApprovalDecision", "ApprovalRequest", "ApprovalService", "decide", "write_refusal"]
 
 
 class ApprovalRequest(BaseModel):
@@ -78,3 +78,17 @@ async def decide(
     if not isinstance(decision, ApprovalDecision):
         return ApprovalDecision.deny(f"approval service returned {type(decision).__name__}, not a decision")
     return decision
+
+
+def write_refusal(service: ApprovalService, path: str, cwd: str | None) -> str | None:
+    """Why a file write the agent asks the client to do is refused, or None.  A service may define
+    ``refuse_write(path, cwd) -> str | None`` (the rule policy checks its path rules; deny-all refuses);
+    one that does not lets the write through: it follows a permission the agent already asked."""
+    check = getattr(service, "refuse_write", None)
+    if check is None:
+        return None
+    try:
+        reason = check(path, cwd)
+    except Exception as exc:  # fail closed, as decide() does
+        return f"approval service failed: {type(exc).__name__}: {exc}"
+    return reason if isinstance(reason, str) or reason is None else "approval service refused the write"

@@ -107,6 +107,15 @@ class RulePolicy:
             return await self.fallback.request_approval(request)
         return ApprovalDecision.deny(f"no policy rule allows {request.tool_name}")
 
+    def refuse_write(self, path: str, cwd: str | None) -> str | None:
+        """A file write the agent asks the client to do: deny rules, then read-only autonomy."""
+        for pattern in self.deny.paths:
+            if _path_matches(path, pattern, cwd):
+                return f"denied by policy rule {pattern!r}"
+        if self.autonomy == "readonly":
+            return "policy is read-only: no file may be written"
+        return None
+
     def _matching_deny(self, request: ApprovalRequest) -> str | None:
         for pattern in self.deny.tools:
             if fnmatchcase(request.tool_name, pattern):

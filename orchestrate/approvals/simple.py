@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .base import ApprovalDecision, ApprovalRequest, ApprovalService
+from .base import ApprovalDecision, ApprovalRequest, ApprovalService, write_refusal
 
 __all__ = ["AutoApprove", "AutoDeny", "SessionMemory"]
 
@@ -23,6 +23,9 @@ class AutoDeny:
     async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
         return ApprovalDecision.deny(self.reason)
 
+    def refuse_write(self, path: str, cwd: str | None) -> str | None:
+        return self.reason
+
 
 class SessionMemory:
     """Wraps a service: once a tool is approved ``for_session``, later calls of it pass unasked."""
@@ -38,3 +41,6 @@ class SessionMemory:
         if decision.status == "approved" and decision.for_session:
             self._allowed.add(request.tool_name)
         return decision
+
+    def refuse_write(self, path: str, cwd: str | None) -> str | None:
+        return write_refusal(self.inner, path, cwd)

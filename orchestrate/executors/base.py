@@ -142,6 +142,11 @@ class Executor(abc.ABC):
         )
         return ProcessSpec(argv=self.build_argv(task), cwd=Path(task.cwd), env=env)
 
+    def prepare(self, spec: ProcessSpec, task: Task) -> list[str]:
+        """Work around a CLI's known trouble before its process starts (files it would clobber, say);
+        returns what was done, for the raw log.  Most executors need nothing."""
+        return []
+
     @abc.abstractmethod
     def create_normalizer(self) -> Normalizer:
         """A fresh normalizer for one run (or one replay) of this agent's output."""

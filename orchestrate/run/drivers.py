@@ -10,6 +10,8 @@ __all__ = ["driver_for"]
 
 
 def driver_for(executor: Executor) -> type[Driver]:
+    """The executor's own driver if it names one, else the driver of its protocol."""
+    from .acp import AcpDriver
     from .claude import ClaudeDriver
     from .codex import CodexDriver
     from .codex_exec import CodexExecDriver
@@ -17,9 +19,11 @@ def driver_for(executor: Executor) -> type[Driver]:
     drivers: dict[str, type[Driver]] = {
         "stream-json": ClaudeDriver,
         "jsonrpc": CodexDriver,
-        "jsonl": CodexExecDriver,
+        "codex-exec": CodexExecDriver,
+        "acp": AcpDriver,
     }
+    key = executor.driver or executor.protocol
     try:
-        return drivers[executor.protocol]
+        return drivers[key]
     except KeyError:
-        raise ConfigError(f"no live driver for protocol {executor.protocol!r}") from None
+        raise ConfigError(f"no live driver {key!r} for executor {executor.name!r}") from None

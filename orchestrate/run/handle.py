@@ -23,7 +23,7 @@ from ..errors import OrchestrateError, ProcessExitedError, RunClosedError, Spawn
 from ..executors.base import Executor
 from ..normalizers.base import Normalizer
 from ..normalizers.framing import LineFramer, LineTooLong
-from ..process.pipes import AgentProcess, Chunk, ShutdownPolicy
+from ..process.pipes import AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
 from ..process.rawlog import RawLogWriter, default_log_dir
 from ..task import Task
 from .driver import Driver, DriverContext
@@ -80,6 +80,7 @@ class Run:
         }
         self._rawlog = RawLogWriter(self.raw_log_path, header)
         try:
+            self._prepare(self._spec, self.task)
             # Spawned here, not in the loop, so a CLI that cannot start raises SpawnError to the caller.
             first = await AgentProcess.spawn(self._spec)
         except BaseException:
@@ -178,8 +179,17 @@ class Run:
             self._send.close()
             self._done.set()
 
+    def _prepare(self, spec: ProcessSpec, task: Task) -> None:
+        try:
+            done = self.executor.prepare(spec, task)
+        except OSError as exc:
+            done = [f"could not prepare: {exc}"]
+        if done:
+            self._note({"type": "prepared", "actions": done})
+
     async def _attempt(self, task: Task, process: AgentProcess | None) -> None:
         if process is None:
+            self._prepare(self._spec, task)
             try:
                 process = await AgentProcess.spawn(self._spec)
             except SpawnError as exc:

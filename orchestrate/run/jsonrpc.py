@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,10 +28,18 @@ from ..peers.jsonrpc import (
 )
 from ..process.pipes import AgentProcess
 
-__all__ = ["JsonRpcConnection", "JsonRpcError", "RequestHandler"]
+__all__ = ["JsonRpcConnection", "JsonRpcError", "RequestHandler", "RpcError"]
 
 RequestHandler = Callable[[IncomingRequest], Awaitable[Any]]
 NotificationHandler = Callable[[str, Any], Awaitable[None]]
+
+
+class RpcError(OrchestrateError):
+    """Raised by a request handler: the agent gets this error code and message."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        self.code, self.message, self.data = code, message, data
+        super().__init__(message)
 
 
 class JsonRpcError(OrchestrateError):
@@ -58,13 +66,13 @@ class JsonRpcConnection:
         peer: JsonRpcPeer,
         process: AgentProcess,
         task_group: TaskGroup,
-        handlers: dict[str, RequestHandler] | None = None,
+        handlers: Mapping[str, RequestHandler] | None = None,
         on_notification: NotificationHandler | None = None,
     ) -> None:
         self.peer = peer
         self.process = process
         self.task_group = task_group
-        self.handlers = handlers or {}
+        self.handlers = dict(handlers or {})
         self.on_notification = on_notification
         self._waiters: dict[RequestId, _Waiter] = {}
         self._closed: Exception | None = None
@@ -120,6 +128,8 @@ class JsonRpcConnection:
         else:
             try:
                 reply = self.peer.respond(request.id, await handler(request))
+            except RpcError as exc:
+                reply = self.peer.respond_error(request.id, exc.code, exc.message, exc.data)
             except Exception as exc:  # a failing handler still answers, so the agent never hangs
                 reply = self.peer.respond_error(request.id, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
         with contextlib.suppress(ProcessExitedError):  # the agent is gone; nobody waits for the answer

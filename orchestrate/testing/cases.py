@@ -33,7 +33,7 @@ from ..registry import default_registry
 from ..run import Run, RunResult
 from ..task import Task
 from .model_server import ScriptedModelServer
-from .offline import Scratch, claude_offline_env, codex_offline_env
+from .offline import Scratch, claude_offline_env, codex_offline_env, gemini_offline_env, qwen_offline_env
 from .recording import SCRATCH_PLACEHOLDER
 from .scenario import Scenario
 
@@ -84,6 +84,10 @@ def offline_env(executor: str, server: ScriptedModelServer, scratch: Scratch) ->
         return claude_offline_env(server, scratch)
     if executor.startswith("codex"):
         return codex_offline_env(server, scratch)
+    if executor == "gemini":
+        return gemini_offline_env(server, scratch)
+    if executor == "qwen":
+        return qwen_offline_env(server, scratch)
     raise ConfigError(f"no offline recipe for {executor!r}")
 
 

@@ -1,8 +1,10 @@
 """A scripted model server on 127.0.0.1 that real agent CLIs can be pointed at, with no API key.
 
-Speaks the Anthropic Messages API (``POST /v1/messages``, SSE or not) and the OpenAI Responses API
-(``POST /v1/responses``, SSE), each from ``dialects/``.  Other paths are answered harmlessly
-(``count_tokens`` with a count, anything else ``200 {}``) and logged, so a probe never breaks a run.
+Speaks the Anthropic Messages API (``POST /v1/messages``), the OpenAI Responses API
+(``POST /v1/responses``), OpenAI chat completions (``POST /v1/chat/completions``) and the Gemini API
+(``:streamGenerateContent`` / ``:generateContent``), streaming and not, each from ``dialects/``.
+Other paths are answered harmlessly (token counts with a count, anything else ``200 {}``) and logged,
+so a probe never breaks a run.
 Every request is kept in :attr:`ScriptedModelServer.requests` (and appended to a JSONL file if one is
 given), so a test can assert what the CLI sent.
 
@@ -13,6 +15,7 @@ given), so a test can assert what the CLI sent.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import time
 from collections.abc import Callable
@@ -23,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from .dialects import anthropic, openai_responses
+from .dialects import anthropic, gemini, openai_chat, openai_responses
 from .scenario import Scenario, Step
 
 __all__ = ["ScriptedModelServer"]
@@ -121,10 +124,21 @@ class _Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0].rstrip("/")
         entry: dict[str, Any] = {"method": "POST", "path": self.path, "body": body, "ts": time.time()}
         dialect: Dialect | None = None
-        if path.endswith("/messages/count_tokens"):
+        if path.endswith("/messages/count_tokens") or path.endswith(":countTokens"):
             self.owner.record(entry)
-            return self.json(200, {"input_tokens": 1000})
-        if path.endswith("/v1/messages") and isinstance(body, dict):
+            return self.json(200, {"input_tokens": 1000, "totalTokens": 1000})
+        if (":streamGenerateContent" in path or ":generateContent" in path) and isinstance(body, dict):
+            stream = ":streamGenerateContent" in path
+            if not gemini.is_main_request(body):
+                self.owner.record(entry)
+                return gemini.side_reply(self, body, stream)
+            dialect = functools.partial(gemini.reply, stream=stream)
+        elif path.endswith("/chat/completions") and isinstance(body, dict):
+            if not openai_chat.is_main_request(body):
+                self.owner.record(entry)
+                return openai_chat.side_reply(self, body)
+            dialect = openai_chat.reply
+        elif path.endswith("/v1/messages") and isinstance(body, dict):
             dialect = anthropic.reply
             if not anthropic.is_main_request(body):
                 # A side request (a model check, a title): harmless, and it does not use up a step.
@@ -158,8 +172,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
 
-    def event(self, name: str, data: dict[str, Any]) -> None:
-        payload = b"event: " + name.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+    def event(self, name: str | None, data: Any) -> None:
+        head = b"event: " + name.encode() + b"\n" if name else b""
+        body = data.encode() if isinstance(data, str) else orjson.dumps(data)
+        payload = head + b"data: " + body + b"\n\n"
         self.wfile.write(b"%x\r\n%s\r\n" % (len(payload), payload))
         self.wfile.flush()
 

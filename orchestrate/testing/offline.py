@@ -9,9 +9,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
+import orjson
+
 from .model_server import ScriptedModelServer
 
-__all__ = ["CODEX_KEY_VARIABLE", "Scratch", "claude_offline_env", "codex_offline_env"]
+__all__ = [
+    "CODEX_KEY_VARIABLE",
+    "Scratch",
+    "claude_offline_env",
+    "codex_offline_env",
+    "gemini_offline_env",
+    "qwen_offline_env",
+]
 
 CODEX_KEY_VARIABLE = "ORCHESTRATE_SCRIPTED_KEY"
 
@@ -85,4 +94,56 @@ def codex_offline_env(
         CODEX_KEY_VARIABLE: "scripted-key",
         "HOME": str(scratch.home),
         "TMPDIR": str(scratch.tmp),
+    }
+
+
+def gemini_offline_env(server: ScriptedModelServer, scratch: Scratch) -> dict[str, str]:
+    """Gemini CLI against the scripted Gemini API, nothing else: settings that turn off updates,
+    usage statistics, telemetry, folder trust and session clean-up (which deletes loaded sessions),
+    and the API key auth method in both ACP and headless mode (protocols/acp-gemini-qwen.md §2, §7)."""
+    settings = {
+        "general": {
+            "enableAutoUpdate": False,
+            "enableAutoUpdateNotification": False,
+            "sessionRetention": {"enabled": False},
+        },
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "security": {"folderTrust": {"enabled": False}, "auth": {"selectedType": "gemini-api-key"}},
+        "ide": {"enabled": False},
+    }
+    (scratch.home / ".gemini").mkdir(parents=True, exist_ok=True)
+    (scratch.home / ".gemini" / "settings.json").write_bytes(orjson.dumps(settings))
+    return {
+        "HOME": str(scratch.home),
+        "TMPDIR": str(scratch.tmp),
+        "GEMINI_API_KEY": "scripted-key",
+        "GOOGLE_GEMINI_BASE_URL": server.url,
+        "GEMINI_CLI_NO_RELAUNCH": "true",
+        "TERM": "dumb",
+    }
+
+
+def qwen_offline_env(server: ScriptedModelServer, scratch: Scratch) -> dict[str, str]:
+    """Qwen Code against the scripted OpenAI chat API: approval mode ``default`` (its own default asks
+    the model to classify each call), todo_write on (the only source of plans), no usage statistics,
+    telemetry or memory sub-agents (protocols/acp-gemini-qwen.md §2, §7)."""
+    settings = {
+        "general": {"enableAutoUpdate": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
+        "tools": {"approvalMode": "default", "todoWrite": {"enabled": True}},
+        "memory": {"enableManagedAutoMemory": False, "enableManagedAutoDream": False},
+        "ide": {"enabled": False},
+    }
+    (scratch.home / ".qwen").mkdir(parents=True, exist_ok=True)
+    (scratch.home / ".qwen" / "settings.json").write_bytes(orjson.dumps(settings))
+    return {
+        "HOME": str(scratch.home),
+        "TMPDIR": str(scratch.tmp),
+        "OPENAI_API_KEY": "scripted-key",
+        "OPENAI_BASE_URL": f"{server.url}/v1",
+        "OPENAI_MODEL": "scripted-model",
+        "TERM": "dumb",
     }

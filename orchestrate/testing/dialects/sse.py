@@ -14,8 +14,9 @@ class Responder(Protocol):
     def start_sse(self) -> None:
         """Send the headers of a chunked ``text/event-stream`` response."""
 
-    def event(self, name: str, data: dict[str, Any]) -> None:
-        """Send one ``event: name / data: json`` frame."""
+    def event(self, name: str | None, data: Any) -> None:
+        """Send one ``event: name / data: json`` frame (no event line when ``name`` is None; a
+        string ``data`` is sent as it is, for ``[DONE]``)."""
 
     def end_sse(self) -> None:
         """Send the last chunk."""

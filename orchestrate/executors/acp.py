@@ -1,0 +1,188 @@
+"""Agents that speak the Agent Client Protocol: Gemini CLI, Qwen Code, and any other by its command."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ..errors import ConfigError
+from ..normalizers.acp import AcpNormalizer
+from ..process.pipes import ProcessSpec
+from ..task import Task
+from .base import Capabilities, Executor
+
+__all__ = ["AcpExecutor", "GeminiExecutor", "QwenExecutor"]
+
+
+class AcpExecutor(Executor):
+    """Any ACP agent, given its command (``--base-command``).  What it can do is read from its
+    ``initialize`` answer when the run starts (``Run.capabilities``); the class declares what every
+    ACP agent has."""
+
+    name = "acp"
+    protocol = "acp"
+    program = ""
+    install_hint = (
+        "Give the agent's command with --base-command (e.g. 'npx @zed-industries/claude-code-acp')."
+    )
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        protocol="acp",
+        session_resume=False,
+        fork=False,
+        approvals=True,
+        mcp=True,
+        mid_execution_messages=True,
+        interrupt=True,
+        requires_setup=True,
+    )
+    acp_flags: ClassVar[tuple[str, ...]] = ()
+    missing_file_reads_empty: ClassVar[bool] = False
+    """Answer a read of a missing file with empty text instead of an error (Gemini needs it to write
+    new files through the client: protocols/acp-gemini-qwen.md §5)."""
+
+    def base_command(self) -> list[str]:
+        if not self.program and not self.options.base_command:
+            raise ConfigError("the acp executor needs the agent's command: --base-command 'agent --acp'")
+        return super().base_command()
+
+    def build_argv(self, task: Task) -> list[str]:
+        argv = [*self.base_command(), *self.acp_flags]
+        model = task.model or self.options.model
+        if model and self.model_flag:
+            argv += [self.model_flag, model]
+        return argv + list(self.options.extra_args)
+
+    model_flag: ClassVar[str | None] = None
+
+    def create_normalizer(self) -> AcpNormalizer:
+        return AcpNormalizer()
+
+    def mcp_servers(self) -> list[dict[str, Any]]:
+        """MCP servers in ACP's form: {name, command, args, env: [{name, value}]} or {name, type, url}."""
+        out = []
+        for name, spec in self.options.mcp_servers.items():
+            if "url" in spec:
+                headers = [{"name": k, "value": str(v)} for k, v in (spec.get("headers") or {}).items()]
+                out.append(
+                    {"type": spec.get("type", "http"), "name": name, "url": spec["url"], "headers": headers}
+                )
+            else:
+                env = [{"name": k, "value": str(v)} for k, v in (spec.get("env") or {}).items()]
+                out.append(
+                    {
+                        "name": name,
+                        "command": spec.get("command", ""),
+                        "args": list(spec.get("args") or []),
+                        "env": env,
+                    }
+                )
+        return out
+
+    def auth_method(self, methods: list[dict[str, Any]], env: dict[str, str]) -> str | None:
+        """Which of the agent's auth methods to use when it asks for authentication (None: none fits)."""
+        return None
+
+    def run_env(self, task: Task) -> dict[str, str]:
+        return {**os.environ, **self.options.env, **task.env}
+
+
+class GeminiExecutor(AcpExecutor):
+    name = "gemini"
+    program = "gemini"
+    install_hint = "Install it with: npm install @google/gemini-cli"
+    acp_flags = ("--acp",)
+    model_flag = "-m"
+    missing_file_reads_empty = True
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        protocol="acp",
+        session_resume=True,
+        fork=False,
+        approvals=True,
+        mcp=True,
+        mid_execution_messages=True,
+        interrupt=True,
+        requires_setup=True,
+    )
+
+    def credentials(self) -> tuple[bool | None, str | None]:
+        env = {**os.environ, **self.options.env}
+        for name in (
+            "GEMINI_API_KEY",
+            "GOOGLE_API_KEY",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "GOOGLE_GEMINI_BASE_URL",
+        ):
+            if env.get(name):
+                return True, f"${name}"
+        home = Path(env.get("HOME", str(Path.home())))
+        if (home / ".gemini" / "oauth_creds.json").is_file():
+            return True, str(home / ".gemini" / "oauth_creds.json")
+        return False, None
+
+    def prepare(self, spec: ProcessSpec, task: Task) -> list[str]:
+        # gemini-cli 0.61.0 names a session's file after the minute it (re)opens it: loading a session
+        # in the minute it was written recreates that very file and clobbers the conversation
+        # (protocols/acp-gemini-qwen.md §7).  Moving the file to an earlier minute's name keeps it
+        # findable (sessions are found by the id inside) and out of the way.
+        if not task.resume:
+            return []
+        now = datetime.now().strftime("%Y-%m-%dT%H-%M")
+        home = Path(spec.env.get("HOME", str(Path.home())))
+        done = []
+        for path in (home / ".gemini" / "tmp").glob(f"*/chats/session-{now}-{task.resume[:8]}.json*"):
+            earlier = (datetime.now() - timedelta(minutes=1)).strftime("%Y-%m-%dT%H-%M")
+            target = path.with_name(path.name.replace(now, earlier, 1))
+            if not target.exists():
+                path.rename(target)
+                done.append(f"moved session file {path.name} to {target.name} so the load cannot clobber it")
+        return done
+
+    def auth_method(self, methods: list[dict[str, Any]], env: dict[str, str]) -> str | None:
+        ids = {str(m.get("id")) for m in methods}
+        if env.get("GEMINI_API_KEY") and "gemini-api-key" in ids:
+            return "gemini-api-key"
+        if env.get("GOOGLE_GENAI_USE_VERTEXAI") and "vertex-ai" in ids:
+            return "vertex-ai"
+        return None
+
+
+class QwenExecutor(AcpExecutor):
+    name = "qwen"
+    program = "qwen"
+    install_hint = "Install it with: npm install @qwen-code/qwen-code"
+    acp_flags = ("--acp",)
+    model_flag = "--model"
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        protocol="acp",
+        session_resume=True,
+        fork=False,
+        approvals=True,
+        mcp=True,
+        mid_execution_messages=True,
+        interrupt=True,
+        requires_setup=True,
+    )
+
+    def credentials(self) -> tuple[bool | None, str | None]:
+        env = {**os.environ, **self.options.env}
+        for name in ("OPENAI_API_KEY", "DASHSCOPE_API_KEY", "QWEN_API_KEY"):
+            if env.get(name):
+                return True, f"${name}"
+        home = Path(env.get("HOME", str(Path.home()))) / ".qwen"
+        if (home / "oauth_creds.json").is_file():
+            return True, str(home / "oauth_creds.json")
+        try:
+            settings = json.loads((home / "settings.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False, None
+        auth = (settings.get("security") or {}).get("auth") or {}
+        if isinstance(auth, dict) and auth.get("apiKey"):
+            return True, str(home / "settings.json")
+        return False, None
+
+    def auth_method(self, methods: list[dict[str, Any]], env: dict[str, str]) -> str | None:
+        ids = {str(m.get("id")) for m in methods}
+        return "openai" if env.get("OPENAI_API_KEY") and "openai" in ids else None

@@ -1,0 +1,519 @@
+"""Agent Client Protocol traffic (both directions) -> unified entries.
+
+The messages are read as plain JSON, not through the ``acp.schema`` models: agents deviate from the
+schema in small ways (Gemini announces a mode change as a message chunk, Qwen adds vendor methods and
+``_meta`` everywhere) and a deviation must show as what it is, never stop the stream.  The tests
+check that the recorded traffic of the real agents validates against the schema models.
+
+Facts this relies on (gemini-cli 0.61.0, qwen-code 0.24.4, protocols/acp-gemini-qwen.md):
+- Gemini sends ``session/request_permission`` for a call it never announced with ``tool_call``, and
+  no update at all for a rejected one;
+- Qwen reports usage in empty ``agent_message_chunk`` updates (``_meta.usage``), Gemini in the
+  prompt response (``_meta.quota``);
+- the user's prompt is not echoed (except when a session is loaded): it is read from stdin.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from ..entries import (
+    ActionType,
+    ApprovalInfo,
+    AssistantMessage,
+    CommandResult,
+    CommandRun,
+    FileChange,
+    FileEdit,
+    FileRead,
+    GenericTool,
+    Plan,
+    PlanItem,
+    Search,
+    SystemMessage,
+    Thinking,
+    TokenUsage,
+    TokenUsageEntry,
+    ToolResult,
+    ToolStatus,
+    ToolUse,
+    ToolUseEntry,
+    UserMessage,
+    WebFetch,
+)
+from .actions import describe
+from .base import OPEN_STATUSES, LineNormalizer, Stream
+from .diffs import diff_texts
+from .values import obj, text
+
+__all__ = ["AcpNormalizer"]
+
+_STATUS: dict[str, ToolStatus] = {
+    "pending": "created",
+    "in_progress": "running",
+    "completed": "success",
+    "failed": "failed",
+}
+_PLAN_STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "completed"}
+_MODE_MARK = "[MODE_UPDATE]"  # Gemini 0.61.0 announces a mode change as an agent message chunk
+# Vendor requests and notifications that carry nothing to show (Qwen 0.24.4 sends these every turn).
+_SILENT = {"craft/drainMidTurnQueue", "qwen/notify/session/prompt-suggestion"}
+
+
+class AcpNormalizer(LineNormalizer):
+    def __init__(self, max_line_bytes: int | None = None) -> None:
+        super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
+        self._ours: dict[Any, tuple[str, dict[str, Any]]] = {}  # our request id -> (method, params)
+        self._permissions: dict[Any, tuple[str, dict[str, str]]] = {}  # agent request id -> (tool id, kinds)
+        self._tools: dict[str, int] = {}
+        self._raw_input: dict[str, dict[str, Any]] = {}
+        self._open: tuple[str, int] | None = None  # the text entry chunks are flowing into
+        self._plan: int | None = None
+        self._commands: int | None = None
+        self._usage: dict[str, int] = {}
+        self._cwd: str | None = None
+
+    # --- dispatch -----------------------------------------------------------------------------
+
+    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+        if stream == "stderr":
+            return
+        try:
+            msg = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            msg = None
+        if not isinstance(msg, dict):
+            if stream == "stdout":
+                self.log.error(
+                    "The agent printed a line that is not a JSON object", "protocol_error", ts, content=line
+                )
+            return
+        method, has_id = msg.get("method"), "id" in msg
+        if stream == "stdin":
+            self._client(msg, method, has_id, ts)
+        elif isinstance(method, str) and has_id:
+            self._agent_request(msg["id"], method, obj(msg.get("params")), ts)
+        elif isinstance(method, str):
+            self._notification(method, obj(msg.get("params")), ts)
+        elif has_id:
+            self._response(msg["id"], msg.get("result"), msg.get("error"), ts)
+        else:
+            self.log.error(
+                "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=line
+            )
+
+    def _notification(self, method: str, params: dict[str, Any], ts: datetime | None) -> None:
+        if method == "session/update":
+            self._update(obj(params.get("update")), ts)
+        elif method.endswith("mode-update"):
+            self._system(f"Mode: {text(params.get('currentModeId'))}", ts)
+        elif method not in _SILENT:
+            self._system(f"`{method}` notification", ts, raw={"method": method, "params": params})
+
+    # --- session/update -----------------------------------------------------------------------
+
+    def _update(self, update: dict[str, Any], ts: datetime | None) -> None:
+        kind = text(update.get("sessionUpdate"))
+        match kind:
+            case "agent_message_chunk" | "agent_thought_chunk" | "user_message_chunk":
+                self._chunk(kind, update, ts)
+            case "tool_call" | "tool_call_update":
+                self._tool_call(update, ts)
+            case "plan":
+                self._plan_update(update, ts)
+            case "available_commands_update":
+                names = [
+                    text(c.get("name")) for c in update.get("availableCommands") or [] if isinstance(c, dict)
+                ]
+                content = f"{len(names)} commands available: " + ", ".join(f"/{n}" for n in names)
+                if self._commands is None:  # (it can arrive mid-message: the text goes on after it)
+                    self._commands = self._system(content, ts, breaks_text=False, commands=names)
+                else:
+                    self.log.replace(self._commands, content=content)
+            case "current_mode_update":
+                self._system(f"Mode: {text(update.get('currentModeId'))}", ts)
+            case "usage_update":
+                self._system("Context usage updated", ts, usage=update)
+            case _:
+                self._system(f"`{kind or 'unknown'}` update", ts, raw=update)
+
+    def _chunk(self, kind: str, update: dict[str, Any], ts: datetime | None) -> None:
+        usage = obj(obj(update.get("_meta")).get("usage"))
+        for key, value in usage.items():  # Qwen: one usage report per model call, on an empty chunk
+            if isinstance(value, int):
+                self._usage[key] = self._usage.get(key, 0) + value
+        content = obj(update.get("content"))
+        chunk = (
+            text(content.get("text")) if content.get("type", "text") == "text" else f"[{content.get('type')}]"
+        )
+        if not chunk:
+            return
+        if kind == "agent_message_chunk" and chunk.startswith(_MODE_MARK):
+            self._system(f"Mode: {chunk[len(_MODE_MARK) :].strip()}", ts)
+            return
+        if self._open is not None and self._open[0] == kind:
+            index = self._open[1]
+            self.log.replace(index, content=self.log.get(index).content + chunk)
+            return
+        type_ = {"agent_message_chunk": AssistantMessage, "agent_thought_chunk": Thinking}.get(
+            kind, UserMessage
+        )
+        self._open = (kind, self.log.add(type_(), chunk, ts))
+
+    def _system(self, content: str, ts: datetime | None, *, breaks_text: bool = True, **extra: Any) -> int:
+        if breaks_text:
+            self._open = None
+        return self.log.add(SystemMessage(), content, ts, **extra)
+
+    # --- tool calls ---------------------------------------------------------------------------
+
+    def _tool_call(self, call: dict[str, Any], ts: datetime | None) -> None:
+        self._open = None
+        tool_id = text(call.get("toolCallId"))
+        raw = self._raw_input.setdefault(tool_id, {})
+        raw.update(obj(call.get("rawInput")))
+        index = self._tools.get(tool_id)
+        previous = self.log.tool(index) if index is not None else None
+        action = _action(call, raw, previous)
+        name = (
+            text(obj(call.get("_meta")).get("toolName"))
+            or (previous.tool_name if previous else "")
+            or _name(call)
+        )
+        status = _STATUS.get(text(call.get("status")), previous.status if previous else "created")
+        if previous is not None and previous.status in ("denied", "timed_out", "cancelled"):
+            status = previous.status  # the decision we made stands over what the agent reports after
+        refused = status in ("denied", "timed_out", "cancelled")
+        changes: dict[str, Any] = {
+            "action": action if refused else _with_result(action, call),
+            "status": status,
+            "tool_name": name,
+        }
+        if status in ("success", "failed"):
+            output = _content_text(call.get("content"))
+            changes["result"] = ToolResult(
+                success=status == "success",
+                data=output if status == "success" else None,
+                error=output if status == "failed" else None,
+            )
+        if index is None:
+            tool = ToolUseEntry(tool_name=name, action=changes["action"], status=status, tool_call_id=tool_id)
+            self._tools[tool_id] = self.log.add(
+                ToolUse(tool=tool.model_copy(update=changes)), describe(changes["action"], self._cwd), ts
+            )
+        else:
+            self.log.update_tool(index, content=describe(changes["action"], self._cwd), **changes)
+
+    def _agent_request(
+        self, request_id: Any, method: str, params: dict[str, Any], ts: datetime | None
+    ) -> None:
+        if method == "session/request_permission":
+            call = obj(params.get("toolCall"))
+            self._tool_call({**call, "status": None}, ts)  # Gemini announces some calls only here
+            tool_id = text(call.get("toolCallId"))
+            kinds = {
+                text(o.get("optionId")): text(o.get("kind"))
+                for o in params.get("options") or []
+                if isinstance(o, dict)
+            }
+            self._permissions[request_id] = (tool_id, kinds)
+            self.log.update_tool(
+                self._tools[tool_id],
+                status="pending_approval",
+                approval=ApprovalInfo(request_id=str(request_id)),
+            )
+        elif not method.startswith(("fs/", "terminal/")) and method not in _SILENT:
+            self._system(f"The agent asked `{method}`, which this client does not serve", ts)
+
+    def _permission_answer(self, request_id: Any, result: Any, error: Any) -> None:
+        tool_id, kinds = self._permissions.pop(request_id, ("", {}))
+        index = self._tools.get(tool_id)
+        tool = self.log.tool(index) if index is not None else None
+        if tool is None or index is None:
+            return
+        outcome = obj(obj(result).get("outcome"))
+        kind = kinds.get(text(outcome.get("optionId")), "")
+        if tool.approval is not None and tool.approval.decision == "timed_out":
+            return  # the run's own note said it better than the reject it then sent
+        if outcome.get("outcome") == "selected" and kind.startswith("allow") and error is None:
+            decision, status = "approved", "running"
+        elif outcome.get("outcome") == "cancelled":
+            decision, status = "cancelled", "cancelled"
+        else:
+            decision, status = "denied", "denied"
+        approval = ApprovalInfo(
+            request_id=str(request_id),
+            decision=decision,  # type: ignore[arg-type]
+            for_session=kind == "allow_always",
+        )
+        self.log.update_tool(
+            index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
+        )
+
+    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
+        if event.get("type") != "approval":
+            super().on_note(event, ts)
+            return
+        tool_id = next(
+            (t for r, (t, _) in self._permissions.items() if str(r) == text(event.get("request_id"))), ""
+        )
+        index = self._tools.get(tool_id)
+        if index is not None and event.get("decision") == "timed_out":
+            approval = ApprovalInfo(
+                request_id=text(event.get("request_id")),
+                decision="timed_out",
+                reason=text(event.get("reason")) or None,
+            )
+            self.log.update_tool(index, status="timed_out", approval=approval)
+        elif index is not None and event.get("reason"):
+            tool = self.log.tool(index)
+            if tool is not None and tool.approval is not None:
+                self.log.update_tool(
+                    index, approval=tool.approval.model_copy(update={"reason": event["reason"]})
+                )
+
+    # --- plans --------------------------------------------------------------------------------
+
+    def _plan_update(self, update: dict[str, Any], ts: datetime | None) -> None:
+        self._open = None
+        items = tuple(
+            PlanItem(
+                content=text(e.get("content")),
+                status=_PLAN_STATUS.get(text(e.get("status")), "pending"),  # type: ignore[arg-type]
+                priority=text(e.get("priority")) or None,
+            )
+            for e in update.get("entries") or []
+            if isinstance(e, dict)
+        )
+        if self._plan is None:
+            self._plan = self.log.add(Plan(items=items), "Plan", ts)
+        else:
+            self.log.replace(self._plan, type=Plan(items=items))
+
+    # --- our side: requests, notifications, answers -------------------------------------------
+
+    def _client(self, msg: dict[str, Any], method: Any, has_id: bool, ts: datetime | None) -> None:
+        params = obj(msg.get("params"))
+        if isinstance(method, str) and has_id:
+            self._ours[msg["id"]] = (method, params)
+            if method == "session/prompt":
+                self._open = None
+                prompt = "\n".join(
+                    text(b.get("text")) for b in params.get("prompt") or [] if isinstance(b, dict)
+                )
+                self.log.add(UserMessage(), prompt, ts)
+            elif method == "session/set_mode":
+                self._system(f"Mode set to {text(params.get('modeId'))}", ts)
+            elif method in ("session/new", "session/load", "session/resume"):
+                self._cwd = text(params.get("cwd")) or self._cwd
+        elif method == "session/cancel":
+            self._system("Interrupt requested", ts)
+        elif has_id and msg["id"] in self._permissions:
+            self._permission_answer(msg["id"], msg.get("result"), msg.get("error"))
+
+    def _response(self, request_id: Any, result: Any, error: Any, ts: datetime | None) -> None:
+        method, params = self._ours.pop(request_id, ("", {}))
+        if error is not None:
+            self._request_failed(method, obj(error) or {"message": text(error)}, ts)
+            return
+        res = obj(result)
+        match method:
+            case "initialize":
+                info = obj(res.get("agentInfo"))
+                name = text(info.get("title") or info.get("name")) or "the agent"
+                self._system(
+                    f"Connected to {name} {text(info.get('version'))}".rstrip(),
+                    ts,
+                    capabilities=res.get("agentCapabilities"),
+                    auth_methods=[m.get("id") for m in res.get("authMethods") or [] if isinstance(m, dict)],
+                )
+            case "session/new" | "session/load" | "session/resume":
+                self._session_opened(method, res, params, ts)
+            case "session/prompt":
+                self._turn_end(res, ts)
+
+    def _session_opened(
+        self, method: str, res: dict[str, Any], params: dict[str, Any], ts: datetime | None
+    ) -> None:
+        self.log.session_id = text(res.get("sessionId") or params.get("sessionId")) or self.log.session_id
+        self.log.model = text(obj(res.get("models")).get("currentModelId")) or self.log.model
+        mode = text(obj(res.get("modes")).get("currentModeId"))
+        verb = "started" if method == "session/new" else "loaded" if method == "session/load" else "resumed"
+        details = ", ".join(
+            x
+            for x in (f"mode {mode}" if mode else "", f"model {self.log.model}" if self.log.model else "")
+            if x
+        )
+        self._system(
+            f"Session `{self.log.session_id}` {verb}" + (f" ({details})" if details else ""),
+            ts,
+            cwd=self._cwd,
+        )
+
+    def _turn_end(self, res: dict[str, Any], ts: datetime | None) -> None:
+        self._open = None
+        stop = text(res.get("stopReason"))
+        status = "interrupted" if stop == "cancelled" else "failed" if stop == "refusal" else "completed"
+        self.turn_statuses.append(status)
+        self.log.add(TokenUsageEntry(usage=self._turn_usage(res)), "", ts, stop_reason=stop)
+        self._usage = {}
+        if stop == "cancelled":
+            self.log.error("The turn was interrupted", "interrupted", ts)
+            self.log.close_tools(self._tools.values(), "cancelled")
+        elif stop == "refusal":
+            self.log.error("The agent refused to continue", "agent_error", ts)
+        elif stop in ("max_tokens", "max_turn_requests"):
+            self._system(f"The turn stopped early: {stop}", ts)
+
+    def _turn_usage(self, res: dict[str, Any]) -> TokenUsage:
+        quota = obj(obj(obj(res.get("_meta")).get("quota")).get("token_count"))  # Gemini
+        usage = obj(res.get("usage"))  # the protocol's own field, where agents send it
+        if quota:
+            return TokenUsage(
+                input_tokens=int(quota.get("input_tokens") or 0),
+                output_tokens=int(quota.get("output_tokens") or 0),
+            )
+        if usage:
+            return TokenUsage(
+                input_tokens=int(usage.get("inputTokens") or 0),
+                output_tokens=int(usage.get("outputTokens") or 0),
+                cache_read_tokens=int(usage.get("cachedReadTokens") or 0),
+                cache_write_tokens=int(usage.get("cachedWriteTokens") or 0),
+            )
+        u = self._usage  # Qwen, summed over the turn's model calls
+        return TokenUsage(
+            input_tokens=u.get("inputTokens", 0),
+            output_tokens=u.get("outputTokens", 0),
+            cache_read_tokens=u.get("cachedReadTokens", 0),
+        )
+
+    def _request_failed(self, method: str, error: dict[str, Any], ts: datetime | None) -> None:
+        message = text(obj(error.get("data")).get("details")) or text(error.get("message")) or "error"
+        lowered = message.lower()
+        if method in ("session/new", "authenticate") and ("auth" in lowered or "api key" in lowered):
+            code = "auth_required"
+        elif method in ("session/load", "session/resume"):
+            code = "resume_failed"
+        elif method == "session/prompt":
+            code = "api_error"
+            self.turn_statuses.append("failed")
+            self.log.close_tools(self._tools.values(), "cancelled")
+        else:
+            code = "protocol_error"
+        self._open = None
+        self.log.error(f"{method or 'request'} failed: {message}", code, ts, rpc_error=error)
+
+    def close(self, ts: datetime | None) -> None:
+        self.log.close_tools(self._tools.values(), "cancelled")
+
+
+# --- tool calls as actions -------------------------------------------------------------------
+
+
+def _name(call: dict[str, Any]) -> str:
+    tool_id = text(call.get("toolCallId"))
+    if "__" in tool_id:  # Gemini: "run_shell_command__run_shell_command_<ms>_<n>"
+        return tool_id.split("__", 1)[0]
+    return text(call.get("kind")) or "tool"
+
+
+def _path(call: dict[str, Any], raw: dict[str, Any]) -> str:
+    for location in call.get("locations") or []:
+        if isinstance(location, dict) and location.get("path"):
+            return text(location["path"])
+    for key in ("file_path", "absolute_path", "path", "filePath"):
+        if raw.get(key):
+            return text(raw[key])
+    return ""
+
+
+def _diffs(call: dict[str, Any]) -> list[FileChange]:
+    out = []
+    for item in call.get("content") or []:
+        if isinstance(item, dict) and item.get("type") == "diff":
+            path, old, new = text(item.get("path")), item.get("oldText"), text(item.get("newText"))
+            kind = text(obj(item.get("_meta")).get("kind"))
+            # Gemini marks a new file with _meta.kind "add"; Qwen sends oldText "" (or none).
+            created = not old or kind == "add"
+            out.append(
+                FileChange(
+                    type="create" if created else "delete" if kind == "delete" else "edit",
+                    unified_diff=diff_texts(path, text(old), new, created=created),
+                )
+            )
+    return out
+
+
+def _action(call: dict[str, Any], raw: dict[str, Any], previous: ToolUseEntry | None) -> ActionType:
+    kind = text(call.get("kind")) or (_previous_kind(previous) if previous else "")
+    title = text(call.get("title"))
+    match kind:
+        case "execute":
+            command = text(raw.get("command")) or (title if title and title != "Shell" else "")
+            if not command and previous is not None and isinstance(previous.action, CommandRun):
+                command = previous.action.command
+            return CommandRun(command=command)
+        case "read":
+            return FileRead(path=_path(call, raw))
+        case "edit" | "delete":
+            changes = _diffs(call)
+            path = _path(call, raw) or next(
+                (
+                    text(c.get("path"))
+                    for c in call.get("content") or []
+                    if isinstance(c, dict) and c.get("path")
+                ),
+                "",
+            )
+            if not changes and previous is not None and isinstance(previous.action, FileEdit):
+                changes = list(previous.action.changes)
+            if kind == "delete" and not changes:
+                changes = [FileChange(type="delete")]
+            return FileEdit(path=path, changes=tuple(changes))
+        case "search":
+            return Search(
+                query=text(raw.get("pattern") or raw.get("query")) or title, path=_path(call, raw) or None
+            )
+        case "fetch":
+            return WebFetch(url=text(raw.get("url")) or title, prompt=text(raw.get("prompt")) or None)
+    if previous is not None and not call.get("kind"):
+        return previous.action
+    return GenericTool(
+        tool_name=text(obj(call.get("_meta")).get("toolName")) or title or kind or "tool", args=raw or None
+    )
+
+
+def _previous_kind(tool: ToolUseEntry) -> str:
+    return {
+        "command_run": "execute",
+        "file_read": "read",
+        "file_edit": "edit",
+        "search": "search",
+        "web_fetch": "fetch",
+    }.get(tool.action.kind, "")
+
+
+def _with_result(action: ActionType, call: dict[str, Any]) -> ActionType:
+    if not isinstance(action, CommandRun) or text(call.get("status")) not in ("completed", "failed"):
+        return action
+    output = obj(call.get("rawOutput"))  # Qwen: {type: "shell_result", output, exitCode, ...}
+    exit_code = output.get("exitCode")
+    stdout = text(output.get("output")) if "output" in output else _content_text(call.get("content"))
+    return action.model_copy(
+        update={
+            "result": CommandResult(
+                exit_code=exit_code if isinstance(exit_code, int) else None, stdout=stdout or None
+            )
+        }
+    )
+
+
+def _content_text(content: Any) -> str | None:
+    texts = []
+    for item in content or []:
+        if isinstance(item, dict) and item.get("type") == "content":
+            texts.append(text(obj(item.get("content")).get("text")))
+    return "\n".join(t for t in texts if t) or None
