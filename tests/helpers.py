@@ -13,6 +13,7 @@ import anyio
 from orchestrate import ApprovalDecision, ApprovalRequest, Run, Task
 from orchestrate.approvals import ApprovalService
 from orchestrate.entries import ErrorEntry, NormalizedEntry, ToolUse
+from orchestrate.executors.acp import AcpExecutor
 from orchestrate.executors.base import Executor, ExecutorOptions
 from orchestrate.executors.claude_code import ClaudeCodeExecutor
 from orchestrate.executors.codex import CodexExecutor
@@ -24,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
 FAKE_CLAUDE = FIXTURES / "bin" / "fake_claude.py"
 FAKE_CODEX = FIXTURES / "bin" / "fake_codex.py"
+FAKE_ACP = FIXTURES / "bin" / "fake_acp.py"
 CLI_BIN = ROOT / "clis" / "node_modules" / ".bin"
 
 
@@ -35,6 +37,11 @@ def fake_claude(**options: object) -> ClaudeCodeExecutor:
 def fake_codex(**options: object) -> CodexExecutor:
     """The Codex app-server executor, pointed at the fake app-server script."""
     return CodexExecutor(ExecutorOptions(base_command=[sys.executable, str(FAKE_CODEX)], **options))  # type: ignore[arg-type]
+
+
+def fake_acp(**options: object) -> AcpExecutor:
+    """The generic ACP executor, pointed at the fake ACP agent."""
+    return AcpExecutor(ExecutorOptions(base_command=[sys.executable, str(FAKE_ACP)], **options))  # type: ignore[arg-type]
 
 
 def group_members(pgid: int) -> list[int]:

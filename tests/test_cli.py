@@ -111,7 +111,10 @@ def test_deny_and_interrupt_by_policy_file_exits_130(tmp_path: Path) -> None:
 
 def test_usage_errors_exit_2(tmp_path: Path) -> None:
     unknown = orchestrate("run", "--executor", "nope", "hi")
-    assert unknown.returncode == 2 and "known executors: claude-code" in unknown.stderr
+    assert (
+        unknown.returncode == 2
+        and "known executors: acp, claude-code, codex, codex-exec, gemini, qwen" in unknown.stderr
+    )
     bad_env = run_fake(tmp_path, "--env", "NOEQUALS", "plain")
     assert bad_env.returncode == 2 and "KEY=VALUE" in bad_env.stderr
     bad_approvals = run_fake(tmp_path, "--approvals", "sometimes", "plain")

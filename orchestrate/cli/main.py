@@ -84,7 +84,10 @@ def main() -> None:
 @click.option("--resume-fallback", is_flag=True, help="Start fresh if the resumed session is gone.")
 @click.option("--permission-mode", help="The agent's own permission mode (Claude: default, acceptEdits ...).")
 @click.option(
-    "--base-command", help="The CLI to run: a path, or e.g. 'npx -y @anthropic-ai/claude-code@2.1.330'."
+    "--base-command",
+    "--command",
+    "base_command",
+    help="The CLI to run: a path, 'npx -y @anthropic-ai/claude-code@2.1.330', or any ACP agent's command.",
 )
 @click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="Environment override (repeatable).")
 @click.option("--sandbox", help="Codex: read-only | workspace-write (default) | danger-full-access.")

@@ -12,7 +12,7 @@ from ..errors import ConfigError
 from ..normalizers.acp import AcpNormalizer
 from ..process.pipes import ProcessSpec
 from ..task import Task
-from .base import Capabilities, Executor
+from .base import Availability, Capabilities, Executor
 
 __all__ = ["AcpExecutor", "GeminiExecutor", "QwenExecutor"]
 
@@ -45,8 +45,13 @@ class AcpExecutor(Executor):
 
     def base_command(self) -> list[str]:
         if not self.program and not self.options.base_command:
-            raise ConfigError("the acp executor needs the agent's command: --base-command 'agent --acp'")
+            raise ConfigError("the acp executor needs the agent's command: --command 'agent --acp'")
         return super().base_command()
+
+    async def check_availability(self) -> Availability:
+        if not self.program and not self.options.base_command:
+            return Availability(self.name, False, reason="any ACP agent: give its command with --command")
+        return await super().check_availability()
 
     def build_argv(self, task: Task) -> list[str]:
         argv = [*self.base_command(), *self.acp_flags]

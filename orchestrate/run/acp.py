@@ -54,10 +54,10 @@ class AcpDriver(Driver):
         self._activity = anyio.Event()
         self.session_id: str | None = None
         self.agent_capabilities: dict[str, Any] = {}
-        self.capabilities: Capabilities = ctx.executor.capabilities
         self.turn_active = False
         self.queued: list[str] = []
         self._pending_permissions: set[anyio.CancelScope] = set()
+        self._turn_cancelled = False
         self._terminals: dict[str, ManagedCommand] = {}
 
     # --- conversation -------------------------------------------------------------------------
@@ -91,7 +91,7 @@ class AcpDriver(Driver):
             session_resume=bool(caps.get("loadSession") or "resume" in sessions),
             fork="fork" in sessions,
             approvals=True,
-            mcp=bool(caps.get("mcpCapabilities")) or True,
+            mcp=True,  # every ACP agent takes stdio MCP servers; http and sse are optional
             mid_execution_messages=True,
             interrupt=True,
             requires_setup=bool(self.auth_methods),
@@ -143,6 +143,7 @@ class AcpDriver(Driver):
 
     def _prompt(self, text: str) -> None:
         self.turn_active = True
+        self._turn_cancelled = False
         self.set_idle(False)
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
 
@@ -181,7 +182,9 @@ class AcpDriver(Driver):
 
     async def interrupt(self) -> None:
         self.queued.clear()
-        # Pending permission requests are answered "cancelled", as the protocol asks.
+        # Pending permission requests are answered "cancelled", as the protocol asks; so is one that
+        # arrived but whose handler has not started yet.
+        self._turn_cancelled = True
         for scope in list(self._pending_permissions):
             scope.cancel()
         if self.turn_active and self.session_id:
@@ -204,6 +207,8 @@ class AcpDriver(Driver):
         call = params.tool_call
         request = self._approval_request(str(incoming.id), call)
         decision: ApprovalDecision | None = None
+        if self._turn_cancelled:
+            return {"outcome": {"outcome": "cancelled"}}
         with anyio.CancelScope() as scope:
             self._pending_permissions.add(scope)
             try:

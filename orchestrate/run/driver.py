@@ -12,7 +12,7 @@ from anyio.abc import TaskGroup
 
 from ..approvals.base import ApprovalService
 from ..errors import ConfigError, OrchestrateError
-from ..executors.base import Executor
+from ..executors.base import Capabilities, Executor
 from ..process.pipes import AgentProcess
 from ..task import Task
 
@@ -37,6 +37,8 @@ class Driver(abc.ABC):
 
     def __init__(self, ctx: DriverContext) -> None:
         self.ctx = ctx
+        self.capabilities: Capabilities = ctx.executor.capabilities
+        """What the agent can do; a driver may learn more from the agent itself."""
         self.is_idle = False
         """True when the agent has answered everything sent to it and waits for more."""
         self.input_closed = False

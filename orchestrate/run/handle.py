@@ -20,7 +20,7 @@ from ..approvals.base import ApprovalService
 from ..approvals.simple import AutoDeny, SessionMemory
 from ..entries import EntryPatch, ErrorEntry, NormalizedEntry, TokenUsage, TokenUsageEntry, ToolUse
 from ..errors import OrchestrateError, ProcessExitedError, RunClosedError, SpawnError
-from ..executors.base import Executor
+from ..executors.base import Capabilities, Executor
 from ..normalizers.base import Normalizer
 from ..normalizers.framing import LineFramer, LineTooLong
 from ..process.pipes import AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
@@ -115,6 +115,12 @@ class Run:
         await self._done.wait()
         assert self._result is not None
         return self._result
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What this agent can do: as the executor declares it, or as the agent itself said when it
+        started (a generic ACP agent's initialize answer)."""
+        return self._driver.capabilities if self._driver is not None else self.executor.capabilities
 
     @property
     def entries(self) -> list[NormalizedEntry]:
