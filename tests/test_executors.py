@@ -248,3 +248,59 @@ def test_claude_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert ClaudeCodeExecutor().credentials()[0] is True
     monkeypatch.setenv("ANTHROPIC_API_KEY", "x")
     assert ClaudeCodeExecutor().credentials() == (True, "$ANTHROPIC_API_KEY")
+
+
+def test_acp_agents_credentials_and_argv(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrate.executors.acp import AcpExecutor, GeminiExecutor, QwenExecutor
+
+    for name in (
+        "GEMINI_API_KEY",
+        "GOOGLE_API_KEY",
+        "GOOGLE_APPLICATION_CREDENTIALS",
+        "GOOGLE_GEMINI_BASE_URL",
+        "OPENAI_API_KEY",
+        "DASHSCOPE_API_KEY",
+        "QWEN_API_KEY",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert GeminiExecutor().credentials() == (False, None)
+    assert QwenExecutor().credentials() == (False, None)
+    (tmp_path / ".qwen").mkdir()
+    (tmp_path / ".qwen" / "settings.json").write_text('{"security": {"auth": {"apiKey": "k"}}}')
+    assert QwenExecutor().credentials()[0] is True
+    monkeypatch.setenv("GEMINI_API_KEY", "k")
+    assert GeminiExecutor().credentials() == (True, "$GEMINI_API_KEY")
+    assert GeminiExecutor(ExecutorOptions(base_command="gemini")).build_argv(
+        Task(prompt="p", cwd=tmp_path, model="gemini-2.5-flash")
+    ) == ["gemini", "--acp", "-m", "gemini-2.5-flash"]
+    assert QwenExecutor(ExecutorOptions(base_command="qwen")).build_argv(Task(prompt="p", cwd=tmp_path)) == [
+        "qwen",
+        "--acp",
+    ]
+    with pytest.raises(ConfigError, match="--command"):
+        AcpExecutor().build_argv(Task(prompt="p", cwd=tmp_path))
+    assert (
+        GeminiExecutor().auth_method([{"id": "gemini-api-key"}], {"GEMINI_API_KEY": "k"}) == "gemini-api-key"
+    )
+    assert QwenExecutor().auth_method([{"id": "openai"}], {}) is None
+
+
+def test_gemini_moves_a_session_file_the_load_would_clobber(tmp_path: Path) -> None:
+    from datetime import datetime
+
+    from orchestrate.executors.acp import GeminiExecutor
+    from orchestrate.process.pipes import ProcessSpec
+
+    chats = tmp_path / ".gemini" / "tmp" / "work" / "chats"
+    chats.mkdir(parents=True)
+    now = datetime.now().strftime("%Y-%m-%dT%H-%M")
+    session = chats / f"session-{now}-abcdef12.jsonl"
+    session.write_text("{}")
+    spec = ProcessSpec(["gemini"], tmp_path, {"HOME": str(tmp_path)})
+    done = GeminiExecutor().prepare(spec, Task(prompt="p", cwd=tmp_path, resume="abcdef12-0000"))
+    if datetime.now().strftime("%Y-%m-%dT%H-%M") == now:  # (the minute may have turned meanwhile)
+        assert len(done) == 1 and not session.exists()
+        [moved] = list(chats.iterdir())
+        assert moved.name.endswith("-abcdef12.jsonl") and moved.read_text() == "{}"
+    assert GeminiExecutor().prepare(spec, Task(prompt="p", cwd=tmp_path)) == []

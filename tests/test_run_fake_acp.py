@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
 import anyio
+import orjson
 import pytest
 
 from orchestrate import ApprovalDecision, ApprovalRequest, AutoApprove, AutoDeny, Run
 from orchestrate.approvals import ApprovalService, RulePolicy
 from orchestrate.entries import CommandRun, ToolUseEntry
+from orchestrate.process.rawlog import read_raw_log
 from orchestrate.run import RunResult
 
 from .helpers import During, Never, errors, fake_acp, run_agent, texts, tool_status, wait_for
@@ -216,3 +219,34 @@ async def test_authenticate_then_open_the_session(tmp_path: Path, monkeypatch: p
     executor = KeyAgent(fake_acp().options)
     result, _ = await run_agent(executor, tmp_path, "plain")
     assert result.outcome == "success" and result.final_text == "hello from fake acp"
+
+
+async def test_mcp_servers_are_passed_to_the_session(tmp_path: Path) -> None:
+    servers = {
+        "files": {"command": "mcp-files", "args": ["--root", "."], "env": {"K": "v"}},
+        "remote": {"url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "x"}},
+    }
+    result, _ = await run_agent(fake_acp(mcp_servers=servers), tmp_path, "plain")
+    assert result.raw_log is not None
+    sent = [
+        orjson.loads(line)
+        for r in read_raw_log(result.raw_log)[1]
+        if r.stream == "stdin"
+        for line in r.data.splitlines()
+    ]
+    [new] = [m for m in sent if m.get("method") == "session/new"]
+    assert new["params"]["mcpServers"] == [
+        {
+            "name": "files",
+            "command": "mcp-files",
+            "args": ["--root", "."],
+            "env": [{"name": "K", "value": "v"}],
+        },
+        {
+            "type": "http",
+            "name": "remote",
+            "url": "http://127.0.0.1:9/mcp",
+            "headers": [{"name": "Authorization", "value": "x"}],
+        },
+    ]
+    assert new["params"]["cwd"] == os.path.realpath(tmp_path)
