@@ -249,4 +249,8 @@ async def test_mcp_servers_are_passed_to_the_session(tmp_path: Path) -> None:
             "headers": [{"name": "Authorization", "value": "x"}],
         },
     ]
-    assert new["params"]["cwd"] == os.path.realpath(tmp_path)
+    assert new["params"]["cwd"] == _real(tmp_path)
+
+
+def _real(path: Path) -> str:
+    return os.path.realpath(path)
