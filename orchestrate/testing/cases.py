@@ -35,7 +35,7 @@ from ..task import Task
 from .model_server import ScriptedModelServer
 from .offline import Scratch, claude_offline_env, codex_offline_env, gemini_offline_env, qwen_offline_env
 from .recording import SCRATCH_PLACEHOLDER
-from .scenario import Scenario
+from .scenario import Scenario, load_data
 
 __all__ = ["Case", "offline_env", "run_case"]
 
@@ -68,7 +68,7 @@ class Case:
 
     @classmethod
     def load(cls, path: Path) -> Case:
-        raw = orjson.loads(path.read_bytes())
+        raw = load_data(path)
         try:
             case = cls(**raw)
         except TypeError as exc:

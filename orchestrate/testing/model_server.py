@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import threading
 import time
 from collections.abc import Callable
@@ -42,6 +43,7 @@ class ScriptedModelServer:
         self.log_path = log_path
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
+        self._ids = itertools.count(1)
         server = self
 
         class Handler(_Handler):
@@ -88,6 +90,10 @@ class ScriptedModelServer:
         self, et: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.close()
+
+    def new_id(self, prefix: str) -> str:
+        with self._lock:
+            return f"{prefix}{next(self._ids):04d}"
 
     def record(self, entry: dict[str, Any]) -> None:
         with self._lock:
@@ -182,3 +188,6 @@ class _Handler(BaseHTTPRequestHandler):
     def end_sse(self) -> None:
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+    def new_id(self, prefix: str) -> str:
+        return self.owner.new_id(prefix)

@@ -1,6 +1,6 @@
 """Scenarios: what the scripted model answers, turn by turn, instead of magic words in the prompt.
 
-A scenario file is JSON::
+A scenario file is JSON (or the same in YAML)::
 
     {"steps": [
       {"thinking": "let me look", "text": "I'll run it.",
@@ -24,10 +24,22 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import yaml
 
 from ..errors import ConfigError
 
-__all__ = ["Scenario", "Step", "ToolCall"]
+__all__ = ["Scenario", "Step", "ToolCall", "load_data"]
+
+
+def load_data(path: Path) -> Any:
+    """A JSON or YAML file's data (YAML for ``.yaml`` / ``.yml``); a clear ConfigError otherwise."""
+    try:
+        raw = path.read_bytes()
+        if path.suffix in (".yaml", ".yml"):
+            return yaml.safe_load(raw)
+        return orjson.loads(raw)
+    except (OSError, orjson.JSONDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -89,10 +101,8 @@ class Scenario:
 
     @classmethod
     def load(cls, path: Path) -> Scenario:
-        try:
-            return cls.from_obj(orjson.loads(path.read_bytes()))
-        except (OSError, orjson.JSONDecodeError) as exc:
-            raise ConfigError(f"cannot read scenario {path}: {exc}") from exc
+        """A scenario from a JSON or YAML file (by its suffix)."""
+        return cls.from_obj(load_data(path))
 
     def take(self) -> Step:
         """The next step (thread-safe: the CLI may send requests concurrently)."""

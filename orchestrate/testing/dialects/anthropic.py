@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import secrets
 import time
 from typing import Any
 
@@ -27,9 +26,9 @@ def reply(out: Responder, body: dict[str, Any], step: Step) -> None:
         text = str(step.error.get("message") or f"scripted {etype}")
         out.json(status, {"type": "error", "error": {"type": etype, "message": text}})
         return
-    blocks = _blocks(step, last_tool_result(body.get("messages") or []))
+    blocks = _blocks(out, step, last_tool_result(body.get("messages") or []))
     message: dict[str, Any] = {
-        "id": "msg_scripted_" + secrets.token_hex(10),
+        "id": out.new_id("msg_scripted_"),
         "type": "message",
         "role": "assistant",
         "model": body.get("model") or "claude-scripted",
@@ -76,7 +75,7 @@ _ERROR_TYPES = {
 }
 
 
-def _blocks(step: Step, tool_result: str | None) -> list[dict[str, Any]]:
+def _blocks(out: Responder, step: Step, tool_result: str | None) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     if step.thinking:
         blocks.append({"type": "thinking", "thinking": step.thinking, "signature": "scripted"})
@@ -87,7 +86,7 @@ def _blocks(step: Step, tool_result: str | None) -> list[dict[str, Any]]:
         blocks.append(
             {
                 "type": "tool_use",
-                "id": "toolu_scripted_" + secrets.token_hex(10),
+                "id": out.new_id("toolu_scripted_"),
                 "name": call.name,
                 "input": call.input,
             }

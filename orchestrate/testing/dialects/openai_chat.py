@@ -8,7 +8,6 @@ JSON response gets a filled object, and Qwen's follow-up suggestion call gets an
 
 from __future__ import annotations
 
-import secrets
 import time
 from typing import Any
 
@@ -91,10 +90,10 @@ def _send(
     calls: list[ToolCall],
     delay: float,
 ) -> None:
-    cid, model = "chatcmpl-" + secrets.token_hex(6), str(body.get("model") or "scripted")
+    cid, model = out.new_id("chatcmpl-"), str(body.get("model") or "scripted")
     tool_calls: list[dict[str, Any]] = [
         {
-            "id": "call_" + secrets.token_hex(4),
+            "id": out.new_id("call_"),
             "type": "function",
             "function": {"name": c.name, "arguments": orjson.dumps(c.input).decode()},
         }

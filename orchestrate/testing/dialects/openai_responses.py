@@ -7,7 +7,6 @@ A scenario tool call becomes the item the request's ``tools`` ask for: a ``custo
 
 from __future__ import annotations
 
-import secrets
 import time
 from typing import Any
 
@@ -20,6 +19,13 @@ from .sse import Responder
 __all__ = ["last_tool_output", "reply"]
 
 _OUTPUT_TYPES = ("function_call_output", "custom_tool_call_output")
+USAGE = {
+    "input_tokens": 100,
+    "input_tokens_details": {"cached_tokens": 0},
+    "output_tokens": 20,
+    "output_tokens_details": {"reasoning_tokens": 0},
+    "total_tokens": 120,
+}
 
 
 def reply(out: Responder, body: dict[str, Any], step: Step) -> None:
@@ -30,14 +36,20 @@ def reply(out: Responder, body: dict[str, Any], step: Step) -> None:
             status, {"error": {"message": message, "type": str(step.error.get("type") or "server_error")}}
         )
         return
-    rid = "resp_scripted_" + secrets.token_hex(8)
+    rid = out.new_id("resp_scripted_")
     model = body.get("model") or "gpt-scripted"
     seq = iter(range(1 << 30))
+    stream = body.get("stream", True) is not False
+    finished: list[dict[str, Any]] = []
 
     def send(name: str, data: dict[str, Any]) -> None:
-        out.event(name, {"type": name, "sequence_number": next(seq), **data})
+        if stream:
+            out.event(name, {"type": name, "sequence_number": next(seq), **data})
+        elif name == "response.output_item.done":  # not streamed: only the finished items matter
+            finished.append(data["item"])
 
-    out.start_sse()
+    if stream:
+        out.start_sse()
     send(
         "response.created",
         {
@@ -52,16 +64,29 @@ def reply(out: Responder, body: dict[str, Any], step: Step) -> None:
     )
     index = 0
     if step.thinking:
-        _reasoning(send, index, step.thinking)
+        _reasoning(out, send, index, step.thinking)
         index += 1
     text = step.render_text(last_tool_output(body.get("input") or []))
     if text:
-        _message(send, index, text, step.delay)
+        _message(out, send, index, text, step.delay)
         index += 1
     kinds = _tool_kinds(body)
     for call in step.tools:
-        _tool_call(send, index, call, kinds.get(call.name, "function"))
+        _tool_call(out, send, index, call, kinds.get(call.name, "function"))
         index += 1
+    if not stream:
+        out.json(
+            200,
+            {
+                "id": rid,
+                "object": "response",
+                "status": "completed",
+                "model": model,
+                "output": finished,
+                "usage": USAGE,
+            },
+        )
+        return
     send(
         "response.completed",
         {
@@ -71,21 +96,15 @@ def reply(out: Responder, body: dict[str, Any], step: Step) -> None:
                 "status": "completed",
                 "model": model,
                 "output": [],
-                "usage": {
-                    "input_tokens": 100,
-                    "input_tokens_details": {"cached_tokens": 0},
-                    "output_tokens": 20,
-                    "output_tokens_details": {"reasoning_tokens": 0},
-                    "total_tokens": 120,
-                },
+                "usage": USAGE,
             }
         },
     )
     out.end_sse()
 
 
-def _message(send: Any, index: int, text: str, delay: float) -> None:
-    mid = "msg_scripted_" + secrets.token_hex(8)
+def _message(out: Responder, send: Any, index: int, text: str, delay: float) -> None:
+    mid = out.new_id("msg_scripted_")
     item = {"type": "message", "id": mid, "role": "assistant", "status": "in_progress", "content": []}
     send("response.output_item.added", {"output_index": index, "item": item})
     part = {"item_id": mid, "output_index": index, "content_index": 0}
@@ -106,8 +125,8 @@ def _message(send: Any, index: int, text: str, delay: float) -> None:
     send("response.output_item.done", {"output_index": index, "item": done})
 
 
-def _reasoning(send: Any, index: int, text: str) -> None:
-    rid = "rs_scripted_" + secrets.token_hex(8)
+def _reasoning(out: Responder, send: Any, index: int, text: str) -> None:
+    rid = out.new_id("rs_scripted_")
     send(
         "response.output_item.added",
         {"output_index": index, "item": {"type": "reasoning", "id": rid, "summary": []}},
@@ -126,8 +145,8 @@ def _reasoning(send: Any, index: int, text: str) -> None:
     send("response.output_item.done", {"output_index": index, "item": item})
 
 
-def _tool_call(send: Any, index: int, call: ToolCall, kind: str) -> None:
-    suffix = secrets.token_hex(8)
+def _tool_call(out: Responder, send: Any, index: int, call: ToolCall, kind: str) -> None:
+    suffix = out.new_id("")
     if call.name == "web_search":
         item = {
             "type": "web_search_call",

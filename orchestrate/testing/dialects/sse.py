@@ -20,3 +20,6 @@ class Responder(Protocol):
 
     def end_sse(self) -> None:
         """Send the last chunk."""
+
+    def new_id(self, prefix: str) -> str:
+        """A fresh id, counted per server so that a re-recorded run gets the same ids."""
