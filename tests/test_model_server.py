@@ -103,7 +103,7 @@ def test_openai_responses_streaming_and_not(server: ScriptedModelServer) -> None
         *body["input"],
         {"type": "function_call_output", "call_id": "c", "output": "Chunk ID: x\nOutput:\nfile.txt\n"},
     ]
-    status, _, raw = post(server, "/v1/responses", {**body, "input": answered, "stream": False})
+    _, _, raw = post(server, "/v1/responses", {**body, "input": answered, "stream": False})
     reply = json.loads(raw)
     assert reply["output"][0]["content"][0]["text"] == "The tool said: file.txt"
     assert reply["usage"]["total_tokens"] == 120
@@ -135,7 +135,7 @@ def test_openai_chat_streaming_and_not(server: ScriptedModelServer) -> None:
         *body["messages"],
         {"role": "tool", "tool_call_id": "c", "content": json.dumps([{"type": "text", "text": "out.txt"}])},
     ]
-    status, _, raw = post(server, "/v1/chat/completions", {**body, "stream": False, "messages": messages})
+    _, _, raw = post(server, "/v1/chat/completions", {**body, "stream": False, "messages": messages})
     assert json.loads(raw)["choices"][0]["message"]["content"] == "The tool said: out.txt"
 
 
