@@ -94,7 +94,7 @@ def test_anthropic_side_requests_take_no_step(server: ScriptedModelServer) -> No
 def test_openai_responses_streaming_and_not(server: ScriptedModelServer) -> None:
     tools = [{"type": "function", "name": "exec"}, {"type": "custom", "name": "apply_patch"}]
     body = {"model": "gpt", "tools": tools, "input": [{"type": "message", "role": "user", "content": "hi"}]}
-    status, _, raw = post(server, "/v1/responses", {**body, "stream": True})
+    _, _, raw = post(server, "/v1/responses", {**body, "stream": True})
     events = sse(raw)
     done = [d["item"] for n, d in events if n == "response.output_item.done"]
     assert [i["type"] for i in done] == ["reasoning", "message", "function_call"]
@@ -121,7 +121,7 @@ def test_openai_chat_streaming_and_not(server: ScriptedModelServer) -> None:
         "tools": tools,
         "messages": [{"role": "user", "content": "hi"}],
     }
-    status, _, raw = post(server, "/v1/chat/completions", body)
+    _, _, raw = post(server, "/v1/chat/completions", body)
     events = sse(raw)
     assert events[-1] == (None, "[DONE]") and events[-2][1]["usage"]["total_tokens"] == 120
     deltas = [e[1]["choices"][0]["delta"] for e in events[:-2] if e[1]["choices"]]
