@@ -35,7 +35,11 @@ from ..registry import default_registry
 from ..replay import normalizer_for_file, replay
 from ..run import Run, RunResult
 from ..task import Task
+from ..testing.conformance import SCENARIOS, Cell, run_conformance
 from ..testing.demo import demo_task
+from ..testing.model_server import ScriptedModelServer
+from ..testing.recording import FIXTURE_FOLDERS, record_case
+from ..testing.scenario import Scenario
 from .render import TextRenderer
 
 __all__ = ["main"]
@@ -314,3 +318,105 @@ def replay_cmd(file: Path, executor_name: str, output: str) -> None:
 def schema() -> None:
     """Print the JSON Schema of one entry patch (the lines of `--output jsonl`)."""
     click.echo(orjson.dumps(entry_json_schema(), option=orjson.OPT_INDENT_2).decode())
+
+
+# --- the conformance lab: scripted model, recording, conformance ---------------------------------
+
+
+@main.command(name="model-server")
+@click.option(
+    "--scenario",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    required=True,
+    help="Scenario file (JSON or YAML).",
+)
+@click.option("--port", type=int, default=0, show_default=True, help="0: any free port.")
+@click.option("--port-file", type=click.Path(dir_okay=False, path_type=Path), help="Write the port here.")
+@click.option(
+    "--log", "log_path", type=click.Path(dir_okay=False, path_type=Path), help="Append requests here."
+)
+def model_server(scenario: Path, port: int, port_file: Path | None, log_path: Path | None) -> None:
+    """Serve a scripted model on 127.0.0.1 (Anthropic, OpenAI Responses and chat, Gemini) until stopped."""
+    try:
+        server = ScriptedModelServer(Scenario.load(scenario), log_path=log_path, port=port)
+    except OrchestrateError as exc:
+        raise _translate(exc) from exc
+    with server:
+        if port_file is not None:
+            port_file.write_text(str(server.port))
+        click.echo(f"scripted model on {server.url}", err=True)
+        # Block the signals and wait for one, so either ends the server cleanly.
+        stop = {signal.SIGINT, signal.SIGTERM}
+        signal.pthread_sigmask(signal.SIG_BLOCK, stop)
+        signal.sigwait(stop)
+
+
+@main.command()
+@click.option("--executor", "-e", "executor_name", required=True)
+@click.option(
+    "--scenario",
+    type=click.Path(dir_okay=False, exists=True, path_type=Path),
+    required=True,
+    help="Case file (JSON or YAML): the scripted model's steps and how the run is driven.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Fixture to write (default fixtures/<protocol>/<scenario>.jsonl).",
+)
+def record(executor_name: str, scenario: Path, out: Path | None) -> None:
+    """Run the real CLI in a scratch home against the scripted model and write a scrubbed fixture."""
+    folder = FIXTURE_FOLDERS.get(executor_name, executor_name)
+    out = out or Path("fixtures") / folder / f"{scenario.stem}.jsonl"
+    try:
+        default_registry.get(executor_name)
+        result = anyio.run(_record, executor_name, scenario, out)
+    except OrchestrateError as exc:
+        raise _translate(exc) from exc
+    click.echo(
+        f"{out}: {result.outcome}, {len(result.entries)} entries (expected entries in "
+        f"{out.with_suffix('.entries.json')})"
+    )
+
+
+async def _record(executor: str, scenario: Path, out: Path) -> RunResult:
+    return await record_case(executor, scenario, out, project=Path.cwd())
+
+
+@main.command()
+@click.option(
+    "--executor",
+    "-e",
+    "executor_names",
+    multiple=True,
+    help="Only these (repeatable); default every executor that has conformance scenarios.",
+)
+@click.option("--json", "as_json", is_flag=True, help="The matrix as JSON.")
+@click.option(
+    "--require-installed", is_flag=True, help="A CLI that is not installed fails instead of being skipped."
+)
+def conformance(executor_names: tuple[str, ...], as_json: bool, require_installed: bool) -> None:
+    """Run the conformance scenarios on every installed real CLI against the scripted model."""
+    try:
+        cells = anyio.run(run_conformance, list(executor_names) or None)
+    except OrchestrateError as exc:
+        raise _translate(exc) from exc
+    if as_json:
+        click.echo(orjson.dumps([c.__dict__ for c in cells], option=orjson.OPT_INDENT_2).decode())
+    else:
+        _print_matrix(cells)
+    bad = {"fail"} | ({"not installed"} if require_installed else set())
+    sys.exit(1 if any(c.verdict in bad for c in cells) else 0)
+
+
+def _print_matrix(cells: list[Cell]) -> None:
+    console = Console(highlight=False)
+    table = Table("CLI", *SCENARIOS, box=None, pad_edge=False)
+    styles = {"pass": "green", "fail": "bold red", "n/a": "dim", "not installed": "yellow"}
+    for executor in dict.fromkeys(c.executor for c in cells):
+        row = [c for c in cells if c.executor == executor]
+        table.add_row(executor, *(f"[{styles[c.verdict]}]{c.verdict}[/]" for c in row))
+    console.print(table)
+    for cell in cells:
+        if cell.verdict in ("fail", "n/a", "not installed") and cell.why:
+            console.print(f"  {cell.executor} / {cell.scenario}: {cell.verdict}: {cell.why}", markup=False)

@@ -33,8 +33,14 @@ from ..registry import default_registry
 from ..run import Run, RunResult
 from ..task import Task
 from .model_server import ScriptedModelServer
-from .offline import Scratch, claude_offline_env, codex_offline_env, gemini_offline_env, qwen_offline_env
-from .recording import SCRATCH_PLACEHOLDER
+from .offline import (
+    SCRATCH_PLACEHOLDER,
+    Scratch,
+    claude_offline_env,
+    codex_offline_env,
+    gemini_offline_env,
+    qwen_offline_env,
+)
 from .scenario import Scenario, load_data
 
 __all__ = ["Case", "offline_env", "run_case"]

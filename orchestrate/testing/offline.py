@@ -15,6 +15,7 @@ from .model_server import ScriptedModelServer
 
 __all__ = [
     "CODEX_KEY_VARIABLE",
+    "SCRATCH_PLACEHOLDER",
     "Scratch",
     "claude_offline_env",
     "codex_offline_env",
@@ -23,6 +24,10 @@ __all__ = [
 ]
 
 CODEX_KEY_VARIABLE = "ORCHESTRATE_SCRIPTED_KEY"
+SCRATCH_PLACEHOLDER = "/scratch"
+"""Stands for the scratch root in case files and, once scrubbed, in fixtures."""
+SCRATCH_PLACEHOLDER = "/scratch"
+"""Stands for the scratch root in case files and, once scrubbed, in fixtures."""
 
 
 @dataclass

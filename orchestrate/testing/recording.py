@@ -1,18 +1,43 @@
-"""Turn the raw log of a real CLI's run into a fixture fit to commit."""
+"""Record a real CLI's run of a case, and turn its raw log into a fixture fit to commit: no machine
+paths, no keys, and the ids that change every run replaced by stable ones."""
 
 from __future__ import annotations
 
 import base64
+import os
+import re
 from pathlib import Path
+from typing import Any
 
 import orjson
 
-__all__ = ["SCRATCH_PLACEHOLDER", "scrub_raw_log"]
+from ..registry import default_registry
+from ..replay import replay
+from ..run import RunResult
+from .cases import Case, run_case
+from .offline import SCRATCH_PLACEHOLDER, Scratch
 
-SCRATCH_PLACEHOLDER = "/scratch"
+__all__ = ["FIXTURE_FOLDERS", "SCRATCH_PLACEHOLDER", "record_case", "scrub_raw_log", "write_expected"]
 
 
-def scrub_raw_log(src: Path, dst: Path, replacements: dict[str, str]) -> None:
+_UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_UUID_TAIL = re.compile(rb"[0-9a-f-]{1,35}$")
+
+
+class _StableIds:
+    """Each distinct UUID becomes ``00000000-0000-4000-8000-<n>``, numbered by first appearance."""
+
+    def __init__(self) -> None:
+        self.seen: dict[bytes, bytes] = {}
+
+    def __call__(self, match: re.Match[bytes]) -> bytes:
+        found = match.group(0)
+        if found not in self.seen:
+            self.seen[found] = b"00000000-0000-4000-8000-%012d" % (len(self.seen) + 1)
+        return self.seen[found]
+
+
+def scrub_raw_log(src: Path, dst: Path, replacements: dict[str, str], *, stable_ids: bool = True) -> None:
     """Copy a raw log, replacing machine paths (and anything else given) in every chunk and event.
 
     A path can straddle two chunks of a stream, so each stream is scrubbed as one flow: a chunk's
@@ -22,10 +47,12 @@ def scrub_raw_log(src: Path, dst: Path, replacements: dict[str, str]) -> None:
     """
     pairs = sorted(((k.encode(), v.encode()) for k, v in replacements.items()), key=lambda kv: -len(kv[0]))
 
+    ids = _StableIds()
+
     def clean(data: bytes) -> bytes:
         for old, new in pairs:
             data = data.replace(old, new)
-        return data
+        return _UUID.sub(ids, data) if stable_ids else data
 
     carry: dict[str, bytes] = {}
     last_ts: dict[str, object] = {}
@@ -37,7 +64,7 @@ def scrub_raw_log(src: Path, dst: Path, replacements: dict[str, str]) -> None:
             continue
         piece = base64.b64decode(rec.pop("b64")) if "b64" in rec else rec.pop("data").encode()
         data = clean(carry.pop(rec["stream"], b"") + piece)
-        held = _possible_start(data, [old for old, _ in pairs])
+        held = _possible_start(data, [old for old, _ in pairs], stable_ids)
         if held:
             carry[rec["stream"]], data = data[-held:], data[:-held]
         last_ts[rec["stream"]] = rec.get("ts")
@@ -49,13 +76,18 @@ def scrub_raw_log(src: Path, dst: Path, replacements: dict[str, str]) -> None:
     dst.write_bytes(bytes(out))
 
 
-def _possible_start(data: bytes, keys: list[bytes]) -> int:
-    """The length of the longest tail of ``data`` (after its last newline) that begins a key."""
+def _possible_start(data: bytes, keys: list[bytes], ids: bool) -> int:
+    """The length of the longest tail of ``data`` (after its last newline) that begins a key (or,
+    with ``ids``, a UUID)."""
     tail = data[data.rfind(b"\n") + 1 :]
+    held = 0
     for n in range(min(len(tail), max((len(k) for k in keys), default=1) - 1), 0, -1):
         if any(k.startswith(tail[-n:]) for k in keys):
-            return n
-    return 0
+            held = n
+            break
+    if ids and (m := _UUID_TAIL.search(tail)):
+        held = max(held, len(m.group(0)))
+    return held
 
 
 def _chunk_record(rec: dict[str, object], data: bytes) -> bytes:
@@ -64,3 +96,43 @@ def _chunk_record(rec: dict[str, object], data: bytes) -> bytes:
     except UnicodeDecodeError:
         rec["b64"] = base64.b64encode(data).decode()
     return orjson.dumps(rec) + b"\n"
+
+
+# Where each executor's golden fixtures live: one folder per wire protocol (and agent, for ACP).
+FIXTURE_FOLDERS = {
+    "claude-code": "claude-stream-json",
+    "codex": "codex-app-server",
+    "codex-exec": "codex-exec",
+    "gemini": "acp-gemini",
+    "qwen": "acp-qwen",
+}
+
+
+async def record_case(executor: str, scenario: Path, out: Path, *, project: Path | None = None) -> RunResult:
+    """Run ``scenario`` (a case file) with the real CLI in a scratch home against the scripted server
+    and write ``out`` (the scrubbed raw log) and ``out``'s ``.entries.json`` (the normalized entries)."""
+    with Scratch.create() as scratch:
+        raw = scratch.root / "raw.jsonl"
+        result = await run_case(executor, Case.load(scenario), scratch, raw)
+        binary = orjson.loads(raw.read_bytes().splitlines()[0])["argv"][0]
+        replacements = {
+            str(scratch.root): SCRATCH_PLACEHOLDER,
+            str(Path(binary).parent): "/bin",
+            str(Path.home()): "/home",
+        }
+        if project is not None:
+            replacements[os.path.realpath(project)] = "/project"  # noqa: ASYNC240 - one stat, before the run
+        scrub_raw_log(raw, out, replacements)
+    write_expected(executor, out)
+    return result
+
+
+def write_expected(executor: str, fixture: Path) -> list[dict[str, Any]]:
+    """Replay ``fixture`` through the executor's normalizer and write what it gives, for review."""
+    normalizer = default_registry.create(executor).create_normalizer()
+    list(replay(fixture, normalizer))
+    entries = [e.to_json_dict() for e in normalizer.entries]
+    fixture.with_suffix(".entries.json").write_bytes(
+        orjson.dumps(entries, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n"
+    )
+    return entries

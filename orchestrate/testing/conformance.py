@@ -1,0 +1,160 @@
+"""The conformance lab: every installed real CLI runs the same scenarios against the scripted model,
+and each run is checked for what must come out of it.
+
+The scenarios of an executor are ``conformance/<executor>.yaml``: one case per scenario (cases.py)
+plus ``expect`` (checked below) or ``not_applicable`` (why its protocol cannot express it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from importlib.resources import files
+from typing import Any, Literal
+
+import yaml
+
+from ..entries import FileEdit, FileWrite, ToolUseEntry
+from ..errors import ConfigError, OrchestrateError
+from ..registry import default_registry
+from ..run import RunResult
+from .cases import Case, run_case
+from .offline import Scratch
+
+__all__ = ["SCENARIOS", "Cell", "check", "conformance_executors", "load_scenarios", "run_conformance"]
+
+SCENARIOS = ("plain_answer", "tool_approved", "tool_denied", "file_edit", "follow_up", "interrupt")
+Verdict = Literal["pass", "fail", "n/a", "not installed"]
+
+
+@dataclass
+class Cell:
+    executor: str
+    scenario: str
+    verdict: Verdict
+    why: str = ""
+    seconds: float = 0.0
+
+
+@dataclass
+class ConformanceScenario:
+    case: Case | None
+    expect: dict[str, Any] = field(default_factory=dict)
+    not_applicable: str | None = None
+
+
+def conformance_executors() -> list[str]:
+    """The executors that have a scenario set."""
+    root = files("orchestrate.testing").joinpath("conformance")
+    return sorted(p.name.removesuffix(".yaml") for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+def load_scenarios(executor: str) -> dict[str, ConformanceScenario]:
+    resource = files("orchestrate.testing").joinpath(f"conformance/{executor}.yaml")
+    if not resource.is_file():
+        raise ConfigError(
+            f"no conformance scenarios for {executor!r}; there are: {', '.join(conformance_executors())}"
+        )
+    raw = yaml.safe_load(resource.read_text(encoding="utf-8")) or {}
+    out = {}
+    for name in SCENARIOS:
+        spec = dict(raw.get(name) or {})
+        if "not_applicable" in spec:
+            out[name] = ConformanceScenario(None, not_applicable=str(spec["not_applicable"]))
+            continue
+        expect = spec.pop("expect", {})
+        out[name] = ConformanceScenario(Case(**spec), expect)
+    return out
+
+
+async def run_conformance(executors: list[str] | None = None) -> list[Cell]:
+    """Every scenario on every executor asked for (default: all that have scenarios)."""
+    cells = []
+    for executor in executors or conformance_executors():
+        scenarios = load_scenarios(executor)
+        availability = await default_registry.create(executor).check_availability()
+        for name in SCENARIOS:
+            cells.append(
+                await _one(executor, name, scenarios[name], availability.installed, availability.reason)
+            )
+    return cells
+
+
+async def _one(
+    executor: str, name: str, scenario: ConformanceScenario, installed: bool, reason: str | None
+) -> Cell:
+    if scenario.case is None:
+        return Cell(executor, name, "n/a", scenario.not_applicable or "")
+    if not installed:
+        return Cell(executor, name, "not installed", reason or "")
+    with Scratch.create(prefix=f"conformance-{executor}-") as scratch:
+        try:
+            result = await run_case(executor, scenario.case, scratch, scratch.root / "raw.jsonl", limit=120)
+        except OrchestrateError as exc:
+            return Cell(executor, name, "fail", f"{type(exc).__name__}: {exc}")
+        problems = check(result, scenario.expect, scratch)
+    seconds = _duration(result)
+    return Cell(executor, name, "fail" if problems else "pass", "; ".join(problems), seconds)
+
+
+def check(result: RunResult, expect: dict[str, Any], scratch: Scratch) -> list[str]:
+    """What in ``result`` (and the working directory) falls short of ``expect``."""
+    problems = []
+    if "outcome" in expect and result.outcome != expect["outcome"]:
+        problems.append(
+            f"outcome {result.outcome}, expected {expect['outcome']}"
+            + (f" ({result.error})" if result.error else "")
+        )
+    if "final_text" in expect and result.final_text.strip() != expect["final_text"]:
+        problems.append(f"final text {result.final_text[:80]!r}")
+    if "final_contains" in expect and expect["final_contains"] not in result.final_text:
+        problems.append(f"final text {result.final_text[:80]!r} lacks {expect['final_contains']!r}")
+    users = [e for e in result.entries if e.type.kind == "user_message"]
+    if "user_messages" in expect and len(users) != expect["user_messages"]:
+        problems.append(f"{len(users)} user messages, expected {expect['user_messages']}")
+    if "history_contains" in expect and not any(
+        expect["history_contains"] in e.content for e in result.entries
+    ):
+        problems.append(f"nothing shows the earlier turn {expect['history_contains']!r}")
+    if "tool" in expect:
+        problems += _check_tool(result.tool_results, expect["tool"])
+    for path, wanted in (expect.get("files") or {}).items():
+        target = scratch.work / path
+        if wanted is False and target.exists():
+            problems.append(f"{path} exists")
+        elif wanted is not False and not target.exists():
+            problems.append(f"{path} is missing")
+        elif isinstance(wanted, str) and wanted and target.read_text() != wanted:
+            problems.append(f"{path} holds {target.read_text()[:60]!r}")
+    return problems
+
+
+def _check_tool(tools: list[ToolUseEntry], expect: dict[str, Any]) -> list[str]:
+    kind = expect.get("action")
+    candidates = [
+        t
+        for t in tools
+        if kind is None or t.action.kind == kind or (kind == "file_edit" and isinstance(t.action, FileWrite))
+    ]
+    if not candidates:
+        return [f"no {kind or 'tool'} call among {[t.action.kind for t in tools]}"]
+    tool = candidates[-1]
+    problems = []
+    if "status" in expect and tool.status != expect["status"]:
+        problems.append(f"{tool.tool_name} {tool.status}, expected {expect['status']}")
+    decision = tool.approval.decision if tool.approval else None
+    if "approval" in expect and decision != expect["approval"]:
+        problems.append(f"approval {decision}, expected {expect['approval']}")
+    if "diff_contains" in expect:
+        diffs = (
+            "".join(c.unified_diff or "" for c in tool.action.changes)
+            if isinstance(tool.action, FileEdit | FileWrite)
+            else ""
+        )
+        if expect["diff_contains"] not in diffs:
+            problems.append(f"the diff lacks {expect['diff_contains']!r}")
+    return problems
+
+
+def _duration(result: RunResult) -> float:
+    stamps = [e.timestamp for e in result.entries if e.timestamp is not None]
+    return (max(stamps) - min(stamps)).total_seconds() if len(stamps) > 1 else 0.0
