@@ -40,6 +40,7 @@ from ..testing.demo import demo_task
 from ..testing.model_server import ScriptedModelServer
 from ..testing.recording import FIXTURE_FOLDERS, record_case
 from ..testing.scenario import Scenario
+from ..testing.upgrade import upgrade as run_upgrade
 from .render import TextRenderer
 
 __all__ = ["main"]
@@ -420,3 +421,40 @@ def _print_matrix(cells: list[Cell]) -> None:
     for cell in cells:
         if cell.verdict in ("fail", "n/a", "not installed") and cell.why:
             console.print(f"  {cell.executor} / {cell.scenario}: {cell.verdict}: {cell.why}", markup=False)
+
+
+@main.command()
+@click.option("--executor", "-e", "executor_name", required=True)
+@click.option("--version", "version", default="latest", show_default=True, help="The version to pin.")
+@click.option("--no-install", is_flag=True, help="Keep the pinned version; only re-record and compare.")
+@click.option(
+    "--pins",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=Path("clis"),
+    show_default=True,
+    help="Folder of the package.json that pins the CLIs.",
+)
+@click.option(
+    "--fixtures",
+    type=click.Path(file_okay=False, exists=True, path_type=Path),
+    default=Path("fixtures"),
+    show_default=True,
+)
+def upgrade(executor_name: str, version: str, no_install: bool, pins: Path, fixtures: Path) -> None:
+    """Bump a pinned CLI, re-record its fixtures and print how the normalized entries changed."""
+    try:
+        bumped, changes = run_upgrade(
+            executor_name, None if no_install else version, pins, fixtures, Path.cwd()
+        )
+    except OrchestrateError as exc:
+        raise _translate(exc) from exc
+    if bumped is not None:
+        click.echo(f"{executor_name}: {bumped[0]} -> {bumped[1]}")
+    for change in changes:
+        click.echo(f"{change.case}: {'CHANGED' if change.changed else 'unchanged'} ({change.outcome})")
+        if change.changed:
+            click.echo(change.diff)
+    changed = sum(c.changed for c in changes)
+    click.echo(
+        f"{len(changes) - changed} unchanged, {changed} changed: review the .entries.json diffs, then commit"
+    )

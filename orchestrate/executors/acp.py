@@ -97,6 +97,7 @@ class AcpExecutor(Executor):
 class GeminiExecutor(AcpExecutor):
     name = "gemini"
     program = "gemini"
+    npm_package = "@google/gemini-cli"
     install_hint = "Install it with: npm install @google/gemini-cli"
     acp_flags = ("--acp",)
     model_flag = "-m"
@@ -157,6 +158,7 @@ class GeminiExecutor(AcpExecutor):
 class QwenExecutor(AcpExecutor):
     name = "qwen"
     program = "qwen"
+    npm_package = "@qwen-code/qwen-code"
     install_hint = "Install it with: npm install @qwen-code/qwen-code"
     acp_flags = ("--acp",)
     model_flag = "--model"

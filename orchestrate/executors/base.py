@@ -107,6 +107,8 @@ class Executor(abc.ABC):
     program: ClassVar[str]
     capabilities: ClassVar[Capabilities]
     install_hint: ClassVar[str] = ""
+    npm_package: ClassVar[str | None] = None
+    """The npm package of the CLI, for installing and upgrading a pinned version."""
     driver: ClassVar[str | None] = None
     """Which live driver runs it, when not the one of its protocol (several products share one)."""
     remove_env: ClassVar[tuple[str, ...]] = NESTING_VARIABLES

@@ -37,6 +37,7 @@ class ClaudeCodeExecutor(Executor):
     name = "claude-code"
     protocol = "stream-json"
     program = "claude"
+    npm_package = "@anthropic-ai/claude-code"
     install_hint = "Install it with: npm install @anthropic-ai/claude-code"
     capabilities: ClassVar[Capabilities] = Capabilities(
         protocol="stream-json",

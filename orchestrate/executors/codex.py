@@ -44,6 +44,7 @@ def config_overrides(config: dict[str, Any], mcp_servers: dict[str, dict[str, An
 
 class _CodexBase(Executor):
     program = "codex"
+    npm_package = "@openai/codex"
     install_hint = "Install it with: npm install @openai/codex"
 
     def codex_home(self, task: Task | None = None) -> Path:

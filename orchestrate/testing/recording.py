@@ -25,13 +25,23 @@ _UUID_TAIL = re.compile(rb"[0-9a-f-]{1,35}$")
 
 
 class _StableIds:
-    """Each distinct UUID becomes ``00000000-0000-4000-8000-<n>``, numbered by first appearance."""
+    """Each distinct UUID becomes ``00000000-0000-4000-8000-<n>``, numbered in the order the agent
+    first printed them, then the client: the two pipes interleave differently on every run, each
+    alone does not."""
 
-    def __init__(self) -> None:
+    def __init__(self, records: list[dict[str, Any]]) -> None:
         self.seen: dict[bytes, bytes] = {}
+        for stream in ("stdout", "stdin", "stderr", None):
+            for rec in records:
+                if rec.get("stream") == stream:
+                    data = _chunk_data(rec) if rec.get("type") == "chunk" else orjson.dumps(rec)
+                    for found in _UUID.finditer(data):
+                        self(found)
 
     def __call__(self, match: re.Match[bytes]) -> bytes:
         found = match.group(0)
+        if found.startswith(b"00000000-"):
+            return found  # already a placeholder (a case file names it): numbering it would race
         if found not in self.seen:
             self.seen[found] = b"00000000-0000-4000-8000-%012d" % (len(self.seen) + 1)
         return self.seen[found]
@@ -47,7 +57,8 @@ def scrub_raw_log(src: Path, dst: Path, replacements: dict[str, str], *, stable_
     """
     pairs = sorted(((k.encode(), v.encode()) for k, v in replacements.items()), key=lambda kv: -len(kv[0]))
 
-    ids = _StableIds()
+    records = [orjson.loads(line) for line in src.read_bytes().splitlines()]
+    ids = _StableIds(records)
 
     def clean(data: bytes) -> bytes:
         for old, new in pairs:
@@ -57,12 +68,13 @@ def scrub_raw_log(src: Path, dst: Path, replacements: dict[str, str], *, stable_
     carry: dict[str, bytes] = {}
     last_ts: dict[str, object] = {}
     out = bytearray()
-    for line in src.read_bytes().splitlines():
-        rec = orjson.loads(line)
+    for rec in records:
         if rec.get("type") != "chunk":
             out += clean(orjson.dumps(rec)) + b"\n"
             continue
-        piece = base64.b64decode(rec.pop("b64")) if "b64" in rec else rec.pop("data").encode()
+        piece = _chunk_data(rec)
+        rec.pop("b64", None)
+        rec.pop("data", None)
         data = clean(carry.pop(rec["stream"], b"") + piece)
         held = _possible_start(data, [old for old, _ in pairs], stable_ids)
         if held:
@@ -88,6 +100,10 @@ def _possible_start(data: bytes, keys: list[bytes], ids: bool) -> int:
     if ids and (m := _UUID_TAIL.search(tail)):
         held = max(held, len(m.group(0)))
     return held
+
+
+def _chunk_data(rec: dict[str, Any]) -> bytes:
+    return base64.b64decode(rec["b64"]) if "b64" in rec else str(rec["data"]).encode()
 
 
 def _chunk_record(rec: dict[str, object], data: bytes) -> bytes:
@@ -117,6 +133,8 @@ async def record_case(executor: str, scenario: Path, out: Path, *, project: Path
         binary = orjson.loads(raw.read_bytes().splitlines()[0])["argv"][0]
         replacements = {
             str(scratch.root): SCRATCH_PLACEHOLDER,
+            # the scratch dir's own random name, where a CLI shows a path relative to a parent
+            scratch.root.name: SCRATCH_PLACEHOLDER.strip("/"),
             str(Path(binary).parent): "/bin",
             str(Path.home()): "/home",
         }

@@ -1,0 +1,30 @@
+"""The conformance matrix: every executor whose CLI installs here passes every scenario its protocol can
+express, against the scripted model.  This is what the README's matrix shows."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from orchestrate.testing.conformance import SCENARIOS, conformance_executors, run_conformance
+
+pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
+
+
+async def test_every_installed_cli_passes_every_scenario_it_can_express() -> None:
+    cells = await run_conformance()
+    assert (
+        {c.executor for c in cells}
+        == set(conformance_executors())
+        >= {"claude-code", "codex", "codex-exec", "gemini", "qwen"}
+    )
+    assert len(cells) == len(conformance_executors()) * len(SCENARIOS)
+    failures = [f"{c.executor}/{c.scenario}: {c.why}" for c in cells if c.verdict == "fail"]
+    assert failures == []
+    if os.environ.get("ORCHESTRATE_REQUIRE_REAL_CLIS") == "1":
+        assert [c for c in cells if c.verdict == "not installed"] == []
+    assert {(c.executor, c.scenario) for c in cells if c.verdict == "n/a"} == {
+        ("codex-exec", "tool_approved"),
+        ("codex-exec", "tool_denied"),
+    }
