@@ -6,6 +6,7 @@ Exit codes: 0 success, 1 the agent reported failure (or the run timed out), 2 us
 
 from __future__ import annotations
 
+import shutil
 import signal
 import sys
 from collections.abc import Callable
@@ -411,7 +412,7 @@ def conformance(executor_names: tuple[str, ...], as_json: bool, require_installe
 
 
 def _print_matrix(cells: list[Cell]) -> None:
-    console = Console(highlight=False)
+    console = Console(highlight=False, width=max(120, shutil.get_terminal_size().columns))
     table = Table("CLI", *SCENARIOS, box=None, pad_edge=False)
     styles = {"pass": "green", "fail": "bold red", "n/a": "dim", "not installed": "yellow"}
     for executor in dict.fromkeys(c.executor for c in cells):
