@@ -35,6 +35,7 @@ __all__ = [
     "NormalizedEntry",
     "Plan",
     "PlanItem",
+    "PlanStatus",
     "Search",
     "SystemMessage",
     "TaskAction",
@@ -175,9 +176,12 @@ class ToolUseEntry(Model):
 # --- plans, usage, errors ---------------------------------------------------------------------
 
 
+PlanStatus = Literal["pending", "in_progress", "completed", "cancelled"]
+
+
 class PlanItem(Model):
     content: str
-    status: Literal["pending", "in_progress", "completed"] = "pending"
+    status: PlanStatus = "pending"
     priority: str | None = None
 
 

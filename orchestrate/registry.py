@@ -66,6 +66,7 @@ def _builtins() -> Registry:
     from .executors.acp import AcpExecutor, GeminiExecutor, QwenExecutor
     from .executors.claude_code import ClaudeCodeExecutor
     from .executors.codex import CodexExecExecutor, CodexExecutor
+    from .executors.cursor import CursorExecutor
 
     reg = Registry()
     for cls in (
@@ -75,6 +76,7 @@ def _builtins() -> Registry:
         GeminiExecutor,
         QwenExecutor,
         AcpExecutor,
+        CursorExecutor,
     ):
         reg.register(cls)
     return reg

@@ -26,6 +26,7 @@ FIXTURES = ROOT / "fixtures"
 FAKE_CLAUDE = FIXTURES / "bin" / "fake_claude.py"
 FAKE_CODEX = FIXTURES / "bin" / "fake_codex.py"
 FAKE_ACP = FIXTURES / "bin" / "fake_acp.py"
+FAKE_CURSOR = FIXTURES / "bin" / "fake_cursor.py"
 CLI_BIN = ROOT / "clis" / "node_modules" / ".bin"
 
 

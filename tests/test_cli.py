@@ -113,7 +113,7 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     unknown = orchestrate("run", "--executor", "nope", "hi")
     assert (
         unknown.returncode == 2
-        and "known executors: acp, claude-code, codex, codex-exec, gemini, qwen" in unknown.stderr
+        and "known executors: acp, claude-code, codex, codex-exec, cursor, gemini, qwen" in unknown.stderr
     )
     bad_env = run_fake(tmp_path, "--env", "NOEQUALS", "plain")
     assert bad_env.returncode == 2 and "KEY=VALUE" in bad_env.stderr

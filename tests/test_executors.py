@@ -96,7 +96,8 @@ def test_approval_request_names_command_and_paths(tmp_path: Path) -> None:
 def test_registry_lookup_and_unknown_names() -> None:
     assert isinstance(get_executor("claude-code"), ClaudeCodeExecutor)
     with pytest.raises(
-        UnknownExecutorError, match="known executors: acp, claude-code, codex, codex-exec, gemini, qwen"
+        UnknownExecutorError,
+        match="known executors: acp, claude-code, codex, codex-exec, cursor, gemini, qwen",
     ):
         get_executor("nope")
 

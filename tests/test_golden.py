@@ -28,6 +28,7 @@ FOLDERS = {
     "codex-exec": "codex-exec",
     "acp-gemini": "gemini",
     "acp-qwen": "qwen",
+    "cursor-jsonl": "cursor",
 }
 CASES = sorted((folder, p.stem) for folder in FOLDERS for p in (FIXTURES / folder).glob("*.jsonl"))
 IDS = [f"{folder}/{case}" for folder, case in CASES]

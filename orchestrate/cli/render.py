@@ -133,7 +133,7 @@ class TextRenderer:
             self.console.print(f"[dim]tokens: {u.input_tokens} in, {u.output_tokens} out{cost}[/]")
         elif isinstance(t, Plan):
             self.console.print("[bold]plan[/]")
-            marks = {"completed": "☒", "in_progress": "◐", "pending": "☐"}
+            marks = {"completed": "☒", "in_progress": "◐", "pending": "☐", "cancelled": "☓"}
             for item in t.items:
                 self.console.print(f"  {marks[item.status]} {escape(item.content)}")
         elif t.kind == "user_message":

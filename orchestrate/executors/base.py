@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..approvals.base import ApprovalService
 from ..errors import ExecutorUnavailableError
 from ..normalizers.base import Normalizer
 from ..process.env import NESTING_VARIABLES, build_env
@@ -138,11 +139,17 @@ class Executor(abc.ABC):
         """Variables this executor adds to the caller's environment."""
         return {}
 
-    def process_spec(self, task: Task) -> ProcessSpec:
+    def policy_args(self, approvals: ApprovalService | None) -> list[str]:
+        """Flags that fix the permission policy up front, for CLIs with no live approval channel
+        (capabilities.approvals is False).  Most executors ask live and need none."""
+        return []
+
+    def process_spec(self, task: Task, approvals: ApprovalService | None = None) -> ProcessSpec:
         env = build_env(
             os.environ, {**self.env_additions(task), **self.options.env}, task.env, remove=self.remove_env
         )
-        return ProcessSpec(argv=self.build_argv(task), cwd=Path(task.cwd), env=env)
+        argv = self.build_argv(task) + self.policy_args(approvals)
+        return ProcessSpec(argv=argv, cwd=Path(task.cwd), env=env)
 
     def prepare(self, spec: ProcessSpec, task: Task) -> list[str]:
         """Work around a CLI's known trouble before its process starts (files it would clobber, say);

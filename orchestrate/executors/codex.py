@@ -172,7 +172,7 @@ class CodexExecExecutor(_CodexBase):
 
     name = "codex-exec"
     protocol = "jsonl"
-    driver = "codex-exec"
+    driver = "prompt-on-stdin"
     capabilities: ClassVar[Capabilities] = Capabilities(
         protocol="jsonl",
         session_resume=True,

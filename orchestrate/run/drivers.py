@@ -14,12 +14,12 @@ def driver_for(executor: Executor) -> type[Driver]:
     from .acp import AcpDriver
     from .claude import ClaudeDriver
     from .codex import CodexDriver
-    from .codex_exec import CodexExecDriver
+    from .one_shot import PromptOnStdinDriver
 
     drivers: dict[str, type[Driver]] = {
         "stream-json": ClaudeDriver,
         "jsonrpc": CodexDriver,
-        "codex-exec": CodexExecDriver,
+        "prompt-on-stdin": PromptOnStdinDriver,
         "acp": AcpDriver,
     }
     key = executor.driver or executor.protocol

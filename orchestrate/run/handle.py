@@ -54,7 +54,7 @@ class Run:
         self.shutdown_policy = shutdown or ShutdownPolicy()
         self.normalizer: Normalizer = executor.create_normalizer()
         self.raw_log_path = task.raw_log or default_log_dir() / _log_name(executor.name)
-        self._spec = executor.process_spec(task)  # fails early: unknown binary, bad options
+        self._spec = executor.process_spec(task, self.approvals)  # fails early: unknown binary, bad options
         self._send, self._recv = anyio.create_memory_object_stream[EntryPatch](math.inf)
         self._done = anyio.Event()
         self._result: RunResult | None = None
@@ -169,7 +169,7 @@ class Run:
             await self._attempt(self.task, first)
             if self._should_fall_back():
                 fresh = self.task.model_copy(update={"resume": None, "fork": False})
-                self._spec = self.executor.process_spec(fresh)
+                self._spec = self.executor.process_spec(fresh, self.approvals)
                 self._note(
                     {
                         "type": "restart",

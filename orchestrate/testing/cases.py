@@ -94,6 +94,8 @@ def offline_env(executor: str, server: ScriptedModelServer, scratch: Scratch) ->
         return gemini_offline_env(server, scratch)
     if executor == "qwen":
         return qwen_offline_env(server, scratch)
+    if executor == "cursor":
+        return {"HOME": str(scratch.home)}  # only a fake of it runs here: it talks to no model
     raise ConfigError(f"no offline recipe for {executor!r}")
 
 

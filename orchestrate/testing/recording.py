@@ -116,6 +116,7 @@ def _chunk_record(rec: dict[str, object], data: bytes) -> bytes:
 
 # Where each executor's golden fixtures live: one folder per wire protocol (and agent, for ACP).
 FIXTURE_FOLDERS = {
+    "cursor": "cursor-jsonl",
     "claude-code": "claude-stream-json",
     "codex": "codex-app-server",
     "codex-exec": "codex-exec",
@@ -124,12 +125,22 @@ FIXTURE_FOLDERS = {
 }
 
 
-async def record_case(executor: str, scenario: Path, out: Path, *, project: Path | None = None) -> RunResult:
+async def record_case(
+    executor: str,
+    scenario: Path,
+    out: Path,
+    *,
+    project: Path | None = None,
+    base_command: list[str] | None = None,
+) -> RunResult:
     """Run ``scenario`` (a case file) with the real CLI in a scratch home against the scripted server
     and write ``out`` (the scrubbed raw log) and ``out``'s ``.entries.json`` (the normalized entries)."""
     with Scratch.create() as scratch:
         raw = scratch.root / "raw.jsonl"
-        result = await run_case(executor, Case.load(scenario), scratch, raw)
+        case = Case.load(scenario)
+        if base_command is not None:
+            case.options = {**case.options, "base_command": base_command}
+        result = await run_case(executor, case, scratch, raw)
         binary = orjson.loads(raw.read_bytes().splitlines()[0])["argv"][0]
         replacements = {
             str(scratch.root): SCRATCH_PLACEHOLDER,

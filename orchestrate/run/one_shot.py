@@ -1,4 +1,5 @@
-"""The `codex exec --json` driver: the prompt on stdin, then the process runs its one turn alone."""
+"""One turn per process, the prompt on stdin (`codex exec --json`, `cursor-agent -p`): write it, close
+stdin, and let the process run its turn alone.  There is no channel back, so no live approvals."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ import signal
 from ..errors import ConfigError
 from .driver import Driver
 
-__all__ = ["CodexExecDriver"]
+__all__ = ["PromptOnStdinDriver"]
 
 
-class CodexExecDriver(Driver):
+class PromptOnStdinDriver(Driver):
     async def start(self, prompt: str) -> None:
         if self.ctx.task.resume:
             self.ctx.note({"type": "resumed_thread", "thread_id": self.ctx.task.resume})
         self.ctx.note({"type": "cwd", "cwd": str(self.ctx.task.cwd)})
-        # exec reads stdin to EOF before it starts (protocols/codex.md §3): write, then close.
+        # Both read stdin to EOF before they start (protocols/codex.md §3, cursor.md): write, then close.
         await self.ctx.process.write(prompt.encode())
         await self.end_input()
         # Never idle: the process ends by itself when its turn is over.
@@ -25,9 +26,11 @@ class CodexExecDriver(Driver):
         pass  # nothing to answer: exec has no channel back
 
     async def send_message(self, text: str) -> None:
-        raise ConfigError("codex-exec runs one turn per process; start a new run that resumes this thread")
+        raise ConfigError(
+            f"{self.ctx.executor.name} runs one turn per process; start a new run that resumes it"
+        )
 
     async def interrupt(self) -> None:
-        # SIGINT is exec's interrupt: it kills the running command and exits (with no terminal event).
+        # SIGINT is their interrupt: codex exec kills the running command and exits (no terminal event).
         with contextlib.suppress(ProcessLookupError):
             self.ctx.process.process.send_signal(signal.SIGINT)

@@ -1,0 +1,352 @@
+"""Cursor's ``cursor-agent -p --output-format stream-json`` JSONL -> unified entries.
+
+Built from the documented format (protocols/cursor.md): the CLI cannot be installed here, so
+fixtures/bin/fake_cursor.py reproduces it.  Tolerant by design: an unknown event is a generic entry,
+an unknown tool kind or shape a generic tool.
+
+The one hard part is assistant text under ``--stream-partial-output``: the same text comes as small
+deltas and again as cumulative copies (with or without ``model_call_id`` / ``timestamp_ms``), so
+adding every event up doubles it.  Consecutive assistant events build one entry: a copy equal to
+the text so far is dropped, one that extends it replaces it, a repeated tail without a timestamp
+is dropped, and anything else is a delta to append.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+import orjson
+
+from ..entries import (
+    ActionType,
+    AssistantMessage,
+    CommandResult,
+    CommandRun,
+    FileChange,
+    FileEdit,
+    FileRead,
+    FileWrite,
+    GenericTool,
+    Plan,
+    PlanItem,
+    PlanStatus,
+    Search,
+    SystemMessage,
+    Thinking,
+    TokenUsage,
+    TokenUsageEntry,
+    ToolResult,
+    ToolUse,
+    ToolUseEntry,
+    UserMessage,
+)
+from .actions import describe
+from .base import LineNormalizer, Stream
+from .diffs import diff_texts
+from .values import obj, text
+
+__all__ = ["CursorNormalizer"]
+
+_AUTH_MARK = "Authentication required"
+_MODEL_MARK = "Cannot use this model"
+_TODO_STATUS: dict[str, PlanStatus] = {
+    "TODO_STATUS_PENDING": "pending",
+    "TODO_STATUS_IN_PROGRESS": "in_progress",
+    "TODO_STATUS_COMPLETED": "completed",
+    "TODO_STATUS_CANCELLED": "cancelled",
+}
+
+
+class CursorNormalizer(LineNormalizer):
+    def __init__(self, max_line_bytes: int | None = None) -> None:
+        super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
+        self._open: tuple[str, int, str] | None = None  # (kind, entry index, text so far)
+        self._tools: dict[str, int] = {}
+        self._plan: int | None = None
+        self._cwd: str | None = None
+        self._events = 0
+        self._exit_reported = False
+
+    # --- dispatch -----------------------------------------------------------------------------
+
+    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+        if stream == "stdin":
+            return  # the prompt; the CLI echoes it as a `user` event
+        if stream == "stderr":
+            if _AUTH_MARK in line:
+                self.log.error(line.strip(), "auth_required", ts)
+            return
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            event = None
+        if not isinstance(event, dict):
+            code = "setup_required" if line.startswith(_MODEL_MARK) else "protocol_error"
+            self.log.error(
+                line.strip()
+                if code != "protocol_error"
+                else "cursor-agent printed a line that is not a JSON object",
+                code,
+                ts,
+                content=line,
+            )
+            return
+        self._events += 1
+        self.log.session_id = text(event.get("session_id")) or self.log.session_id
+        match event.get("type"):
+            case "system":
+                self._system(event, ts)
+            case "user":
+                self._close_text()
+                self.log.add(UserMessage(), _message_text(event), ts)
+            case "assistant":
+                self._assistant(event, ts)
+            case "thinking":
+                self._thinking(event, ts)
+            case "tool_call":
+                self._close_text()
+                self._tool_call(event, ts)
+            case "result":
+                self._result(event, ts)
+            case _:
+                self._close_text()
+                self.log.add(
+                    SystemMessage(), f"`{text(event.get('type')) or 'unknown'}` event", ts, raw=event
+                )
+
+    def _system(self, event: dict[str, Any], ts: datetime | None) -> None:
+        self._close_text()
+        # The session id of `system` is not trusted (VK takes it from later events): it is not used here.
+        self.log.model = text(event.get("model")) or self.log.model
+        self._cwd = text(event.get("cwd")) or self._cwd
+        self.log.add(
+            SystemMessage(),
+            f"Cursor agent started with model `{self.log.model}`",
+            ts,
+            cwd=self._cwd,
+            permission_mode=event.get("permissionMode"),
+            api_key_source=event.get("apiKeySource"),
+        )
+
+    # --- text -----------------------------------------------------------------------------------
+
+    def _assistant(self, event: dict[str, Any], ts: datetime | None) -> None:
+        piece = _message_text(event)
+        if self._open is None or self._open[0] != "assistant":
+            self._close_text()
+            self._open = ("assistant", self.log.add(AssistantMessage(), piece, ts), piece)
+            return
+        _, index, so_far = self._open
+        if piece == so_far:
+            return  # a cumulative copy of what is there
+        if so_far and piece.startswith(so_far):
+            new = piece  # a cumulative copy that goes further
+        elif so_far.endswith(piece) and "timestamp_ms" not in event:
+            return  # a repeated tail, not a delta (deltas carry their timestamp)
+        else:
+            new = so_far + piece
+        self._open = ("assistant", index, new)
+        self.log.replace(index, content=new)
+
+    def _thinking(self, event: dict[str, Any], ts: datetime | None) -> None:
+        piece = text(event.get("text"))
+        if event.get("subtype") == "completed":
+            if self._open is not None and self._open[0] == "thinking":
+                _, index, so_far = self._open
+                if piece and piece != so_far:
+                    self.log.replace(index, content=piece)
+            self._close_text()
+            return
+        if self._open is None or self._open[0] != "thinking":
+            self._close_text()
+            self._open = ("thinking", self.log.add(Thinking(), piece, ts), piece)
+            return
+        _, index, so_far = self._open
+        self._open = ("thinking", index, so_far + piece)
+        self.log.replace(index, content=so_far + piece)
+
+    def _close_text(self) -> None:
+        self._open = None
+
+    # --- tools --------------------------------------------------------------------------------
+
+    def _tool_call(self, event: dict[str, Any], ts: datetime | None) -> None:
+        call_id = text(event.get("call_id") or event.get("toolCallId"))
+        kind, body = _tool_kind(obj(event.get("tool_call")))
+        args = obj(body.get("args"))
+        if kind == "updateTodosToolCall":
+            self._todos(args, ts)
+            return
+        result = obj(body.get("result"))
+        action, name = _action(kind, args, result)
+        index = self._tools.get(call_id)
+        if index is None:
+            tool = ToolUseEntry(tool_name=name, action=action, tool_call_id=call_id or None, status="running")
+            index = self._tools[call_id] = self.log.add(ToolUse(tool=tool), describe(action, self._cwd), ts)
+        if event.get("subtype") != "completed":
+            self.log.update_tool(index, action=action)
+            return
+        failure = obj(result.get("failure"))
+        success = "failure" not in result
+        detail = obj(result.get("success")) if success else failure
+        message = text(detail.get("stderr") or detail.get("error") or detail.get("message")) or None
+        outcome = ToolResult(
+            success=success,
+            data=detail or None if success else None,
+            error=None if success else message or orjson.dumps(failure).decode(),
+        )
+        self.log.update_tool(
+            index,
+            action=action,
+            status="success" if success else "failed",
+            result=outcome,
+            content=describe(action, self._cwd),
+        )
+
+    def _todos(self, args: dict[str, Any], ts: datetime | None) -> None:
+        items = tuple(
+            PlanItem(
+                content=text(t.get("content")), status=_TODO_STATUS.get(text(t.get("status")), "pending")
+            )
+            for t in args.get("todos") or []
+            if isinstance(t, dict)
+        )
+        if self._plan is None:
+            self._plan = self.log.add(Plan(items=items), "Plan", ts)
+        else:
+            self.log.replace(self._plan, type=Plan(items=items))
+
+    # --- the end ------------------------------------------------------------------------------
+
+    def _result(self, event: dict[str, Any], ts: datetime | None) -> None:
+        self._close_text()
+        usage = obj(event.get("usage"))
+        self.log.add(
+            TokenUsageEntry(
+                usage=TokenUsage(
+                    input_tokens=int(usage.get("inputTokens") or 0),
+                    output_tokens=int(usage.get("outputTokens") or 0),
+                    cache_read_tokens=int(usage.get("cacheReadTokens") or 0),
+                    cache_write_tokens=int(usage.get("cacheWriteTokens") or 0),
+                )
+            ),
+            "",
+            ts,
+            duration_ms=event.get("duration_ms"),
+            usage_reported=bool(usage),
+        )
+        failed = bool(event.get("is_error")) or text(event.get("subtype")) not in ("", "success")
+        self.turn_statuses.append("failed" if failed else "completed")
+        if failed:
+            self.log.error(text(event.get("result")) or "the turn failed", "agent_error", ts)
+        self.log.close_tools(self._tools.values(), "cancelled")
+
+    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
+        if event.get("type") == "run_error" and event.get("code") == "process_exited":
+            self._exit_reported = True
+        super().on_note(event, ts)
+
+    def close(self, ts: datetime | None) -> None:
+        if self._events and not self.turn_statuses:
+            # cursor-agent can exit on an error without a result line (protocols/cursor.md); a live
+            # run has said so already, with the exit code, a plain capture has not.
+            if not self._exit_reported:
+                self.log.error("cursor-agent's stream ended without a result", "process_exited", ts)
+            self.turn_statuses.append("failed")
+        self.log.close_tools(self._tools.values(), "cancelled")
+
+
+def _message_text(event: dict[str, Any]) -> str:
+    content = obj(event.get("message")).get("content")
+    if isinstance(content, str):
+        return content
+    return "".join(
+        text(b.get("text")) for b in content or [] if isinstance(b, dict) and b.get("type") == "text"
+    )
+
+
+def _tool_kind(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """The tool kind and its body, from ``{"<kind>ToolCall": {...}}`` or ``{"tool": {"case", "value"}}``."""
+    oneof = obj(payload.get("tool"))
+    if "case" in oneof:
+        return text(oneof.get("case")), obj(oneof.get("value"))
+    for key, value in payload.items():
+        if key.endswith("ToolCall") and isinstance(value, dict):
+            return key, value
+    key = next(iter(payload), "unknown")
+    return key, obj(payload.get(key))
+
+
+def _action(kind: str, args: dict[str, Any], result: dict[str, Any]) -> tuple[ActionType, str]:
+    path = text(args.get("path"))
+    detail = obj(result.get("success")) or obj(result.get("failure")) or result
+    match kind:
+        case "shellToolCall":
+            command = CommandRun(command=text(args.get("command")))
+            if result:
+                exit_code = detail.get("exitCode")
+                command = command.model_copy(
+                    update={
+                        "result": CommandResult(
+                            exit_code=exit_code if isinstance(exit_code, int) else None,
+                            stdout=text(detail.get("stdout")) or None,
+                            stderr=text(detail.get("stderr")) or None,
+                        )
+                    }
+                )
+            return command, "shell"
+        case "readToolCall":
+            return FileRead(path=path), "read"
+        case "lsToolCall":
+            return FileRead(path=path), "ls"
+        case "writeToolCall":
+            content = text(args.get("fileText") or args.get("contents") or args.get("content"))
+            diff = diff_texts(path, "", content, created=True)
+            return FileWrite(path=path, changes=(FileChange(type="create", unified_diff=diff),)), "write"
+        case "editToolCall":
+            return FileEdit(path=path, changes=_edit_changes(path, args, detail)), "edit"
+        case "deleteToolCall":
+            return FileEdit(path=path, changes=(FileChange(type="delete"),)), "delete"
+        case "globToolCall":
+            return Search(
+                query=text(args.get("globPattern")), path=text(args.get("targetDirectory")) or None
+            ), "glob"
+        case "grepToolCall":
+            return Search(query=text(args.get("pattern")), path=path or None), "grep"
+        case "semSearchToolCall":
+            dirs = args.get("targetDirectories") or []
+            return Search(query=text(args.get("query")), path=", ".join(map(str, dirs)) or None), "semSearch"
+        case "mcpToolCall":
+            name = (
+                f"mcp:{text(args.get('providerIdentifier'))}:{text(args.get('toolName') or args.get('name'))}"
+            )
+            return GenericTool(tool_name=name, args=args.get("args"), result=result or None), name
+    name = kind.removesuffix("ToolCall") or "tool"
+    return GenericTool(tool_name=name, args=args or None, result=result or None), name
+
+
+def _edit_changes(path: str, args: dict[str, Any], detail: dict[str, Any]) -> tuple[FileChange, ...]:
+    """The edit's diff from whichever form it came in: the patch, the old/new strings, else the
+    result's ``diffString``."""
+    patch = text(obj(args.get("applyPatch")).get("patchContent"))
+    if patch:
+        return (FileChange(type="edit", unified_diff=patch),)
+    replace = obj(args.get("strReplace"))
+    if replace:
+        return (
+            FileChange(
+                type="edit",
+                unified_diff=diff_texts(path, text(replace.get("oldText")), text(replace.get("newText"))),
+            ),
+        )
+    edits = [e for e in obj(args.get("multiStrReplace")).get("edits") or [] if isinstance(e, dict)]
+    if edits:
+        return tuple(
+            FileChange(
+                type="edit", unified_diff=diff_texts(path, text(e.get("oldText")), text(e.get("newText")))
+            )
+            for e in edits
+        )
+    diff = text(detail.get("diffString"))
+    return (FileChange(type="edit", unified_diff=diff or None),)
