@@ -67,6 +67,7 @@ def _builtins() -> Registry:
     from .executors.claude_code import ClaudeCodeExecutor
     from .executors.codex import CodexExecExecutor, CodexExecutor
     from .executors.cursor import CursorExecutor
+    from .executors.terminal import ClaudeCodeTuiExecutor, TerminalExecutor
 
     reg = Registry()
     for cls in (
@@ -77,6 +78,8 @@ def _builtins() -> Registry:
         QwenExecutor,
         AcpExecutor,
         CursorExecutor,
+        TerminalExecutor,
+        ClaudeCodeTuiExecutor,
     ):
         reg.register(cls)
     return reg

@@ -110,6 +110,9 @@ class Executor(abc.ABC):
     install_hint: ClassVar[str] = ""
     npm_package: ClassVar[str | None] = None
     """The npm package of the CLI, for installing and upgrading a pinned version."""
+    transport: ClassVar[str] = "pipes"
+    """How the agent is attached: "pipes", or "pty" for an agent that only has a text UI."""
+    terminal_size: ClassVar[tuple[int, int]] = (50, 140)
     driver: ClassVar[str | None] = None
     """Which live driver runs it, when not the one of its protocol (several products share one)."""
     remove_env: ClassVar[tuple[str, ...]] = NESTING_VARIABLES

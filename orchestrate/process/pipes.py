@@ -176,6 +176,10 @@ class AgentProcess:
             await self._close_streams()
         return self.returncode
 
+    def send_signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.process.send_signal(sig)
+
     def _signal_group(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self.pid, sig)

@@ -13,7 +13,7 @@ from anyio.abc import TaskGroup
 from ..approvals.base import ApprovalService
 from ..errors import ConfigError, OrchestrateError
 from ..executors.base import Capabilities, Executor
-from ..process.pipes import AgentProcess
+from ..process.base import AgentIO
 from ..task import Task
 
 __all__ = ["Driver", "DriverContext"]
@@ -25,7 +25,7 @@ class DriverContext:
 
     executor: Executor
     task: Task
-    process: AgentProcess
+    process: AgentIO
     approvals: ApprovalService
     task_group: TaskGroup
     note: Callable[[dict[str, Any]], None]
@@ -56,6 +56,9 @@ class Driver(abc.ABC):
     @abc.abstractmethod
     async def start(self, prompt: str) -> None:
         """Open the conversation and send the first prompt."""
+
+    async def on_output(self, data: bytes) -> None:  # noqa: B027 - line protocols need only on_line
+        """A chunk of what the agent printed, as it came (before lines are cut from it)."""
 
     @abc.abstractmethod
     async def on_line(self, line: str) -> None:

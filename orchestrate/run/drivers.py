@@ -15,12 +15,14 @@ def driver_for(executor: Executor) -> type[Driver]:
     from .claude import ClaudeDriver
     from .codex import CodexDriver
     from .one_shot import PromptOnStdinDriver
+    from .terminal import TerminalDriver
 
     drivers: dict[str, type[Driver]] = {
         "stream-json": ClaudeDriver,
         "jsonrpc": CodexDriver,
         "prompt-on-stdin": PromptOnStdinDriver,
         "acp": AcpDriver,
+        "terminal": TerminalDriver,
     }
     key = executor.driver or executor.protocol
     try:

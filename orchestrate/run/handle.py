@@ -23,7 +23,9 @@ from ..errors import OrchestrateError, ProcessExitedError, RunClosedError, Spawn
 from ..executors.base import Capabilities, Executor
 from ..normalizers.base import Normalizer
 from ..normalizers.framing import LineFramer, LineTooLong
+from ..process.base import AgentIO
 from ..process.pipes import AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
+from ..process.pty import PtyAgentProcess
 from ..process.rawlog import RawLogWriter, default_log_dir
 from ..task import Task
 from .driver import Driver, DriverContext
@@ -59,7 +61,7 @@ class Run:
         self._done = anyio.Event()
         self._result: RunResult | None = None
         self._driver: Driver | None = None
-        self._process: AgentProcess | None = None
+        self._process: AgentIO | None = None
         self._scope: anyio.CancelScope | None = None
         self._stack: AsyncExitStack | None = None
         self._rawlog: RawLogWriter | None = None
@@ -82,7 +84,7 @@ class Run:
         try:
             self._prepare(self._spec, self.task)
             # Spawned here, not in the loop, so a CLI that cannot start raises SpawnError to the caller.
-            first = await AgentProcess.spawn(self._spec)
+            first = await self._spawn()
         except BaseException:
             self._rawlog.close()
             raise
@@ -163,7 +165,7 @@ class Run:
 
     # --- the loop -----------------------------------------------------------------------------
 
-    async def _main(self, first: AgentProcess) -> None:
+    async def _main(self, first: AgentIO) -> None:
         assert self._rawlog is not None
         try:
             await self._attempt(self.task, first)
@@ -185,6 +187,11 @@ class Run:
             self._send.close()
             self._done.set()
 
+    async def _spawn(self) -> AgentIO:
+        if self.executor.transport == "pty":
+            return await PtyAgentProcess.spawn(self._spec, self.executor.terminal_size)
+        return await AgentProcess.spawn(self._spec)
+
     def _prepare(self, spec: ProcessSpec, task: Task) -> None:
         try:
             done = self.executor.prepare(spec, task)
@@ -193,11 +200,11 @@ class Run:
         if done:
             self._note({"type": "prepared", "actions": done})
 
-    async def _attempt(self, task: Task, process: AgentProcess | None) -> None:
+    async def _attempt(self, task: Task, process: AgentIO | None) -> None:
         if process is None:
             self._prepare(self._spec, task)
             try:
-                process = await AgentProcess.spawn(self._spec)
+                process = await self._spawn()
             except SpawnError as exc:
                 self._note({"type": "run_error", "code": "spawn_failed", "message": str(exc)})
                 return
@@ -282,6 +289,7 @@ class Run:
                 async for chunk in chunks:
                     self._feed(chunk)
                     if chunk.stream == "stdout":
+                        await driver.on_output(chunk.data)
                         for line in framer.feed(chunk.data):
                             if not isinstance(line, LineTooLong):
                                 await driver.on_line(line)

@@ -26,7 +26,7 @@ from ..peers.jsonrpc import (
     JsonRpcPeer,
     RequestId,
 )
-from ..process.pipes import AgentProcess
+from ..process.base import AgentIO
 
 __all__ = ["JsonRpcConnection", "JsonRpcError", "RequestHandler", "RpcError"]
 
@@ -64,7 +64,7 @@ class JsonRpcConnection:
     def __init__(
         self,
         peer: JsonRpcPeer,
-        process: AgentProcess,
+        process: AgentIO,
         task_group: TaskGroup,
         handlers: Mapping[str, RequestHandler] | None = None,
         on_notification: NotificationHandler | None = None,

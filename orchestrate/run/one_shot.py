@@ -3,7 +3,6 @@ stdin, and let the process run its turn alone.  There is no channel back, so no 
 
 from __future__ import annotations
 
-import contextlib
 import signal
 
 from ..errors import ConfigError
@@ -32,5 +31,4 @@ class PromptOnStdinDriver(Driver):
 
     async def interrupt(self) -> None:
         # SIGINT is their interrupt: codex exec kills the running command and exits (no terminal event).
-        with contextlib.suppress(ProcessLookupError):
-            self.ctx.process.process.send_signal(signal.SIGINT)
+        self.ctx.process.send_signal(signal.SIGINT)

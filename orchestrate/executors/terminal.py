@@ -1,0 +1,103 @@
+"""Agents that only have a text UI, driven through a pseudo-terminal: any, by its command, with
+generic rules, and Claude Code's interactive UI with its own."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from ..errors import ConfigError
+from ..normalizers.terminal_screen import TerminalScreenNormalizer
+from ..normalizers.tui import TuiRules
+from ..task import Task
+from .base import Capabilities, Executor
+
+__all__ = ["CLAUDE_TUI", "GENERIC_TUI", "ClaudeCodeTuiExecutor", "TerminalExecutor"]
+
+GENERIC_TUI = TuiRules(
+    name="generic",
+    ready=re.compile(r"\S"),
+    # borders and empty input boxes, an input line, and the usual status-line hints
+    chrome=(
+        re.compile(r"^[\s─━═│┃╭╮╰╯┌┐└┘>]*$"),
+        re.compile(r"^\s*>\s"),
+        re.compile(r"for shortcuts|esc to interrupt|ctrl\+c to", re.I),
+    ),
+    # "Run `cmd`? [y/n]", the plainest form a permission question takes.
+    permission=re.compile(r"(?P<tool>\w+)?[^\n`]*`(?P<what>[^`\n]+)`\?\s*\[y/n\]"),
+)
+
+# Claude Code 2.1.330's interactive UI (protocols/claude-code.md §2: config pre-seeded, no -p).
+CLAUDE_TUI = TuiRules(
+    name="claude-code",
+    ready=re.compile(r"for shortcuts|>\s*$|│\s*>", re.MULTILINE),
+    chrome=(
+        re.compile(r"^[\s─━═│┃╭╮╰╯┌┐└┘▐▛▜▝▘█▌]*$"),
+        re.compile(r"^\s*[│>]\s*>?\s*$"),
+        re.compile(r"for shortcuts|esc to interrupt|ctrl\+|Tip:|⏵⏵|bypass permissions|accept edits", re.I),
+        re.compile(r"^\s*[│╭╰]"),
+    ),
+    permission=re.compile(r"Do you want to (?:proceed|make this edit|create)[^\n]*\?", re.I),
+    approve_keys="\r",
+    deny_keys="\x1b",
+    interrupt_keys="\x1b",
+    exit_keys="\x04\x04",
+    busy=re.compile(r"esc to interrupt", re.I),
+)
+
+
+class TerminalExecutor(Executor):
+    """Any agent with a text UI, by its command (``--command``)."""
+
+    name = "terminal"
+    protocol = "terminal"
+    transport = "pty"
+    driver = "terminal"
+    program = ""
+    install_hint = "Give the agent's command with --command."
+    rules: ClassVar[TuiRules] = GENERIC_TUI
+    stable_seconds: ClassVar[float] = 1.0
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        protocol="terminal",
+        session_resume=False,
+        approvals=True,
+        mcp=False,
+        mid_execution_messages=True,
+        interrupt=True,
+        requires_setup=False,
+    )
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.terminal_size
+
+    def base_command(self) -> list[str]:
+        if not self.program and not self.options.base_command:
+            raise ConfigError("the terminal executor needs the agent's command: --command 'agent'")
+        return super().base_command()
+
+    def build_argv(self, task: Task) -> list[str]:
+        return [*self.base_command(), *self.options.extra_args]
+
+    def create_normalizer(self) -> TerminalScreenNormalizer:
+        return TerminalScreenNormalizer(self.rules, self.terminal_size)
+
+
+class ClaudeCodeTuiExecutor(TerminalExecutor):
+    """Claude Code's interactive UI (not its stream-json): for what only the UI does."""
+
+    name = "claude-code-tui"
+    program = "claude"
+    npm_package = "@anthropic-ai/claude-code"
+    install_hint = "Install it with: npm install @anthropic-ai/claude-code"
+    rules = CLAUDE_TUI
+    stable_seconds = 1.5
+
+    def build_argv(self, task: Task) -> list[str]:
+        argv = [*self.base_command()]
+        model = task.model or self.options.model
+        if model:
+            argv += ["--model", model]
+        if self.options.permission_mode:
+            argv += ["--permission-mode", self.options.permission_mode]
+        return argv + list(self.options.extra_args)

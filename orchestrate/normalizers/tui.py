@@ -1,0 +1,32 @@
+"""What an agent's text UI means, per agent: where its input is, what is chrome, how it asks."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["TuiRules"]
+
+
+@dataclass(frozen=True)
+class TuiRules:
+    """Regexes over screen lines (after trailing blanks are cut) and the keys that answer.
+
+    ``chrome`` lines are never text: input boxes, status bars, hints, borders.  ``ready`` tells the
+    UI takes input.  ``permission`` finds a permission question on the screen; its named group
+    ``what`` (if any) is what would run.  Keys are sent as written (``\\r`` is Enter)."""
+
+    name: str
+    ready: re.Pattern[str]
+    chrome: tuple[re.Pattern[str], ...] = ()
+    permission: re.Pattern[str] | None = None
+    approve_keys: str = "y"
+    deny_keys: str = "n"
+    interrupt_keys: str = "\x1b"
+    exit_keys: str = "\x04"
+    busy: re.Pattern[str] | None = None
+    submit_keys: str = "\r"
+    prompt_prefix: tuple[str, ...] = field(default=("> ",))
+
+    def is_chrome(self, line: str) -> bool:
+        return any(p.search(line) for p in self.chrome)

@@ -1,0 +1,159 @@
+"""Driving an agent's text UI through a pseudo-terminal: wait until it is ready, type the prompt as a
+bracketed paste, call the turn done when the screen has been still for a while (as coder/agentapi
+does), and answer its permission questions through the approval service by pressing keys."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+import anyio
+import pyte
+
+from ..approvals.base import ApprovalRequest, decide
+from ..executors.terminal import TerminalExecutor
+from .driver import Driver, DriverContext
+
+__all__ = ["TerminalDriver"]
+
+PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
+_READY_TIMEOUT = 60.0
+
+
+class TerminalDriver(Driver):
+    def __init__(self, ctx: DriverContext) -> None:
+        super().__init__(ctx)
+        assert isinstance(ctx.executor, TerminalExecutor)
+        self.executor = ctx.executor
+        self.rules = ctx.executor.rules
+        rows, cols = ctx.executor.size
+        self.screen = pyte.Screen(cols, rows)
+        self._stream = pyte.ByteStream(self.screen)
+        self._changed = anyio.Event()
+        self._last_output = anyio.current_time()
+        self._asking = False
+        self._answered: set[str] = set()
+        self._turn = False
+
+    def text(self) -> str:
+        return "\n".join(line.rstrip() for line in self.screen.display)
+
+    async def on_output(self, data: bytes) -> None:
+        self._stream.feed(data)
+        self._last_output = anyio.current_time()
+        self._changed.set()
+        self._changed = anyio.Event()
+        if self._turn and not self._asking:
+            self._check_permission()
+
+    async def on_line(self, line: str) -> None:
+        pass  # a screen is not lines: on_output has it all
+
+    async def start(self, prompt: str) -> None:
+        with anyio.move_on_after(_READY_TIMEOUT):
+            while not self.rules.ready.search(self.text()):
+                await self._changed.wait()
+        await self._settle()
+        await self.send_message(prompt)
+        self.ctx.task_group.start_soon(self._watch)
+
+    async def send_message(self, text: str) -> None:
+        self.ctx.note({"type": "user_input", "text": text})
+        self._turn = True
+        self.set_idle(False)
+        await self.ctx.process.write((PASTE_START + text + PASTE_END).encode())
+        await anyio.sleep(0.1)  # let the UI take the paste before the key that sends it
+        await self.ctx.process.write(self.rules.submit_keys.encode())
+
+    async def interrupt(self) -> None:
+        self.ctx.note({"type": "interrupt"})
+        await self.ctx.process.write(self.rules.interrupt_keys.encode())
+
+    async def end_input(self) -> None:
+        self.input_closed = True
+        await self.ctx.process.write(self.rules.exit_keys.encode())
+
+    # --- the screen settling ------------------------------------------------------------------
+
+    async def _settle(self, at_most: float = float("inf")) -> bool:
+        """Wait until the screen has not changed for the executor's stable time (True), or at most
+        ``at_most`` seconds (False: it is still moving)."""
+        start = anyio.current_time()
+        # Stillness is the absence of events: it can only be seen by looking again after a while.
+        while anyio.current_time() - self._last_output < self.executor.stable_seconds:
+            if anyio.current_time() - start >= at_most:
+                return False
+            await anyio.sleep(self.executor.stable_seconds / 4)
+        return True
+
+    async def _watch(self) -> None:
+        while True:
+            await self._changed.wait()
+            still = False
+            while not still:
+                # A screen that keeps moving (a streamed answer) is still shown every so often.
+                still = await self._settle(at_most=self.executor.stable_seconds * 2)
+                if self._asking:
+                    continue
+                busy = self.rules.busy is not None and self.rules.busy.search(self.text())
+                done = still and self._turn and not busy
+                self.ctx.note({"type": "screen", "still": still, "idle": done})
+                if done:
+                    self._turn = False
+                    self.set_idle(True)
+
+    # --- permission questions -----------------------------------------------------------------
+
+    def _check_permission(self) -> None:
+        if self.rules.permission is None:
+            return
+        screen = self.text()
+        match = self.rules.permission.search(screen)
+        if match is None or match.group(0) in self._answered:
+            return
+        self._asking = True
+        self._answered.add(match.group(0))
+        self.ctx.task_group.start_soon(self._ask, match)
+
+    async def _ask(self, match: re.Match[str]) -> None:
+        try:
+            await self._settle()  # the whole question is on the screen
+            request_id = "screen-" + secrets.token_hex(4)
+            what = match.groupdict().get("what") or ""
+            request = ApprovalRequest(
+                request_id=request_id,
+                tool_name=match.groupdict().get("tool") or "tool",
+                tool_input={"screen": match.group(0)},
+                context=match.group(0),
+                command=what or None,
+                executor=self.executor.name,
+                cwd=str(self.ctx.task.cwd),
+            )
+            self.ctx.note(
+                {
+                    "type": "permission_prompt",
+                    "request_id": request_id,
+                    "what": what,
+                    "tool": request.tool_name,
+                    "text": match.group(0),
+                }
+            )
+            decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
+            self.ctx.note(
+                {
+                    "type": "approval",
+                    "request_id": request_id,
+                    "decision": decision.status,
+                    "reason": decision.reason,
+                }
+            )
+            keys = self.rules.approve_keys if decision.status == "approved" else self.rules.deny_keys
+            await self.ctx.process.write(keys.encode())
+            if decision.status != "approved" and decision.interrupt:
+                await self.interrupt()
+        finally:
+            self._asking = False
+
+    def describe(self) -> dict[str, Any]:
+        return {"rules": self.rules.name, "size": self.executor.size}
