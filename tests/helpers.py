@@ -87,12 +87,13 @@ async def run_agent(
     prompt: str,
     approvals: ApprovalService | None = None,
     during: During | None = None,
+    within: float = 30,
     **task: Any,
 ) -> tuple[RunResult, Run]:
     """Run ``executor`` end to end; check that no process survives and that the raw log replays to
     exactly the entries the live run showed."""
     run = Run(executor, Task(prompt=prompt, cwd=cwd, **task), approvals, shutdown=FAST)
-    with anyio.fail_after(30):
+    with anyio.fail_after(within):
         async with run:
             if during is not None:
                 await during(run)

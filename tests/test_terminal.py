@@ -3,6 +3,8 @@ question, interrupt, follow-ups; every byte read and key sent replays to the sam
 
 from __future__ import annotations
 
+import gc
+import os
 import sys
 from pathlib import Path
 
@@ -81,3 +83,21 @@ async def test_a_pty_agent_that_ignores_everything_is_killed(tmp_path: Path) -> 
             await process.shutdown(ShutdownPolicy(interrupt_grace=0.2, stdin_grace=0.3, term_grace=0.3)) == -9
         )
     assert group_members(process.pid) == []
+
+
+async def test_a_finished_terminal_never_closes_a_later_one(tmp_path: Path) -> None:
+    """Once shut down, a pty's fd number is free for the next one; the old ptyprocess object being
+    collected must not close it again (it did, and took a later run's terminal with it)."""
+    spec = ProcessSpec(["cat"], tmp_path, {"PATH": "/usr/bin:/bin"})
+    first = await PtyAgentProcess.spawn(spec)
+    await first.shutdown(ShutdownPolicy(interrupt_grace=0.1, stdin_grace=0.5, term_grace=0.5))
+    second = await PtyAgentProcess.spawn(spec)
+    del first
+    gc.collect()
+    await second.write(b"still open\r")
+    with anyio.fail_after(10):
+        seen = b""
+        while b"still open" not in seen:
+            await anyio.wait_readable(second.child.fd)
+            seen += os.read(second.child.fd, 4096)
+    await second.shutdown(ShutdownPolicy(interrupt_grace=0.1, stdin_grace=0.5, term_grace=0.5))

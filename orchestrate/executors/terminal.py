@@ -27,22 +27,35 @@ GENERIC_TUI = TuiRules(
     permission=re.compile(r"(?P<tool>\w+)?[^\n`]*`(?P<what>[^`\n]+)`\?\s*\[y/n\]"),
 )
 
-# Claude Code 2.1.330's interactive UI (protocols/claude-code.md §2: config pre-seeded, no -p).
+# Claude Code 2.1.330's interactive UI, as measured (config pre-seeded, no -p; protocols/claude-code.md
+# §2): a "❯" input line between rules, "● " before each message, a "✻ <verb> for 3s" line after a
+# turn, and permission questions as a numbered menu under "Do you want to proceed?" with the command
+# between dashed rules.  Any of its "No" answers interrupts the turn, as Esc does.
 CLAUDE_TUI = TuiRules(
     name="claude-code",
-    ready=re.compile(r"for shortcuts|>\s*$|│\s*>", re.MULTILINE),
+    ready=re.compile(r"^\s*❯|for shortcuts|shift\+tab to cycle", re.MULTILINE),
     chrome=(
-        re.compile(r"^[\s─━═│┃╭╮╰╯┌┐└┘▐▛▜▝▘█▌]*$"),
-        re.compile(r"^\s*[│>]\s*>?\s*$"),
-        re.compile(r"for shortcuts|esc to interrupt|ctrl\+|Tip:|⏵⏵|bypass permissions|accept edits", re.I),
-        re.compile(r"^\s*[│╭╰]"),
+        re.compile(r"^[\s─━═│┃╭╮╰╯┌┐└┘▐▛▜▝▘█▌╌]*$"),
+        re.compile(r"^\s*[│>❯]\s*[>❯]?\s*$"),
+        re.compile(
+            r"for shortcuts|esc to interrupt|ctrl\+|Tip:|⏵⏵|⏸|bypass permissions|accept edits"
+            r"|shift\+tab|· /effort",
+            re.I,
+        ),
+        re.compile(r"^\s*[│╭╰▎▐▝]"),
+        re.compile(r"^\s*[✢✳✶✻✽·]\s+\S+(?:…| for \d)"),  # the spinner, and the turn's timing line
     ),
-    permission=re.compile(r"Do you want to (?:proceed|make this edit|create)[^\n]*\?", re.I),
-    approve_keys="\r",
+    permission=re.compile(
+        r"(?:(?P<tool>\w+) command\n(?:[^\n]*\n)*?\s*╌+\n\s*(?P<what>[^\n]+)\n\s*╌+\n(?:[^\n]*\n)*?)?"
+        r"\s*Do you want to (?:proceed|make this edit[^\n?]*|create[^\n?]*)\?"
+    ),
+    approve_keys="1",
     deny_keys="\x1b",
     interrupt_keys="\x1b",
     exit_keys="\x04\x04",
     busy=re.compile(r"esc to interrupt", re.I),
+    prompt_prefix=("❯ ", "> "),
+    bullet=re.compile(r"^[●⏺]\s"),
 )
 
 
@@ -98,6 +111,6 @@ class ClaudeCodeTuiExecutor(TerminalExecutor):
         model = task.model or self.options.model
         if model:
             argv += ["--model", model]
-        if self.options.permission_mode:
-            argv += ["--permission-mode", self.options.permission_mode]
+        # Its own default is auto mode, which asks nobody: ask, so the approval service decides.
+        argv += ["--permission-mode", self.options.permission_mode or "default"]
         return argv + list(self.options.extra_args)

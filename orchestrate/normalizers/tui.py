@@ -14,7 +14,8 @@ class TuiRules:
 
     ``chrome`` lines are never text: input boxes, status bars, hints, borders.  ``ready`` tells the
     UI takes input.  ``permission`` finds a permission question on the screen; its named group
-    ``what`` (if any) is what would run.  Keys are sent as written (``\\r`` is Enter)."""
+    ``what`` (if any) is what would run, ``tool`` (if any) the tool that asks.  Keys are sent as
+    written (``\\r`` is Enter)."""
 
     name: str
     ready: re.Pattern[str]
@@ -27,6 +28,7 @@ class TuiRules:
     busy: re.Pattern[str] | None = None
     submit_keys: str = "\r"
     prompt_prefix: tuple[str, ...] = field(default=("> ",))
+    bullet: re.Pattern[str] | None = None  # a mark the UI puts before each message, left out of text
 
     def is_chrome(self, line: str) -> bool:
         return any(p.search(line) for p in self.chrome)

@@ -126,9 +126,17 @@ class PtyAgentProcess:
                 await self.wait(policy.term_grace)
             self._signal_group(signal.SIGKILL)
             await self.wait(5.0)
-            with contextlib.suppress(Exception):  # ptyprocess may find the child reaped already
-                os.close(self.child.fd)
+            self._close_terminal()
         return self._returncode
+
+    def _close_terminal(self) -> None:
+        # Through ptyprocess's own file object, and marked closed: else its __del__ closes the fd
+        # number again later, when it may belong to another run's terminal.  Not its close(): that
+        # sleeps and signals a child that is gone already.
+        if not self.child.closed:
+            with contextlib.suppress(OSError):
+                self.child.fileobj.close()
+            self.child.closed = True
 
     def send_signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError):

@@ -4,6 +4,7 @@ does), and answer its permission questions through the approval service by press
 
 from __future__ import annotations
 
+import contextlib
 import re
 import secrets
 from typing import Any
@@ -12,6 +13,7 @@ import anyio
 import pyte
 
 from ..approvals.base import ApprovalRequest, decide
+from ..errors import ProcessExitedError
 from ..executors.terminal import TerminalExecutor
 from .driver import Driver, DriverContext
 
@@ -33,8 +35,9 @@ class TerminalDriver(Driver):
         self._changed = anyio.Event()
         self._last_output = anyio.current_time()
         self._asking = False
-        self._answered: set[str] = set()
+        self._shown: str | None = None
         self._turn = False
+        self._sent_at = 0.0
 
     def text(self) -> str:
         return "\n".join(line.rstrip() for line in self.screen.display)
@@ -44,7 +47,7 @@ class TerminalDriver(Driver):
         self._last_output = anyio.current_time()
         self._changed.set()
         self._changed = anyio.Event()
-        if self._turn and not self._asking:
+        if self._turn and not self._asking and not self.input_closed:
             self._check_permission()
 
     async def on_line(self, line: str) -> None:
@@ -60,6 +63,7 @@ class TerminalDriver(Driver):
 
     async def send_message(self, text: str) -> None:
         self.ctx.note({"type": "user_input", "text": text})
+        self._sent_at = anyio.current_time()
         self._turn = True
         self.set_idle(False)
         await self.ctx.process.write((PASTE_START + text + PASTE_END).encode())
@@ -72,7 +76,8 @@ class TerminalDriver(Driver):
 
     async def end_input(self) -> None:
         self.input_closed = True
-        await self.ctx.process.write(self.rules.exit_keys.encode())
+        with contextlib.suppress(ProcessExitedError):  # gone already: what end_input asks is done
+            await self.ctx.process.write(self.rules.exit_keys.encode())
 
     # --- the screen settling ------------------------------------------------------------------
 
@@ -97,7 +102,9 @@ class TerminalDriver(Driver):
                 if self._asking:
                     continue
                 busy = self.rules.busy is not None and self.rules.busy.search(self.text())
-                done = still and self._turn and not busy
+                # A screen still since before the message was typed has not answered it yet.
+                answered = self._last_output > self._sent_at + 0.1
+                done = still and self._turn and answered and not busy
                 self.ctx.note({"type": "screen", "still": still, "idle": done})
                 if done:
                     self._turn = False
@@ -110,15 +117,19 @@ class TerminalDriver(Driver):
             return
         screen = self.text()
         match = self.rules.permission.search(screen)
-        if match is None or match.group(0) in self._answered:
+        if match is None:
+            self._shown = None  # gone: the same question asked again later is a new question
             return
+        if match.group(0) == self._shown:
+            return  # answered already, the UI has not redrawn yet
         self._asking = True
-        self._answered.add(match.group(0))
+        self._shown = match.group(0)
         self.ctx.task_group.start_soon(self._ask, match)
 
     async def _ask(self, match: re.Match[str]) -> None:
         try:
-            await self._settle()  # the whole question is on the screen
+            # Let the whole question draw; not until all is still, as a mark may blink beside it.
+            await self._settle(at_most=self.executor.stable_seconds * 2)
             request_id = "screen-" + secrets.token_hex(4)
             what = match.groupdict().get("what") or ""
             request = ApprovalRequest(
@@ -149,7 +160,12 @@ class TerminalDriver(Driver):
                 }
             )
             keys = self.rules.approve_keys if decision.status == "approved" else self.rules.deny_keys
-            await self.ctx.process.write(keys.encode())
+            if self.input_closed:
+                return  # the run is ending: the agent is being told to exit, not answered
+            try:
+                await self.ctx.process.write(keys.encode())
+            except ProcessExitedError:
+                return  # it exited while the question was out: there is nobody left to answer
             if decision.status != "approved" and decision.interrupt:
                 await self.interrupt()
         finally:

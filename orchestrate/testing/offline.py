@@ -18,6 +18,7 @@ __all__ = [
     "SCRATCH_PLACEHOLDER",
     "Scratch",
     "claude_offline_env",
+    "claude_tui_offline_env",
     "codex_offline_env",
     "gemini_offline_env",
     "qwen_offline_env",
@@ -73,6 +74,27 @@ def claude_offline_env(server: ScriptedModelServer, scratch: Scratch) -> dict[st
         "TMPDIR": str(scratch.tmp),
         "CLAUDE_CONFIG_DIR": str(scratch.home / ".claude"),
     }
+
+
+def claude_tui_offline_env(server: ScriptedModelServer, scratch: Scratch) -> dict[str, str]:
+    """Claude Code's interactive UI offline: ``claude_offline_env`` plus the answers its first-run
+    screens would ask for, pre-seeded in its config (onboarding done, the API key accepted, the
+    work folder trusted), so it opens straight on its input line."""
+    env = claude_offline_env(server, scratch)
+    config = Path(env["CLAUDE_CONFIG_DIR"])
+    config.mkdir(parents=True, exist_ok=True)
+    key = env["ANTHROPIC_API_KEY"]
+    (config / ".claude.json").write_bytes(
+        orjson.dumps(
+            {
+                "hasCompletedOnboarding": True,
+                # it remembers a key by its last 20 characters
+                "customApiKeyResponses": {"approved": [key[-20:]], "rejected": []},
+                "projects": {str(scratch.work): {"hasTrustDialogAccepted": True}},
+            }
+        )
+    )
+    return env
 
 
 def codex_offline_env(
