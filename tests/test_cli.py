@@ -15,6 +15,7 @@ import orjson
 import pytest
 
 from orchestrate.entries import entry_json_schema
+from orchestrate.registry import default_registry
 
 from .helpers import FAKE_CLAUDE, FIXTURES, group_members
 
@@ -113,7 +114,8 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     unknown = orchestrate("run", "--executor", "nope", "hi")
     assert (
         unknown.returncode == 2
-        and "known executors: acp, claude-code, codex, codex-exec, cursor, gemini, qwen" in unknown.stderr
+        and "known executors: " + ", ".join(default_registry.names()) in unknown.stderr
+        and "claude-code-tui, codex" in unknown.stderr
     )
     bad_env = run_fake(tmp_path, "--env", "NOEQUALS", "plain")
     assert bad_env.returncode == 2 and "KEY=VALUE" in bad_env.stderr
@@ -173,7 +175,11 @@ def test_executors_lists_protocol_version_and_capabilities(monkeypatch: pytest.M
         env={**os.environ, "ORCHESTRATE_BIN_PATH": str(FAKE_CLAUDE.parent)},
     )
     assert done.returncode == 0, done.stderr
-    [claude] = [r for r in orjson.loads(done.stdout) if r["name"] == "claude-code"]
+    rows = orjson.loads(done.stdout)
+    assert [r["name"] for r in rows] == default_registry.names()  # all, even those needing --command
+    [claude] = [r for r in rows if r["name"] == "claude-code"]
+    [terminal] = [r for r in rows if r["name"] == "terminal"]
+    assert terminal["installed"] is False and "--command" in terminal["reason"]
     assert claude["protocol"] == "stream-json"
     assert claude["capabilities"]["supportsApprovals"] is True
     assert claude["capabilities"]["supportsMidExecutionMessages"] is True

@@ -97,7 +97,8 @@ def test_registry_lookup_and_unknown_names() -> None:
     assert isinstance(get_executor("claude-code"), ClaudeCodeExecutor)
     with pytest.raises(
         UnknownExecutorError,
-        match="known executors: acp, claude-code, codex, codex-exec, cursor, gemini, qwen",
+        match="known executors: acp, claude-code, claude-code-tui, codex, codex-exec, cursor, gemini, qwen, "
+        "terminal",
     ):
         get_executor("nope")
 
@@ -279,7 +280,7 @@ def test_acp_agents_credentials_and_argv(tmp_path: Path, monkeypatch: pytest.Mon
         "qwen",
         "--acp",
     ]
-    with pytest.raises(ConfigError, match="--command"):
+    with pytest.raises(ExecutorUnavailableError, match="--command"):
         AcpExecutor().build_argv(Task(prompt="p", cwd=tmp_path))
     assert (
         GeminiExecutor().auth_method([{"id": "gemini-api-key"}], {"GEMINI_API_KEY": "k"}) == "gemini-api-key"

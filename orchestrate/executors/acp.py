@@ -8,11 +8,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ..errors import ConfigError
 from ..normalizers.acp import AcpNormalizer
 from ..process.pipes import ProcessSpec
 from ..task import Task
-from .base import Availability, Capabilities, Executor
+from .base import Capabilities, Executor
 
 __all__ = ["AcpExecutor", "GeminiExecutor", "QwenExecutor"]
 
@@ -26,7 +25,7 @@ class AcpExecutor(Executor):
     protocol = "acp"
     program = ""
     install_hint = (
-        "Give the agent's command with --base-command (e.g. 'npx @zed-industries/claude-code-acp')."
+        "Any ACP agent: give its command with --command (e.g. 'npx @zed-industries/claude-code-acp')."
     )
     capabilities: ClassVar[Capabilities] = Capabilities(
         protocol="acp",
@@ -42,16 +41,6 @@ class AcpExecutor(Executor):
     missing_file_reads_empty: ClassVar[bool] = False
     """Answer a read of a missing file with empty text instead of an error (Gemini needs it to write
     new files through the client: protocols/acp-gemini-qwen.md §5)."""
-
-    def base_command(self) -> list[str]:
-        if not self.program and not self.options.base_command:
-            raise ConfigError("the acp executor needs the agent's command: --command 'agent --acp'")
-        return super().base_command()
-
-    async def check_availability(self) -> Availability:
-        if not self.program and not self.options.base_command:
-            return Availability(self.name, False, reason="any ACP agent: give its command with --command")
-        return await super().check_availability()
 
     def build_argv(self, task: Task) -> list[str]:
         argv = [*self.base_command(), *self.acp_flags]

@@ -127,6 +127,8 @@ class Executor(abc.ABC):
             return list(base)
         if isinstance(base, str) and base.strip():
             return shlex.split(base)
+        if not self.program:  # an executor for any agent of a kind: which one is for the user to say
+            raise ExecutorUnavailableError(self.name, self.install_hint)
         found = find_program(self.program)
         if found is None:
             raise ExecutorUnavailableError(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from typing import ClassVar
 
-from ..errors import ConfigError
 from ..normalizers.terminal_screen import TerminalScreenNormalizer
 from ..normalizers.tui import TuiRules
 from ..task import Task
@@ -67,7 +66,7 @@ class TerminalExecutor(Executor):
     transport = "pty"
     driver = "terminal"
     program = ""
-    install_hint = "Give the agent's command with --command."
+    install_hint = "Any agent with a text UI: give its command with --command (e.g. 'aider')."
     rules: ClassVar[TuiRules] = GENERIC_TUI
     stable_seconds: ClassVar[float] = 1.0
     capabilities: ClassVar[Capabilities] = Capabilities(
@@ -83,11 +82,6 @@ class TerminalExecutor(Executor):
     @property
     def size(self) -> tuple[int, int]:
         return self.terminal_size
-
-    def base_command(self) -> list[str]:
-        if not self.program and not self.options.base_command:
-            raise ConfigError("the terminal executor needs the agent's command: --command 'agent'")
-        return super().base_command()
 
     def build_argv(self, task: Task) -> list[str]:
         return [*self.base_command(), *self.options.extra_args]
