@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import gc
 import os
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
 import anyio
+import orjson
 import pytest
 
 from orchestrate import AutoApprove, AutoDeny, Run
@@ -101,3 +104,26 @@ async def test_a_finished_terminal_never_closes_a_later_one(tmp_path: Path) -> N
             await anyio.wait_readable(second.child.fd)
             seen += os.read(second.child.fd, 4096)
     await second.shutdown(ShutdownPolicy(interrupt_grace=0.1, stdin_grace=0.5, term_grace=0.5))
+
+
+FLAGS = ["--stable-seconds", "0.5", "--approvals", "auto", "--output", "jsonl", "permission please"]
+
+
+def test_from_the_command_line(tmp_path: Path) -> None:
+    """`orchestrate run -e terminal --command ...` as the README gives it, with a shorter still time."""
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_TUI))}"
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrate", "run", "-e", "terminal", "--command", command, *FLAGS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    patches = [orjson.loads(line) for line in done.stdout.splitlines()]
+    assert any(
+        p["entry"]["type"]["kind"] == "assistant_message" and "ran touch x" in p["entry"]["content"]
+        for p in patches
+    )
+    assert TerminalExecutor(ExecutorOptions(stable_seconds=0.5)).still_for == 0.5
+    assert TerminalExecutor().still_for == TerminalExecutor.stable_seconds

@@ -111,6 +111,11 @@ def main() -> None:
     type=click.Path(dir_okay=False, exists=True, path_type=Path),
     help='MCP servers as JSON: {"name": {"command": ..., "args": [...], "env": {...}}}.',
 )
+@click.option(
+    "--stable-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Terminal agents: seconds the screen must be still for a turn to be over.",
+)
 @click.option("--record", type=click.Path(dir_okay=False, path_type=Path), help="Write the raw log here.")
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds for the whole run.")
 @click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
@@ -131,6 +136,7 @@ def run(
     approval_policy: str | None,
     config_pairs: tuple[str, ...],
     mcp_config: Path | None,
+    stable_seconds: float | None,
     record: Path | None,
     timeout: float | None,
     output: str,
@@ -150,6 +156,7 @@ def run(
             approval_policy=approval_policy,
             config=parse_config_overrides(config_pairs),
             mcp_servers=load_mcp_servers(mcp_config) if mcp_config else {},
+            stable_seconds=stable_seconds,
         )
         executor = default_registry.create(executor_name, options)
         service = _approval_service(approvals)

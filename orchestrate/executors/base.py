@@ -87,6 +87,9 @@ class ExecutorOptions(BaseModel):
     mcp_servers: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="MCP servers by name: {command, args, env} (or {url})"
     )
+    stable_seconds: float | None = Field(
+        default=None, gt=0, description="Terminal agents: how long the screen is still before a turn is over"
+    )
 
 
 def find_program(program: str) -> str | None:

@@ -83,6 +83,11 @@ class TerminalExecutor(Executor):
     def size(self) -> tuple[int, int]:
         return self.terminal_size
 
+    @property
+    def still_for(self) -> float:
+        """Seconds of a still screen that end a turn: the option, else this agent's default."""
+        return self.options.stable_seconds or self.stable_seconds
+
     def build_argv(self, task: Task) -> list[str]:
         return [*self.base_command(), *self.options.extra_args]
 

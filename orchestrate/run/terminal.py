@@ -86,10 +86,10 @@ class TerminalDriver(Driver):
         ``at_most`` seconds (False: it is still moving)."""
         start = anyio.current_time()
         # Stillness is the absence of events: it can only be seen by looking again after a while.
-        while anyio.current_time() - self._last_output < self.executor.stable_seconds:
+        while anyio.current_time() - self._last_output < self.executor.still_for:
             if anyio.current_time() - start >= at_most:
                 return False
-            await anyio.sleep(self.executor.stable_seconds / 4)
+            await anyio.sleep(self.executor.still_for / 4)
         return True
 
     async def _watch(self) -> None:
@@ -98,7 +98,7 @@ class TerminalDriver(Driver):
             still = False
             while not still:
                 # A screen that keeps moving (a streamed answer) is still shown every so often.
-                still = await self._settle(at_most=self.executor.stable_seconds * 2)
+                still = await self._settle(at_most=self.executor.still_for * 2)
                 if self._asking:
                     continue
                 busy = self.rules.busy is not None and self.rules.busy.search(self.text())
@@ -129,7 +129,7 @@ class TerminalDriver(Driver):
     async def _ask(self, match: re.Match[str]) -> None:
         try:
             # Let the whole question draw; not until all is still, as a mark may blink beside it.
-            await self._settle(at_most=self.executor.stable_seconds * 2)
+            await self._settle(at_most=self.executor.still_for * 2)
             request_id = "screen-" + secrets.token_hex(4)
             what = match.groupdict().get("what") or ""
             request = ApprovalRequest(
@@ -172,4 +172,4 @@ class TerminalDriver(Driver):
             self._asking = False
 
     def describe(self) -> dict[str, Any]:
-        return {"rules": self.rules.name, "size": self.executor.size}
+        return {"rules": self.rules.name, "size": self.executor.size, "still_for": self.executor.still_for}
