@@ -63,12 +63,13 @@ class TerminalDriver(Driver):
 
     async def send_message(self, text: str) -> None:
         self.ctx.note({"type": "user_input", "text": text})
-        self._sent_at = anyio.current_time()
+        self._sent_at = float("inf")  # until it is sent, nothing on the screen answers it
         self._turn = True
         self.set_idle(False)
         await self.ctx.process.write((PASTE_START + text + PASTE_END).encode())
         await anyio.sleep(0.1)  # let the UI take the paste before the key that sends it
         await self.ctx.process.write(self.rules.submit_keys.encode())
+        self._sent_at = anyio.current_time()
 
     async def interrupt(self) -> None:
         self.ctx.note({"type": "interrupt"})
@@ -103,7 +104,7 @@ class TerminalDriver(Driver):
                     continue
                 busy = self.rules.busy is not None and self.rules.busy.search(self.text())
                 # A screen still since before the message was typed has not answered it yet.
-                answered = self._last_output > self._sent_at + 0.1
+                answered = self._last_output > self._sent_at
                 done = still and self._turn and answered and not busy
                 self.ctx.note({"type": "screen", "still": still, "idle": done})
                 if done:
