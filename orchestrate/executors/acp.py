@@ -103,19 +103,15 @@ class GeminiExecutor(AcpExecutor):
     )
 
     def credentials(self) -> tuple[bool | None, str | None]:
-        env = {**os.environ, **self.options.env}
-        for name in (
+        env = self.credential_env()
+        variables = (
             "GEMINI_API_KEY",
             "GOOGLE_API_KEY",
             "GOOGLE_APPLICATION_CREDENTIALS",
             "GOOGLE_GEMINI_BASE_URL",
-        ):
-            if env.get(name):
-                return True, f"${name}"
-        home = Path(env.get("HOME", str(Path.home())))
-        if (home / ".gemini" / "oauth_creds.json").is_file():
-            return True, str(home / ".gemini" / "oauth_creds.json")
-        return False, None
+        )
+        oauth = self.home(env) / ".gemini" / "oauth_creds.json"
+        return self.credentials_in(env, variables, (oauth,)) or (False, None)
 
     def prepare(self, spec: ProcessSpec, task: Task) -> list[str]:
         # gemini-cli 0.61.0 names a session's file after the minute it (re)opens it: loading a session
@@ -163,13 +159,13 @@ class QwenExecutor(AcpExecutor):
     )
 
     def credentials(self) -> tuple[bool | None, str | None]:
-        env = {**os.environ, **self.options.env}
-        for name in ("OPENAI_API_KEY", "DASHSCOPE_API_KEY", "QWEN_API_KEY"):
-            if env.get(name):
-                return True, f"${name}"
-        home = Path(env.get("HOME", str(Path.home()))) / ".qwen"
-        if (home / "oauth_creds.json").is_file():
-            return True, str(home / "oauth_creds.json")
+        env = self.credential_env()
+        home = self.home(env) / ".qwen"
+        found = self.credentials_in(
+            env, ("OPENAI_API_KEY", "DASHSCOPE_API_KEY", "QWEN_API_KEY"), (home / "oauth_creds.json",)
+        )
+        if found:
+            return found
         try:
             settings = json.loads((home / "settings.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):

@@ -202,6 +202,27 @@ class Executor(abc.ABC):
         environment and files only: never the network."""
         return None, None
 
+    def credential_env(self) -> dict[str, str]:
+        """The environment the CLI would start with, for finding its credentials."""
+        return {**os.environ, **self.options.env}
+
+    @staticmethod
+    def home(env: dict[str, str]) -> Path:
+        return Path(env.get("HOME", str(Path.home())))
+
+    @staticmethod
+    def credentials_in(
+        env: dict[str, str], variables: tuple[str, ...], files: tuple[Path, ...] = ()
+    ) -> tuple[bool, str] | None:
+        """The first of ``variables`` set (as ``$NAME``), else the first of ``files`` that exists."""
+        for name in variables:
+            if env.get(name):
+                return True, f"${name}"
+        for path in files:
+            if path.is_file():
+                return True, str(path)
+        return None
+
     @staticmethod
     def parse_version(first_line: str) -> str:
         return first_line.split()[0] if first_line.split() else first_line

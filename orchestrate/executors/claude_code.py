@@ -81,16 +81,16 @@ class ClaudeCodeExecutor(Executor):
         return env
 
     def credentials(self) -> tuple[bool | None, str | None]:
-        env = {**os.environ, **self.options.env}
-        for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"):
-            if env.get(name):
-                return True, f"${name}"
+        env = self.credential_env()
+        found = self.credentials_in(
+            env, ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
+        )
+        if found:
+            return found
         if env.get("CLAUDE_CODE_USE_BEDROCK") or env.get("CLAUDE_CODE_USE_VERTEX"):
             return True, "a cloud provider ($CLAUDE_CODE_USE_BEDROCK / _VERTEX)"
         config = Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else Path.home() / ".claude"
-        if (config / ".credentials.json").is_file():
-            return True, str(config / ".credentials.json")
-        return False, None
+        return self.credentials_in(env, (), (config / ".credentials.json",)) or (False, None)
 
     def create_normalizer(self) -> ClaudeStreamJsonNormalizer:
         return ClaudeStreamJsonNormalizer()

@@ -56,13 +56,11 @@ class _CodexBase(Executor):
         )
 
     def credentials(self) -> tuple[bool | None, str | None]:
-        env = {**os.environ, **self.options.env}
-        for name in _KEY_VARIABLES:
-            if env.get(name):
-                return True, f"${name}"
+        env = self.credential_env()
         home = self.codex_home()
-        if (home / "auth.json").is_file():
-            return True, str(home / "auth.json")
+        found = self.credentials_in(env, _KEY_VARIABLES, (home / "auth.json",))
+        if found:
+            return found
         try:
             config = tomllib.loads((home / "config.toml").read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError):

@@ -3,9 +3,7 @@ prompt on stdin, no live approvals: the policy is fixed up front by flags."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-from pathlib import Path
 from typing import ClassVar
 
 from ..approvals.base import ApprovalService
@@ -81,11 +79,9 @@ class CursorExecutor(Executor):
         return CursorNormalizer()
 
     def credentials(self) -> tuple[bool | None, str | None]:
-        env = {**os.environ, **self.options.env}
-        if env.get("CURSOR_API_KEY"):
-            return True, "$CURSOR_API_KEY"
-        auth = Path(env.get("HOME", str(Path.home()))) / ".config" / "cursor" / "auth.json"
-        return (True, str(auth)) if auth.is_file() else (False, None)
+        env = self.credential_env()
+        auth = self.home(env) / ".config" / "cursor" / "auth.json"
+        return self.credentials_in(env, ("CURSOR_API_KEY",), (auth,)) or (False, None)
 
 
 def _is_cursor(program: str) -> bool:
