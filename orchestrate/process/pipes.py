@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import anyio
 from anyio.abc import ByteReceiveStream, Process
@@ -24,7 +25,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from ..errors import ProcessExitedError, SpawnError
 from .rawlog import StreamName
 
-__all__ = ["AgentProcess", "Chunk", "ProcessSpec", "ShutdownPolicy"]
+__all__ = ["AgentProcess", "Chunk", "ProcessSpec", "ShutdownPolicy", "climb_ladder"]
 
 _READ_SIZE = 1 << 16
 _STDERR_TAIL_BYTES = 8192
@@ -154,25 +155,9 @@ class AgentProcess:
         policy: ShutdownPolicy = ShutdownPolicy(),
         interrupt: Callable[[], Awaitable[None]] | None = None,
     ) -> int | None:
-        """The ladder: the protocol's interrupt, close stdin, SIGTERM the group, SIGKILL the group.
-
-        Shielded, so a cancelled caller still cleans up, and bounded by the policy's graces.  The
-        group is SIGKILLed at the end in every case, so tool processes the agent left behind die too.
-        """
+        """Climb the shutdown ladder (:func:`climb_ladder`), then close our ends of the pipes."""
+        await climb_ladder(self, policy, interrupt)
         with anyio.CancelScope(shield=True):
-            if interrupt is not None and self.returncode is None:
-                # Agents that stay alive after an interrupt (Claude does) still exit on stdin EOF,
-                # so the next rung follows at once; the interrupt only lets the turn end cleanly.
-                with anyio.move_on_after(policy.interrupt_grace), contextlib.suppress(Exception):
-                    await interrupt()
-            if self.returncode is None:
-                await self.close_stdin()
-                await self.wait(policy.stdin_grace)
-            if self.returncode is None:
-                self._signal_group(signal.SIGTERM)
-                await self.wait(policy.term_grace)
-            self._signal_group(signal.SIGKILL)
-            await self.wait(5.0)
             await self._close_streams()
         return self.returncode
 
@@ -192,3 +177,42 @@ class AgentProcess:
             if stream is not None:
                 with contextlib.suppress(Exception):
                     await stream.aclose()
+
+
+class _Stoppable(Protocol):
+    """What the ladder needs of an agent process, over pipes or in a terminal."""
+
+    @property
+    def returncode(self) -> int | None: ...
+
+    async def close_stdin(self) -> None: ...
+
+    async def wait(self, seconds: float) -> bool: ...
+
+    def _signal_group(self, sig: signal.Signals) -> None: ...
+
+
+async def climb_ladder(
+    process: _Stoppable,
+    policy: ShutdownPolicy,
+    interrupt: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """The ladder: the protocol's interrupt, end of input, SIGTERM the group, SIGKILL the group.
+
+    Shielded, so a cancelled caller still cleans up, and bounded by the policy's graces.  The group
+    is SIGKILLed at the end in every case, so tool processes the agent left behind die too.
+    """
+    with anyio.CancelScope(shield=True):
+        if interrupt is not None and process.returncode is None:
+            # Agents that stay alive after an interrupt (Claude does) still exit on end of input,
+            # so the next rung follows at once; the interrupt only lets the turn end cleanly.
+            with anyio.move_on_after(policy.interrupt_grace), contextlib.suppress(Exception):
+                await interrupt()
+        if process.returncode is None:
+            await process.close_stdin()
+            await process.wait(policy.stdin_grace)
+        if process.returncode is None:
+            process._signal_group(signal.SIGTERM)
+            await process.wait(policy.term_grace)
+        process._signal_group(signal.SIGKILL)
+        await process.wait(5.0)

@@ -22,7 +22,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from ptyprocess import PtyProcess
 
 from ..errors import ProcessExitedError, SpawnError
-from .pipes import Chunk, ProcessSpec, ShutdownPolicy
+from .pipes import Chunk, ProcessSpec, ShutdownPolicy, climb_ladder
 
 __all__ = ["PtyAgentProcess"]
 
@@ -112,21 +112,9 @@ class PtyAgentProcess:
         policy: ShutdownPolicy = ShutdownPolicy(),  # noqa: B008 - frozen
         interrupt: Callable[[], Awaitable[None]] | None = None,
     ) -> int | None:
-        """The same ladder as for pipes: the agent's own interrupt, end-of-file, SIGTERM and SIGKILL
-        to the group, shielded and bounded."""
-        with anyio.CancelScope(shield=True):
-            if interrupt is not None and self.returncode is None:
-                with anyio.move_on_after(policy.interrupt_grace), contextlib.suppress(Exception):
-                    await interrupt()
-            if self.returncode is None:
-                await self.close_stdin()
-                await self.wait(policy.stdin_grace)
-            if self.returncode is None:
-                self._signal_group(signal.SIGTERM)
-                await self.wait(policy.term_grace)
-            self._signal_group(signal.SIGKILL)
-            await self.wait(5.0)
-            self._close_terminal()
+        """The same ladder as for pipes (end of input is the EOF key here), then the terminal closed."""
+        await climb_ladder(self, policy, interrupt)
+        self._close_terminal()
         return self._returncode
 
     def _close_terminal(self) -> None:
