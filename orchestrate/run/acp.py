@@ -217,16 +217,7 @@ class AcpDriver(Driver):
                 self._pending_permissions.discard(scope)
         if decision is None:  # the turn was cancelled while we were asking
             return {"outcome": {"outcome": "cancelled"}}
-        self.ctx.note(
-            {
-                "type": "approval",
-                "request_id": str(incoming.id),
-                "decision": decision.status,
-                "reason": decision.reason,
-                "for_session": decision.for_session,
-                "interrupt": decision.interrupt,
-            }
-        )
+        self.note_decision(str(incoming.id), decision)
         option = _choose(params.options, decision)
         if decision.status != "approved" and decision.interrupt:
             self.background(self.interrupt, "cancelling the turn")
@@ -323,15 +314,7 @@ class AcpDriver(Driver):
             cwd=str(cwd),
         )
         decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
-        self.ctx.note(
-            {
-                "type": "approval",
-                "request_id": request.request_id,
-                "decision": decision.status,
-                "reason": decision.reason,
-                "command": command_text,
-            }
-        )
+        self.note_decision(request.request_id, decision, command=command_text)
         if decision.status != "approved":
             raise RpcError(
                 INVALID_PARAMS, f"running {command_text!r} was refused: {decision.reason or 'denied'}"

@@ -85,16 +85,7 @@ class ClaudeDriver(Driver):
         decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
         if event.request_id not in self.peer.pending_approvals:
             return  # the CLI withdrew it (control_cancel_request) while we were asking
-        self.ctx.note(
-            {
-                "type": "approval",
-                "request_id": event.request_id,
-                "decision": decision.status,
-                "reason": decision.reason,
-                "for_session": decision.for_session,
-                "interrupt": decision.interrupt,
-            }
-        )
+        self.note_decision(event.request_id, decision)
         await self._write(self._reply(event, decision))
 
     def _reply(self, event: CanUseTool, decision: ApprovalDecision) -> bytes:

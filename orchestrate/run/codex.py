@@ -102,16 +102,7 @@ class CodexDriver(Driver):
             request_id, incoming.method, p, item, self.ctx.task, self.ctx.session_id()
         )
         decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
-        self.ctx.note(
-            {
-                "type": "approval",
-                "request_id": request_id,
-                "decision": decision.status,
-                "reason": decision.reason,
-                "for_session": decision.for_session,
-                "interrupt": decision.interrupt,
-            }
-        )
+        self.note_decision(request_id, decision)
         return {"decision": codex_decision(decision)}
 
 

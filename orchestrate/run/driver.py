@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from ..approvals.base import ApprovalService
+from ..approvals.base import ApprovalDecision, ApprovalService
 from ..errors import ConfigError, OrchestrateError
 from ..executors.base import Capabilities, Executor
 from ..process.base import AgentIO
@@ -52,6 +52,20 @@ class Driver(abc.ABC):
     async def wait_idle(self) -> None:
         while not self.is_idle:
             await self._idle_changed.wait()
+
+    def note_decision(self, request_id: str, decision: ApprovalDecision, **extra: Any) -> None:
+        """Record how a permission request was answered: the raw log's ``approval`` note."""
+        self.ctx.note(
+            {
+                "type": "approval",
+                "request_id": request_id,
+                "decision": decision.status,
+                "reason": decision.reason,
+                "for_session": decision.for_session,
+                "interrupt": decision.interrupt,
+                **extra,
+            }
+        )
 
     @abc.abstractmethod
     async def start(self, prompt: str) -> None:

@@ -152,14 +152,7 @@ class TerminalDriver(Driver):
                 }
             )
             decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
-            self.ctx.note(
-                {
-                    "type": "approval",
-                    "request_id": request_id,
-                    "decision": decision.status,
-                    "reason": decision.reason,
-                }
-            )
+            self.note_decision(request_id, decision)
             keys = self.rules.approve_keys if decision.status == "approved" else self.rules.deny_keys
             if self.input_closed:
                 return  # the run is ending: the agent is being told to exit, not answered
