@@ -288,10 +288,7 @@ class AcpNormalizer(LineNormalizer):
             for e in update.get("entries") or []
             if isinstance(e, dict)
         )
-        if self._plan is None:
-            self._plan = self.log.add(Plan(items=items), "Plan", ts)
-        else:
-            self.log.replace(self._plan, type=Plan(items=items))
+        self._plan = self.log.put(self._plan, Plan(items=items), "Plan", ts)
 
     # --- our side: requests, notifications, answers -------------------------------------------
 

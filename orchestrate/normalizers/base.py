@@ -64,6 +64,14 @@ class EntryLog:
         self._touched[index] = "add"
         return index
 
+    def put(self, index: int | None, type_: EntryType, content: str, ts: datetime | None = None) -> int:
+        """Add an entry, or, given the ``index`` of one added before, revise its type and content
+        (a plan the agent updates in place); the entry's index either way."""
+        if index is None:
+            return self.add(type_, content, ts)
+        self.replace(index, type=type_, content=content)
+        return index
+
     def replace(self, index: int, **changes: Any) -> None:
         self._pending.setdefault(index, {}).update(changes)
         self._touched.setdefault(index, "replace")

@@ -481,10 +481,7 @@ class CodexAppServerNormalizer(LineNormalizer):
         self, key: str, items: tuple[PlanItem, ...], ts: datetime | None, text: str = "Plan"
     ) -> None:
         index = self._per_turn.get((key, "plan"))
-        if index is None:
-            self._per_turn[(key, "plan")] = self.log.add(Plan(items=items), text, ts)
-        else:
-            self.log.replace(index, type=Plan(items=items), content=text)
+        self._per_turn[(key, "plan")] = self.log.put(index, Plan(items=items), text, ts)
 
     # --- helpers ------------------------------------------------------------------------------
 

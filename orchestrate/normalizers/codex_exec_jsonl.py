@@ -157,11 +157,7 @@ class CodexExecNormalizer(LineNormalizer):
                     for t in item.get("items") or []
                     if isinstance(t, dict)
                 )
-                index = self._items.get(item_id)
-                if index is None:
-                    self._items[item_id] = self.log.add(Plan(items=items), "Plan", ts)
-                else:
-                    self.log.replace(index, type=Plan(items=items))
+                self._items[item_id] = self.log.put(self._items.get(item_id), Plan(items=items), "Plan", ts)
             case "error":
                 self.log.error(_s(item.get("message")), "agent_warning", ts)
             case _:

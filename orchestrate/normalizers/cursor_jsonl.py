@@ -212,10 +212,7 @@ class CursorNormalizer(LineNormalizer):
             for t in args.get("todos") or []
             if isinstance(t, dict)
         )
-        if self._plan is None:
-            self._plan = self.log.add(Plan(items=items), "Plan", ts)
-        else:
-            self.log.replace(self._plan, type=Plan(items=items))
+        self._plan = self.log.put(self._plan, Plan(items=items), "Plan", ts)
 
     # --- the end ------------------------------------------------------------------------------
 
