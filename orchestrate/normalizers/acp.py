@@ -18,8 +18,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import orjson
-
 from ..entries import (
     ActionType,
     ApprovalInfo,
@@ -47,7 +45,7 @@ from ..entries import (
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .diffs import diff_texts
-from .values import obj, text
+from .values import json_object, obj, text
 
 __all__ = ["AcpNormalizer"]
 
@@ -81,15 +79,10 @@ class AcpNormalizer(LineNormalizer):
     def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
         if stream == "stderr":
             return
-        try:
-            msg = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            msg = None
-        if not isinstance(msg, dict):
+        msg = json_object(line)
+        if msg is None:
             if stream == "stdout":
-                self.log.error(
-                    "The agent printed a line that is not a JSON object", "protocol_error", ts, content=line
-                )
+                self.not_json("The agent", line, ts)
             return
         method, has_id = msg.get("method"), "id" in msg
         if stream == "stdin":

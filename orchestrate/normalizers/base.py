@@ -209,6 +209,10 @@ class LineNormalizer(Normalizer):
                 message = f"{stream} line of {line.length} bytes exceeds the limit and was dropped"
                 self.log.error(message, "line_too_long", ts, content=line.head)
 
+    def not_json(self, who: str, line: str, ts: datetime | None) -> None:
+        """A line where the protocol wants a JSON object: shown as a protocol error, kept whole."""
+        self.log.error(f"{who} printed a line that is not a JSON object", "protocol_error", ts, content=line)
+
     @abc.abstractmethod
     def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
         """Handle one complete line of ``stream``."""

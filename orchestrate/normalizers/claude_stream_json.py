@@ -35,6 +35,7 @@ from ..entries import (
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .claude_tools import action_for, apply_tool_result, plan_items, result_text
+from .values import json_object
 from .values import obj as _dict
 from .values import text as _s
 
@@ -93,15 +94,10 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
     def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
         if stream == "stderr":
             return  # kept in the raw log and attached to failures, never parsed as protocol
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            obj = None
-        if not isinstance(obj, dict):
+        obj = json_object(line)
+        if obj is None:
             if stream == "stdout":
-                self.log.error(
-                    "The CLI printed a line that is not a JSON object", "protocol_error", ts, content=line
-                )
+                self.not_json("The CLI", line, ts)
         elif stream == "stdin":
             self._client_line(obj, ts)
         else:

@@ -16,8 +16,6 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-import orjson
-
 from ..entries import (
     ApprovalInfo,
     ApprovalOutcome,
@@ -42,6 +40,7 @@ from ..entries import (
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .codex_items import display_command, file_change
+from .values import json_object
 from .values import obj as _dict
 from .values import text as _s
 
@@ -107,15 +106,10 @@ class CodexAppServerNormalizer(LineNormalizer):
     def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
         if stream == "stderr":
             return  # tracing output, never protocol (protocols/codex.md §6)
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            obj = None
-        if not isinstance(obj, dict):
+        obj = json_object(line)
+        if obj is None:
             if stream == "stdout":
-                self.log.error(
-                    "The agent printed a line that is not a JSON object", "protocol_error", ts, content=line
-                )
+                self.not_json("The agent", line, ts)
             return
         method, has_id = obj.get("method"), "id" in obj
         if stream == "stdin":

@@ -16,8 +16,6 @@ import codecs
 from datetime import datetime
 from typing import Any
 
-import orjson
-
 from ..entries import (
     AssistantMessage,
     CommandResult,
@@ -42,6 +40,7 @@ from ..entries import (
 from .actions import describe
 from .base import LineNormalizer, Stream
 from .codex_items import display_command
+from .values import json_object
 from .values import obj as _dict
 from .values import text as _s
 
@@ -76,14 +75,9 @@ class CodexExecNormalizer(LineNormalizer):
     def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
         if stream != "stdout":
             return  # stderr is tracing output, never protocol
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            obj = None
-        if not isinstance(obj, dict):
-            self.log.error(
-                "codex exec printed a line that is not a JSON object", "protocol_error", ts, content=line
-            )
+        obj = json_object(line)
+        if obj is None:
+            self.not_json("codex exec", line, ts)
             return
         match obj.get("type"):
             case "thread.started":

@@ -44,7 +44,7 @@ from ..entries import (
 from .actions import describe
 from .base import LineNormalizer, Stream
 from .diffs import diff_texts
-from .values import obj, text
+from .values import json_object, obj, text
 
 __all__ = ["CursorNormalizer"]
 
@@ -77,20 +77,12 @@ class CursorNormalizer(LineNormalizer):
             if _AUTH_MARK in line:
                 self.log.error(line.strip(), "auth_required", ts)
             return
-        try:
-            event = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            event = None
-        if not isinstance(event, dict):
-            code = "setup_required" if line.startswith(_MODEL_MARK) else "protocol_error"
-            self.log.error(
-                line.strip()
-                if code != "protocol_error"
-                else "cursor-agent printed a line that is not a JSON object",
-                code,
-                ts,
-                content=line,
-            )
+        event = json_object(line)
+        if event is None:
+            if line.startswith(_MODEL_MARK):
+                self.log.error(line.strip(), "setup_required", ts, content=line)
+            else:
+                self.not_json("cursor-agent", line, ts)
             return
         self._events += 1
         self.log.session_id = text(event.get("session_id")) or self.log.session_id

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["obj", "text"]
+import orjson
+
+__all__ = ["json_object", "obj", "text"]
 
 
 def text(value: Any) -> str:
@@ -15,3 +17,12 @@ def text(value: Any) -> str:
 def obj(value: Any) -> dict[str, Any]:
     """``value`` if it is a JSON object, else an empty one."""
     return value if isinstance(value, dict) else {}
+
+
+def json_object(line: str) -> dict[str, Any] | None:
+    """``line`` parsed as a JSON object, or None when it is not JSON or not an object."""
+    try:
+        value = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
