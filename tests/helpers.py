@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import pytest
 
 from orchestrate import ApprovalDecision, ApprovalRequest, Run, Task
 from orchestrate.approvals import ApprovalService
@@ -28,6 +29,15 @@ FAKE_CODEX = FIXTURES / "bin" / "fake_codex.py"
 FAKE_ACP = FIXTURES / "bin" / "fake_acp.py"
 FAKE_CURSOR = FIXTURES / "bin" / "fake_cursor.py"
 CLI_BIN = ROOT / "clis" / "node_modules" / ".bin"
+# Set by .ci/run: a missing real CLI fails its tests there instead of skipping them.
+REQUIRE_REAL_CLIS = os.environ.get("ORCHESTRATE_REQUIRE_REAL_CLIS") == "1"
+
+
+def needs_cli(name: str) -> pytest.MarkDecorator:
+    """Skip unless the pinned CLI ``name`` is installed in clis/ (or real CLIs are required)."""
+    return pytest.mark.skipif(
+        not (CLI_BIN / name).exists() and not REQUIRE_REAL_CLIS, reason=f"real {name} CLI not installed"
+    )
 
 
 def fake_claude(**options: object) -> ClaudeCodeExecutor:

@@ -3,7 +3,6 @@ pinned CLI prints of its own protocol (`codex app-server generate-json-schema`).
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,12 @@ from orchestrate.executors.codex import CodexExecutor
 from orchestrate.process.rawlog import read_raw_log
 from orchestrate.run.codex import CLIENT_INFO, codex_decision
 
-from .helpers import CLI_BIN, FIXTURES
+from .helpers import CLI_BIN, FIXTURES, needs_cli
 
 CODEX = CLI_BIN / "codex"
-REQUIRED = os.environ.get("ORCHESTRATE_REQUIRE_REAL_CLIS") == "1"
 pytestmark = [
     pytest.mark.real_cli,
-    pytest.mark.skipif(not CODEX.exists() and not REQUIRED, reason="real Codex CLI not installed"),
+    needs_cli("codex"),
 ]
 
 

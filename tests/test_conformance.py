@@ -3,11 +3,11 @@ express, against the scripted model.  This is what the README's matrix shows."""
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from orchestrate.testing.conformance import SCENARIOS, conformance_executors, run_conformance
+
+from .helpers import REQUIRE_REAL_CLIS
 
 pytestmark = [pytest.mark.anyio, pytest.mark.real_cli]
 
@@ -22,7 +22,7 @@ async def test_every_installed_cli_passes_every_scenario_it_can_express() -> Non
     assert len(cells) == len(conformance_executors()) * len(SCENARIOS)
     failures = [f"{c.executor}/{c.scenario}: {c.why}" for c in cells if c.verdict == "fail"]
     assert failures == []
-    if os.environ.get("ORCHESTRATE_REQUIRE_REAL_CLIS") == "1":
+    if REQUIRE_REAL_CLIS:
         assert [c for c in cells if c.verdict == "not installed"] == []
     assert {(c.executor, c.scenario) for c in cells if c.verdict == "n/a"} == {
         ("codex-exec", "tool_approved"),

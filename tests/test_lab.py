@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
 import re
 import shutil
 import signal
@@ -16,9 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from .helpers import CLI_BIN, FIXTURES, ROOT
-
-REQUIRED = os.environ.get("ORCHESTRATE_REQUIRE_REAL_CLIS") == "1"
+from .helpers import FIXTURES, ROOT, needs_cli
 
 
 def orchestrate(
@@ -68,9 +65,7 @@ def test_model_server_command_serves_until_stopped(tmp_path: Path) -> None:
 
 
 @pytest.mark.real_cli
-@pytest.mark.skipif(
-    not (CLI_BIN / "claude").exists() and not REQUIRED, reason="real Claude Code not installed"
-)
+@needs_cli("claude")
 def test_record_writes_a_scrubbed_fixture_and_its_entries(tmp_path: Path) -> None:
     out = tmp_path / "plain.jsonl"
     done = orchestrate(
@@ -96,7 +91,7 @@ def test_record_writes_a_scrubbed_fixture_and_its_entries(tmp_path: Path) -> Non
 
 
 @pytest.mark.real_cli
-@pytest.mark.skipif(not (CLI_BIN / "codex").exists() and not REQUIRED, reason="real Codex not installed")
+@needs_cli("codex")
 def test_upgrade_rerecords_and_shows_what_changed(tmp_path: Path) -> None:
     cases = ["plain_answer", "command_declined", "apply_patch_add"]
     (tmp_path / "fixtures" / "scenarios" / "codex").mkdir(parents=True)

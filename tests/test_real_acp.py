@@ -5,7 +5,6 @@ Skipped when a CLI is not installed, unless ORCHESTRATE_REQUIRE_REAL_CLIS=1 (set
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,18 +22,9 @@ from orchestrate.testing import Scenario, ScriptedModelServer
 from orchestrate.testing.cases import offline_env
 from orchestrate.testing.offline import Scratch
 
-from .helpers import CLI_BIN, assert_nothing_survives
+from .helpers import CLI_BIN, assert_nothing_survives, needs_cli
 
-REQUIRED = os.environ.get("ORCHESTRATE_REQUIRE_REAL_CLIS") == "1"
-AGENTS = [
-    pytest.param(
-        name,
-        marks=pytest.mark.skipif(
-            not (CLI_BIN / name).exists() and not REQUIRED, reason=f"real {name} CLI not installed"
-        ),
-    )
-    for name in ("gemini", "qwen")
-]
+AGENTS = [pytest.param(name, marks=needs_cli(name)) for name in ("gemini", "qwen")]
 # Gemini's default model "auto" asks a router model first; naming a model skips that side request.
 MODELS = {"gemini": "gemini-2.5-flash", "qwen": None}
 

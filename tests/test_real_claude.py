@@ -6,7 +6,6 @@ turns a missing CLI into a failure so CI can never pass without running these.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import anyio
@@ -21,15 +20,14 @@ from orchestrate.run import RunResult
 from orchestrate.testing import Scenario, ScriptedModelServer
 from orchestrate.testing.offline import Scratch, claude_offline_env
 
-from .helpers import CLI_BIN, group_members
+from .helpers import CLI_BIN, group_members, needs_cli
 
 CLAUDE = CLI_BIN / "claude"
-REQUIRED = os.environ.get("ORCHESTRATE_REQUIRE_REAL_CLIS") == "1"
 
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.real_cli,
-    pytest.mark.skipif(not CLAUDE.exists() and not REQUIRED, reason="real Claude Code CLI not installed"),
+    needs_cli("claude"),
 ]
 
 

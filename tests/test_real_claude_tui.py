@@ -4,7 +4,6 @@ keys through the approval service, and the run's raw log replaying to the same e
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,15 +18,14 @@ from orchestrate.run import RunResult
 from orchestrate.testing import Scenario, ScriptedModelServer
 from orchestrate.testing.offline import Scratch, claude_tui_offline_env
 
-from .helpers import CLI_BIN, run_agent, texts
+from .helpers import CLI_BIN, needs_cli, run_agent, texts
 
 CLAUDE = CLI_BIN / "claude"
-REQUIRED = os.environ.get("ORCHESTRATE_REQUIRE_REAL_CLIS") == "1"
 
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.real_cli,
-    pytest.mark.skipif(not CLAUDE.exists() and not REQUIRED, reason="real Claude Code CLI not installed"),
+    needs_cli("claude"),
 ]
 
 BASH_STEPS = [

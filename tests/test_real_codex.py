@@ -4,7 +4,6 @@ Skipped when the CLI is not installed, unless ORCHESTRATE_REQUIRE_REAL_CLIS=1 (s
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -21,15 +20,14 @@ from orchestrate.run import RunResult
 from orchestrate.testing import Scenario, ScriptedModelServer
 from orchestrate.testing.offline import Scratch, codex_offline_env
 
-from .helpers import CLI_BIN, assert_nothing_survives
+from .helpers import CLI_BIN, assert_nothing_survives, needs_cli
 
 CODEX = CLI_BIN / "codex"
-REQUIRED = os.environ.get("ORCHESTRATE_REQUIRE_REAL_CLIS") == "1"
 
 pytestmark = [
     pytest.mark.anyio,
     pytest.mark.real_cli,
-    pytest.mark.skipif(not CODEX.exists() and not REQUIRED, reason="real Codex CLI not installed"),
+    needs_cli("codex"),
 ]
 
 
