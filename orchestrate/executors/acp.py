@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
@@ -83,6 +84,10 @@ class AcpExecutor(Executor):
         return {**os.environ, **self.options.env, **task.env}
 
 
+# Gemini and Qwen both implement session/load: what the generic ACP agent cannot promise.
+_LOADS_SESSIONS = replace(AcpExecutor.capabilities, session_resume=True)
+
+
 class GeminiExecutor(AcpExecutor):
     name = "gemini"
     program = "gemini"
@@ -91,16 +96,7 @@ class GeminiExecutor(AcpExecutor):
     acp_flags = ("--acp",)
     model_flag = "-m"
     missing_file_reads_empty = True
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        protocol="acp",
-        session_resume=True,
-        fork=False,
-        approvals=True,
-        mcp=True,
-        mid_execution_messages=True,
-        interrupt=True,
-        requires_setup=True,
-    )
+    capabilities: ClassVar[Capabilities] = _LOADS_SESSIONS
 
     def credentials(self) -> tuple[bool | None, str | None]:
         env = self.credential_env()
@@ -147,16 +143,7 @@ class QwenExecutor(AcpExecutor):
     install_hint = "Install it with: npm install @qwen-code/qwen-code"
     acp_flags = ("--acp",)
     model_flag = "--model"
-    capabilities: ClassVar[Capabilities] = Capabilities(
-        protocol="acp",
-        session_resume=True,
-        fork=False,
-        approvals=True,
-        mcp=True,
-        mid_execution_messages=True,
-        interrupt=True,
-        requires_setup=True,
-    )
+    capabilities: ClassVar[Capabilities] = _LOADS_SESSIONS
 
     def credentials(self) -> tuple[bool | None, str | None]:
         env = self.credential_env()
