@@ -80,10 +80,6 @@ class TerminalExecutor(Executor):
     )
 
     @property
-    def size(self) -> tuple[int, int]:
-        return self.terminal_size
-
-    @property
     def still_for(self) -> float:
         """Seconds of a still screen that end a turn: the option, else this agent's default."""
         return self.options.stable_seconds or self.stable_seconds

@@ -29,7 +29,7 @@ class TerminalDriver(Driver):
         assert isinstance(ctx.executor, TerminalExecutor)
         self.executor = ctx.executor
         self.rules = ctx.executor.rules
-        rows, cols = ctx.executor.size
+        rows, cols = ctx.executor.terminal_size
         self.screen = pyte.Screen(cols, rows)
         self._stream = pyte.ByteStream(self.screen)
         self._changed = anyio.Event()
@@ -166,4 +166,8 @@ class TerminalDriver(Driver):
             self._asking = False
 
     def describe(self) -> dict[str, Any]:
-        return {"rules": self.rules.name, "size": self.executor.size, "still_for": self.executor.still_for}
+        return {
+            "rules": self.rules.name,
+            "size": self.executor.terminal_size,
+            "still_for": self.executor.still_for,
+        }
