@@ -54,7 +54,7 @@ CLAUDE_TUI = TuiRules(
     exit_keys="\x04\x04",
     busy=re.compile(r"esc to interrupt", re.I),
     prompt_prefix=("❯ ", "> "),
-    bullet=re.compile(r"^[●⏺]\s"),
+    bullet=re.compile(r"^\s*[●⏺]\s"),
 )
 
 

@@ -121,14 +121,7 @@ class TerminalScreenNormalizer(Normalizer):
             kept.pop(0)
         while kept and not kept[-1].strip():
             kept.pop()
-        if self.rules.bullet is not None:
-            kept = [
-                self.rules.bullet.sub("", line.strip(), count=1)
-                if self.rules.bullet.match(line.strip())
-                else line
-                for line in kept
-            ]
-        return "\n".join(kept)
+        return "\n".join(self.rules.unmarked(line) for line in kept)
 
     def _is_echo(self, line: str) -> bool:
         bare = line.strip()

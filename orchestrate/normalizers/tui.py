@@ -28,7 +28,11 @@ class TuiRules:
     busy: re.Pattern[str] | None = None
     submit_keys: str = "\r"
     prompt_prefix: tuple[str, ...] = field(default=("> ",))
-    bullet: re.Pattern[str] | None = None  # a mark the UI puts before each message, left out of text
+    bullet: re.Pattern[str] | None = None  # the mark before each message (with its indent), left out
 
     def is_chrome(self, line: str) -> bool:
         return any(p.search(line) for p in self.chrome)
+
+    def unmarked(self, line: str) -> str:
+        """``line`` without the mark the UI puts before a message, if it has one."""
+        return line if self.bullet is None else self.bullet.sub("", line, count=1)
