@@ -1,62 +1,116 @@
-"""The agent's file access, confined to the session's workspace.
+"""The agent's file access, confined to the session's workspace, off the event loop.
 
-A path is resolved the way the kernel would open it (``..`` folded, every symlink followed) and must
-land inside the workspace root, itself resolved.  The file is then opened by that resolved path
-with ``O_NOFOLLOW``, so a link swapped in after the check is refused rather than followed.
+The confinement itself is :mod:`.confined` (the kernel resolves every path beneath the workspace).
+This module turns the agent's paths into paths from the workspace root, bounds what is read and
+written, and runs each access in a worker thread, so a slow disk never stalls the run and a
+cancelled session stops waiting at once (the thread, told to stop, ends at its next chunk).
 """
 
 from __future__ import annotations
 
 import os
+import posixpath
+import threading
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
+
+import anyio
 
 from ..errors import OrchestrateError
+from .confined import Beneath, OutsideWorkspaceError, UnsafeFileError
 
-__all__ = ["OutsideWorkspaceError", "Workspace"]
+__all__ = [
+    "MAX_READ_BYTES",
+    "MAX_WRITE_BYTES",
+    "InvalidRangeError",
+    "OutsideWorkspaceError",
+    "UnsafeFileError",
+    "Workspace",
+]
 
 MAX_READ_BYTES = 16 * 1024 * 1024
+MAX_WRITE_BYTES = 16 * 1024 * 1024
+MAX_SCAN_BYTES = 256 * 1024 * 1024
+"""How far into a file a read from a given line may look for that line."""
+MAX_LINE = 2**32 - 1  # ACP types line and limit as uint32
+FILE_THREADS = 4
+"""File accesses at once per session: what they hold in memory is at most this many reads' worth."""
+
+T = TypeVar("T")
 
 
-class OutsideWorkspaceError(OrchestrateError):
-    def __init__(self, path: str, root: Path) -> None:
-        self.path = path
-        super().__init__(f"{path} is outside the session's workspace {root}")
+class InvalidRangeError(OrchestrateError):
+    """A read's ``line`` or ``limit`` out of range."""
 
 
 class Workspace:
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, use_openat2: bool | None = None) -> None:
         self.root = Path(os.path.realpath(root))
+        self._beneath = Beneath(str(self.root), use_openat2=use_openat2)
+        self._limiter: anyio.CapacityLimiter | None = None
+
+    def relative(self, path: str) -> str:
+        """``path`` from the root: a relative path is taken from the root; an absolute one must be
+        lexically under it.  Symlinks and ``..`` are left for the kernel to resolve, beneath."""
+        if not posixpath.isabs(path):
+            return path
+        norm = posixpath.normpath(path)
+        root = str(self.root)
+        if norm == root:
+            return ""
+        if not norm.startswith(root.rstrip("/") + "/"):
+            raise OutsideWorkspaceError(path, root)
+        return norm[len(root.rstrip("/")) + 1 :]
 
     def resolve(self, path: str) -> Path:
-        """The real path of ``path`` (relative paths are taken from the root), or
-        OutsideWorkspaceError when it leads out by any route."""
-        candidate = Path(path) if Path(path).is_absolute() else self.root / path
-        real = Path(os.path.realpath(candidate))
+        """The real path of ``path``, or OutsideWorkspaceError when it leads out by any route.
+
+        For judging and showing a path (policy rules match the real target), never for opening:
+        what is opened is resolved again by the kernel, beneath the root, at the moment it is opened.
+        """
+        real = Path(os.path.realpath(self.root / self.relative(path)))
         if real != self.root and self.root not in real.parents:
-            raise OutsideWorkspaceError(path, self.root)
+            raise OutsideWorkspaceError(path, str(self.root))
         return real
 
-    def read_text(self, path: str, line: int | None = None, limit: int | None = None) -> str:
+    async def read_text(self, path: str, line: int | None = None, limit: int | None = None) -> str:
         """The file's text (invalid UTF-8 replaced), from 1-based ``line``, at most ``limit`` lines."""
-        real = self.resolve(path)
-        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW)
-        with os.fdopen(fd, "rb") as f:
-            data = f.read(MAX_READ_BYTES + 1)
-        if len(data) > MAX_READ_BYTES:
-            raise OSError(f"{path} is larger than {MAX_READ_BYTES} bytes")
-        text = data.decode("utf-8", "replace")
-        if line is None and limit is None:
-            return text
-        lines = text.splitlines(keepends=True)
-        start = max((line or 1) - 1, 0)
-        return "".join(lines[start : start + limit] if limit is not None else lines[start:])
+        if line is not None and not 1 <= line <= MAX_LINE:
+            raise InvalidRangeError(f"line must be from 1 to {MAX_LINE}, not {line}")
+        if limit is not None and not 0 <= limit <= MAX_LINE:
+            raise InvalidRangeError(f"limit must be from 0 to {MAX_LINE}, not {limit}")
+        rel = self.relative(path)
+        data = await self._in_thread(
+            lambda stop: self._beneath.read(rel, line, limit, MAX_READ_BYTES, stop, MAX_SCAN_BYTES)
+        )
+        return data.decode("utf-8", "replace")
 
-    def write_text(self, path: str, content: str) -> Path:
-        real = self.resolve(path)
-        real.parent.mkdir(parents=True, exist_ok=True)
-        # mkdir may have walked a link planted meanwhile: check again before writing.
-        real = self.resolve(str(real))
-        fd = os.open(real, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "wb") as f:
-            f.write(content.encode("utf-8"))
+    async def write_text(self, path: str, content: str) -> Path:
+        """Replace or create the file (directories made as needed); its path."""
+        try:
+            data = content.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate, which JSON can carry
+            raise UnsafeFileError(f"{path}: the content is not valid Unicode ({exc.reason})") from exc
+        if len(data) > MAX_WRITE_BYTES:
+            raise UnsafeFileError(f"{path}: {len(data)} bytes, more than a write may hold ({MAX_WRITE_BYTES})")
+        rel = self.relative(path)
+        written = await self._in_thread(lambda stop: self._beneath.write(rel, data, stop))
+        return self.root / written
+
+    async def directory(self, path: str) -> Path:
+        """The real path of a directory inside the workspace (a command's working directory)."""
+        rel = self.relative(path)
+        real = Path(await self._in_thread(lambda stop: self._beneath.directory(rel)))
+        if real != self.root and self.root not in real.parents:  # moved out since it was opened
+            raise OutsideWorkspaceError(path, str(self.root))
         return real
+
+    async def _in_thread(self, work: Callable[[threading.Event], T]) -> T:
+        if self._limiter is None:
+            self._limiter = anyio.CapacityLimiter(FILE_THREADS)
+        stop = threading.Event()
+        try:
+            return await anyio.to_thread.run_sync(work, stop, abandon_on_cancel=True, limiter=self._limiter)
+        finally:
+            stop.set()  # a thread left behind by a cancel ends at its next chunk
