@@ -134,7 +134,7 @@ async def test_writes_follow_the_policy_path_rules(tmp_path: Path) -> None:
 
 async def test_terminals(tmp_path: Path) -> None:
     result = await run_fake(tmp_path, "terminal", AutoApprove())
-    assert result.final_text == "exit=0 output='hi\\n' killed=SIGKILL"
+    assert result.final_text == "exit=0 output='hi\\n' killed=SIGTERM"  # the process layer's ladder: SIGTERM first
     denied = await run_fake(tmp_path, "terminal", AutoDeny("no commands"))
     assert denied.final_text == "refused: running 'echo hi' was refused: no commands"
 

@@ -159,7 +159,7 @@ async def test_sizes_are_bounded(layout: Workspace, monkeypatch: pytest.MonkeyPa
     assert await layout.read_text("src/a.txt", line=3) == "three\n"
     with pytest.raises(UnsafeFileError, match="more than 8 bytes"):
         await layout.read_text("src/a.txt", line=1, limit=3)
-    with pytest.raises(UnsafeFileError, match="more than a write may hold"):
+    with pytest.raises(UnsafeFileError, match="more than a write holds"):
         await layout.write_text("big", "123456789")
     assert not (layout.root / "big").exists()
 

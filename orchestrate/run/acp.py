@@ -1,28 +1,24 @@
-"""The Agent Client Protocol client: session set-up, prompts, cancel, and the requests the agent makes
-of us (permissions, files confined to the workspace, terminals)."""
+"""The Agent Client Protocol client: session set-up, prompts, cancel, and the agent's permission
+requests (its file and terminal requests are :mod:`.acp_tools`')."""
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 
 import anyio
 from acp import schema
 
-from ..approvals.base import ApprovalDecision, ApprovalRequest, decide, write_refusal
-from ..errors import OrchestrateError
+from ..approvals.base import ApprovalDecision, ApprovalRequest, decide
 from ..executors.acp import AcpExecutor
 from ..executors.base import Capabilities
 from ..peers.jsonrpc import INVALID_PARAMS, IncomingRequest, JsonRpcPeer
-from ..process.terminal import ManagedCommand
+from .acp_tools import AcpTools
 from .driver import Driver, DriverContext
 from .jsonrpc import JsonRpcConnection, JsonRpcError, RpcError
-from .workspace import OutsideWorkspaceError, Workspace
 
 __all__ = ["AcpDriver"]
 
 PROTOCOL_VERSION = 1
-RESOURCE_NOT_FOUND = -32002
 _STARTUP_TIMEOUT = 90.0  # Gemini and Qwen take 1.5-2 s to answer initialize on an idle machine
 _CALL_TIMEOUT = 60.0
 _READ_ONLY_KINDS = {"read", "search", "fetch", "think"}
@@ -37,17 +33,10 @@ class AcpDriver(Driver):
         super().__init__(ctx)
         assert isinstance(ctx.executor, AcpExecutor)
         self.executor = ctx.executor
-        self.workspace = Workspace(ctx.task.cwd)
-        handlers = {
-            "session/request_permission": self._permission,
-            "fs/read_text_file": self._read_file,
-            "fs/write_text_file": self._write_file,
-            "terminal/create": self._terminal_create,
-            "terminal/output": self._terminal_output,
-            "terminal/wait_for_exit": self._terminal_wait,
-            "terminal/kill": self._terminal_kill,
-            "terminal/release": self._terminal_release,
-        }
+        # Files and terminals the agent asks for: confined, judged, and stopped with the session.
+        self.tools = AcpTools(self, self.executor, lambda: self.session_id)
+        self.workspace = self.tools.workspace
+        handlers = {"session/request_permission": self._permission, **self.tools.handlers()}
         self.conn = JsonRpcConnection(
             JsonRpcPeer(), ctx.process, ctx.task_group, handlers=handlers, on_notification=self._notified
         )
@@ -58,7 +47,6 @@ class AcpDriver(Driver):
         self.queued: list[str] = []
         self._pending_permissions: set[anyio.CancelScope] = set()
         self._turn_cancelled = False
-        self._terminals: dict[str, ManagedCommand] = {}
 
     # --- conversation -------------------------------------------------------------------------
 
@@ -144,6 +132,7 @@ class AcpDriver(Driver):
     def _prompt(self, text: str) -> None:
         self.turn_active = True
         self._turn_cancelled = False
+        self.tools.new_turn()
         self.set_idle(False)
         params = {"sessionId": self.session_id, "prompt": [{"type": "text", "text": text}]}
 
@@ -170,8 +159,7 @@ class AcpDriver(Driver):
 
     def on_eof(self) -> None:
         self.conn.close()
-        for command in self._terminals.values():
-            command.kill()
+        self.tools.close()
 
     async def send_message(self, text: str) -> None:
         if self.turn_active or self.session_id is None:
@@ -196,8 +184,7 @@ class AcpDriver(Driver):
         )
 
     async def end_input(self) -> None:
-        for command in self._terminals.values():
-            command.kill()
+        self.tools.close()
         await super().end_input()
 
     # --- permissions --------------------------------------------------------------------------
@@ -218,6 +205,7 @@ class AcpDriver(Driver):
         if decision is None:  # the turn was cancelled while we were asking
             return {"outcome": {"outcome": "cancelled"}}
         self.note_decision(str(incoming.id), decision)
+        self.tools.grant_writes(call, decision)
         option = _choose(params.options, decision)
         if decision.status != "approved" and decision.interrupt:
             self.background(self.interrupt, "cancelling the turn")
@@ -260,106 +248,6 @@ class AcpDriver(Driver):
             session_id=self.session_id,
             cwd=str(self.ctx.task.cwd),
         )
-
-    # --- files --------------------------------------------------------------------------------
-
-    async def _read_file(self, incoming: IncomingRequest) -> dict[str, Any]:
-        params = _params(schema.ReadTextFileRequest, incoming)
-        try:
-            content = self.workspace.read_text(params.path, params.line, params.limit)
-        except OutsideWorkspaceError as exc:
-            raise RpcError(INVALID_PARAMS, str(exc)) from exc
-        except FileNotFoundError as exc:
-            if self.executor.missing_file_reads_empty:
-                return {"content": ""}
-            raise RpcError(RESOURCE_NOT_FOUND, f"Resource not found: {params.path}") from exc
-        except OSError as exc:
-            raise RpcError(INVALID_PARAMS, f"cannot read {params.path}: {exc.strerror or exc}") from exc
-        return {"content": content}
-
-    async def _write_file(self, incoming: IncomingRequest) -> None:
-        params = _params(schema.WriteTextFileRequest, incoming)
-        try:
-            real = self.workspace.resolve(params.path)
-        except OutsideWorkspaceError as exc:
-            raise RpcError(INVALID_PARAMS, str(exc)) from exc
-        refusal = write_refusal(self.ctx.approvals, str(real), str(self.workspace.root))
-        if refusal is not None:
-            raise RpcError(INVALID_PARAMS, f"writing {params.path} was refused: {refusal}")
-        try:
-            self.workspace.write_text(params.path, params.content)
-        except OutsideWorkspaceError as exc:
-            raise RpcError(INVALID_PARAMS, str(exc)) from exc
-        except OSError as exc:
-            raise RpcError(INVALID_PARAMS, f"cannot write {params.path}: {exc.strerror or exc}") from exc
-        return None
-
-    # --- terminals ----------------------------------------------------------------------------
-
-    async def _terminal_create(self, incoming: IncomingRequest) -> dict[str, Any]:
-        params = _params(schema.CreateTerminalRequest, incoming)
-        argv = [params.command, *(params.args or [])]
-        command_text = shlex.join(argv) if params.args else params.command
-        try:
-            cwd = self.workspace.resolve(params.cwd) if params.cwd else self.workspace.root
-        except OutsideWorkspaceError as exc:
-            raise RpcError(INVALID_PARAMS, str(exc)) from exc
-        request = ApprovalRequest(
-            request_id=f"terminal:{incoming.id}",
-            tool_name="terminal",
-            tool_input=_dump(params),
-            command=command_text,
-            executor=self.executor.name,
-            session_id=self.session_id,
-            cwd=str(cwd),
-        )
-        decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
-        self.note_decision(request.request_id, decision, command=command_text)
-        if decision.status != "approved":
-            raise RpcError(
-                INVALID_PARAMS, f"running {command_text!r} was refused: {decision.reason or 'denied'}"
-            )
-        env = {**self.ctx.process.spec.env, **{v.name: v.value for v in params.env or []}}
-        # Plain argv when args are given; a shell when the command comes as one string, as agents send it.
-        spawn = argv if params.args else ["/bin/sh", "-c", params.command]
-        try:
-            command = await ManagedCommand.start(
-                self.ctx.task_group, spawn, cwd, env, params.output_byte_limit
-            )
-        except OrchestrateError as exc:
-            raise RpcError(INVALID_PARAMS, str(exc)) from exc
-        terminal_id = f"term_{len(self._terminals) + 1}"
-        self._terminals[terminal_id] = command
-        return {"terminalId": terminal_id}
-
-    def _terminal(self, incoming: IncomingRequest) -> ManagedCommand:
-        terminal_id = str((incoming.params or {}).get("terminalId"))
-        command = self._terminals.get(terminal_id)
-        if command is None:
-            raise RpcError(INVALID_PARAMS, f"no terminal {terminal_id!r}")
-        return command
-
-    async def _terminal_output(self, incoming: IncomingRequest) -> dict[str, Any]:
-        command = self._terminal(incoming)
-        out: dict[str, Any] = {"output": command.output, "truncated": command.truncated}
-        status = command.exit_status
-        if status is not None:
-            out["exitStatus"] = {"exitCode": status[0], "signal": status[1]}
-        return out
-
-    async def _terminal_wait(self, incoming: IncomingRequest) -> dict[str, Any]:
-        code, sig = await self._terminal(incoming).wait()
-        return {"exitCode": code, "signal": sig}
-
-    async def _terminal_kill(self, incoming: IncomingRequest) -> dict[str, Any]:
-        self._terminal(incoming).kill()
-        return {}
-
-    async def _terminal_release(self, incoming: IncomingRequest) -> dict[str, Any]:
-        command = self._terminal(incoming)
-        command.kill()
-        self._terminals.pop(str((incoming.params or {}).get("terminalId")), None)
-        return {}
 
 
 def _params(model: Any, incoming: IncomingRequest) -> Any:

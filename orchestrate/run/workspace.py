@@ -74,15 +74,19 @@ class Workspace:
             raise OutsideWorkspaceError(path, str(self.root))
         return real
 
-    async def read_text(self, path: str, line: int | None = None, limit: int | None = None) -> str:
-        """The file's text (invalid UTF-8 replaced), from 1-based ``line``, at most ``limit`` lines."""
+    async def read_text(
+        self, path: str, line: int | None = None, limit: int | None = None, max_bytes: int | None = None
+    ) -> str:
+        """The file's text (invalid UTF-8 replaced), from 1-based ``line``, at most ``limit`` lines,
+        at most ``max_bytes`` (MAX_READ_BYTES by default) or UnsafeFileError."""
         if line is not None and not 1 <= line <= MAX_LINE:
             raise InvalidRangeError(f"line must be from 1 to {MAX_LINE}, not {line}")
         if limit is not None and not 0 <= limit <= MAX_LINE:
             raise InvalidRangeError(f"limit must be from 0 to {MAX_LINE}, not {limit}")
         rel = self.relative(path)
+        most = MAX_READ_BYTES if max_bytes is None else min(max_bytes, MAX_READ_BYTES)
         data = await self._in_thread(
-            lambda stop: self._beneath.read(rel, line, limit, MAX_READ_BYTES, stop, MAX_SCAN_BYTES)
+            lambda stop: self._beneath.read(rel, line, limit, most, stop, MAX_SCAN_BYTES)
         )
         return data.decode("utf-8", "replace")
 
@@ -93,7 +97,7 @@ class Workspace:
         except UnicodeEncodeError as exc:  # a lone surrogate, which JSON can carry
             raise UnsafeFileError(f"{path}: the content is not valid Unicode ({exc.reason})") from exc
         if len(data) > MAX_WRITE_BYTES:
-            raise UnsafeFileError(f"{path}: {len(data)} bytes, more than a write may hold ({MAX_WRITE_BYTES})")
+            raise UnsafeFileError(f"{path}: {len(data)} bytes, more than a write holds ({MAX_WRITE_BYTES})")
         rel = self.relative(path)
         written = await self._in_thread(lambda stop: self._beneath.write(rel, data, stop))
         return self.root / written
