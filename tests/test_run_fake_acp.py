@@ -134,7 +134,8 @@ async def test_writes_follow_the_policy_path_rules(tmp_path: Path) -> None:
 
 async def test_terminals(tmp_path: Path) -> None:
     result = await run_fake(tmp_path, "terminal", AutoApprove())
-    assert result.final_text == "exit=0 output='hi\\n' killed=SIGTERM"  # the process layer's ladder: SIGTERM first
+    # Killed by the process layer's ladder, which sends SIGTERM first.
+    assert result.final_text == "exit=0 output='hi\\n' killed=SIGTERM"
     denied = await run_fake(tmp_path, "terminal", AutoDeny("no commands"))
     assert denied.final_text == "refused: running 'echo hi' was refused: no commands"
 
