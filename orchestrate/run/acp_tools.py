@@ -210,10 +210,9 @@ class AcpTools:
 
     def _terminal(self, incoming: IncomingRequest) -> tuple[str, Terminal]:
         terminal_id = (incoming.params or {}).get("terminalId")
-        terminal = self.terminals.get(terminal_id) if isinstance(terminal_id, str) else None
-        if terminal is None:
-            raise RpcError(INVALID_PARAMS, f"no terminal {terminal_id!r}")
-        return terminal_id, terminal  # type: ignore[return-value]
+        if isinstance(terminal_id, str) and (terminal := self.terminals.get(terminal_id)) is not None:
+            return terminal_id, terminal
+        raise RpcError(INVALID_PARAMS, f"no terminal {terminal_id!r}")
 
     async def terminal_output(self, incoming: IncomingRequest) -> dict[str, Any]:
         _, terminal = self._terminal(incoming)
