@@ -188,7 +188,7 @@ class _Walker:
                 self.assignments.append(_text(child.child_by_field_name("name")))
             elif child.type in ("herestring_redirect", "file_redirect", "heredoc_redirect"):
                 redirects = (*redirects, child)
-            elif child.type == "command_name" or child.is_named and child.type != "comment":
+            elif child.type == "command_name" or (child.is_named and child.type != "comment"):
                 words.append(_word(child.named_children[0] if child.type == "command_name" else child))
             # Substitutions inside the words run too: look inside every part.
             self.node(child, depth, level + 1)
@@ -314,4 +314,3 @@ def _text(node: tree_sitter.Node | None) -> str:
     if node is None or node.text is None:
         return ""
     return node.text.decode("utf-8", "surrogatepass")
-

@@ -122,7 +122,9 @@ _SUDO = _Options(
     long_flags=frozenset({"--preserve-env", "--login", "--shell", "--non-interactive", "--stdin"}),
 )
 _DOAS = _Options(short_value="uC", short_flags="nsL")
-_PKEXEC = _Options(long_value=frozenset({"--user"}), long_flags=frozenset({"--keep-cwd", "--disable-internal-agent"}))
+_PKEXEC = _Options(
+    long_value=frozenset({"--user"}), long_flags=frozenset({"--keep-cwd", "--disable-internal-agent"})
+)
 _ENV = _Options(
     short_value="uCS",
     short_flags="i0v",
@@ -213,7 +215,10 @@ def _sudo_like(spec: _Options) -> _Handler:
         skip, names = _split_assignments(args[start:])
         inner = args[start + skip :]
         return Unwrapped(
-            inner=(inner,) if inner else (), transparent=False, assignments=tuple(names), unknown_option=unknown
+            inner=(inner,) if inner else (),
+            transparent=False,
+            assignments=tuple(names),
+            unknown_option=unknown,
         )
 
     return handle
