@@ -28,8 +28,10 @@ class PathForms:
         if not posixpath.isabs(expanded) and cwd:
             expanded = posixpath.join(cwd, expanded)
         given = normalize(expanded)
-        # realpath of a relative path would use our own working directory, not the run's.
-        resolved = normalize(os.path.realpath(given)) if posixpath.isabs(given) else given
+        # Resolved from the raw path: the kernel follows a symlink before the ".." after it, so
+        # link/../x is not x.  A relative path would resolve against our own working directory,
+        # not the run's: it stays as given.
+        resolved = normalize(os.path.realpath(expanded)) if posixpath.isabs(expanded) else given
         return cls(given, resolved)
 
     @property
