@@ -151,3 +151,27 @@ def test_allowed_commands_joined_by_any_operator_stay_approved(
         line = f"( {line} )"
     request = ApprovalRequest(request_id="r", tool_name="Bash", command=line, cwd="/tmp")
     assert outcome("readme", request) == "approved", line
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "$(" * 400 + "rm -rf x" + ")" * 400,
+        "(" * 5000 + "x" + ")" * 5000,
+        "{ " * 300 + "rm -rf x" + "; }" * 300,
+        "x " * 50_000 + "; rm -r -f y",
+        "rm -rf x " * 10_000,
+        "bash -c " * 50 + "'rm -rf x'",
+    ],
+    ids=["substitutions", "subshells", "groups", "too-long", "many-words", "nested-scripts"],
+)
+def test_hostile_sizes_are_bounded_and_refused(line: str) -> None:
+    """Deep nesting and huge lines end in a bounded time with a refusal, never an exception (which
+    would also refuse, but say nothing useful) and never an approval."""
+    request = ApprovalRequest(request_id="r", tool_name="Bash", command=line, cwd="/tmp")
+    for policy in ("readme", "full"):
+        assert outcome(policy, request) in ("denied", "asked"), policy
+    decision = anyio.run(
+        RulePolicy.from_dict(POLICIES["full"] | {"fallback": "deny"}).request_approval, request
+    )
+    assert decision.status == "denied" and len(decision.reason or "") < 400

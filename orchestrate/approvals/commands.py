@@ -53,6 +53,7 @@ _LONG_FLAGS: dict[str, dict[str, str]] = {
     "shred": {"--remove": "u", "--zero": "z", "--force": "f"},
     "sed": {"--in-place": "i"},
 }
+_GUESSED_WORDS = 64  # arguments looked at after each possible program in unparsed text
 _OPERATOR_TOKENS = frozenset({";", "|", "||", "&", "&&", ">", ">>", "<", "<<", "(", ")", "&>", ";;"})
 
 
@@ -109,9 +110,12 @@ class CommandPattern:
         """Whether this deny rule forbids ``command``: yes, maybe (a word only known at run time
         could make it so), or no.  A command guessed from unreadable text is never a "maybe": its
         line is refused by rules already."""
-        if command.any_start:
-            return "yes" if self._denies(command.words) == "yes" else "no"
-        return self._denies(command.words)
+        if not command.any_start:
+            return self._denies(command.words)
+        program = posixpath.basename(self.program)
+        starts = (i for i, w in enumerate(command.words) if fnmatchcase(posixpath.basename(w.text), program))
+        guesses = (command.words[i : i + _GUESSED_WORDS] for i in starts)
+        return "yes" if any(self._denies(words) == "yes" for words in guesses) else "no"
 
     def _denies(self, words: tuple[Word, ...]) -> DenyMatch:
         if not words:

@@ -158,10 +158,12 @@ class RulePolicy:
                 for rule in self.deny.patterns:
                     match rule.denies(command):
                         case "yes":
-                            return DenyVerdict(denied=f"denied by policy rule {rule.text!r}: {command}")
+                            return DenyVerdict(
+                                denied=f"denied by policy rule {rule.text!r}: {_brief(command)}"
+                            )
                         case "maybe":
                             uncertain = uncertain or (
-                                f"policy rule {rule.text!r} may forbid {command}: "
+                                f"policy rule {rule.text!r} may forbid {_brief(command)}: "
                                 "part of it is only known at run time"
                             )
             if line.problems and self.deny.patterns:
@@ -171,7 +173,9 @@ class RulePolicy:
             if pattern is not None:
                 return DenyVerdict(denied=f"denied by policy rule {pattern!r}: {path.resolved}")
         if facts.unknown_writes and self.deny.paths:
-            uncertain = uncertain or f"writes to a file only known at run time: {facts.unknown_writes[0]}"
+            uncertain = (
+                uncertain or f"writes to a file only known at run time: {_brief(facts.unknown_writes[0])}"
+            )
         return DenyVerdict(uncertain=uncertain)
 
     def by_rules(self, facts: Facts) -> ApprovalDecision | None:
@@ -207,3 +211,9 @@ class RulePolicy:
         if self.autonomy == "readonly":
             return "policy is read-only: no file may be written"
         return None
+
+
+def _brief(what: object, limit: int = 200) -> str:
+    """A command in a reason the agent and the person read: bounded."""
+    text = str(what)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

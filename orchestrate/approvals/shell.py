@@ -24,8 +24,7 @@ __all__ = ["ParsedLine", "parse_line"]
 
 MAX_LINE = 64 * 1024  # longer lines are not parsed: refused by rules, scanned as text
 MAX_SCRIPT_DEPTH = 6  # bash -c "bash -c '...'" nesting
-MAX_NODE_DEPTH = 200  # tree nesting ((((...)))): bounded, so no recursion error
-_FALLBACK_WORDS = 64  # words looked at after each possible program in unparsed text
+MAX_NODE_DEPTH = 100  # tree nesting ((((...))), across nested scripts): bounded, so no recursion error
 
 _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 
@@ -66,7 +65,7 @@ class ParsedLine:
 def parse_line(text: str) -> ParsedLine:
     """Parse ``text`` as bash.  Never raises: what cannot be read becomes a problem."""
     walker = _Walker()
-    walker.script(text, 0)
+    walker.script(text, 0, 0)
     return ParsedLine(
         text=text,
         commands=tuple(walker.commands),
@@ -82,32 +81,43 @@ class _Walker:
     writes: list[Word] = field(default_factory=list)
     assignments: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    misreads: int = 0
 
     # --- scripts ------------------------------------------------------------------------------
 
-    def script(self, text: str, depth: int) -> None:
+    def script(self, text: str, depth: int, level: int) -> None:
         if depth > MAX_SCRIPT_DEPTH:
             self._unreadable("scripts nested too deep", text)
             return
         if len(text) > MAX_LINE:
             self._unreadable(f"longer than {MAX_LINE} characters", text)
             return
+        self._read(text, depth, level)
+        if "\\\n" in text:
+            # Bash joins lines at a backslash-newline before it splits words, but tree-sitter-bash
+            # 0.25 reads r\<newline>m as two words.  Judge the joined reading as well: a command
+            # must pass in both readings (outside single quotes and comments they are the same).
+            self._read(text.replace("\\\n", ""), depth, level)
+
+    def _read(self, text: str, depth: int, level: int) -> None:
         data = text.encode("utf-8", "surrogatepass")
         root = tree_sitter.Parser(_LANGUAGE).parse(data).root_node
         if root.has_error:
             self._unreadable("the shell parser cannot read it", text)
-        self.node(root, depth, 0)
+        misreads = self.misreads
+        self.node(root, depth, level)
+        if self.misreads > misreads:
+            self._unreadable("the shell parser misread a line break or a space", text)
 
     def _unreadable(self, why: str, text: str) -> None:
         """Record a problem, and keep every way the raw text could be read as commands, so a
         deny rule that matches anywhere in it still denies (fail closed)."""
         self.problems.append(why)
-        for piece in _OPERATORS.split(text):
-            words = [_strip_quotes(w) for w in piece.split()]
-            for start in range(len(words)):
-                chunk = tuple(Word(w) for w in words[start : start + _FALLBACK_WORDS] if w)
-                if chunk:
-                    self.commands.append(SimpleCommand(chunk, any_start=True))
+        # Only the first MAX_LINE characters: what lies beyond is unread, and the line unreadable.
+        for piece in _OPERATORS.split(text[:MAX_LINE]):
+            words = tuple(Word(w) for w in map(_strip_quotes, piece.split()) if w)
+            if words:
+                self.commands.append(SimpleCommand(words, any_start=True))
 
     # --- nodes --------------------------------------------------------------------------------
 
@@ -136,6 +146,10 @@ class _Walker:
                 self.assignments.append(_text(node))
             case "file_redirect":
                 self.redirect(node)
+            case "word" if _has_bare_break(_text(node)):
+                # Bash ends a word at an unquoted space or newline; tree-sitter-bash 0.25 sometimes
+                # does not ("a\\n\\rm" became one word), so the words it gives are not bash's.
+                self.misreads += 1
         if node.is_missing:
             self.problems.append("the shell parser cannot read it")
         for child in node.children:
@@ -195,9 +209,9 @@ class _Walker:
         for redirect in redirects:
             stdin_script = _stdin_script(redirect) or stdin_script
         if words:
-            self.run(tuple(words), stdin_script, depth)
+            self.run(tuple(words), stdin_script, depth, level)
 
-    def run(self, words: tuple[Word, ...], stdin_script: Word | None, depth: int) -> None:
+    def run(self, words: tuple[Word, ...], stdin_script: Word | None, depth: int, level: int) -> None:
         """Record ``words`` as a command, and what it runs in turn when it is a wrapper."""
         program = words[0]
         if not program.literal:
@@ -210,9 +224,9 @@ class _Walker:
         self.problems.extend(wrapped.problems)
         if wrapped.unknown_option:
             # Where the wrapped command starts is a guess: any later word may be its program.
-            self.commands.extend(SimpleCommand(words[k:], any_start=True) for k in range(2, len(words)))
+            self.commands.append(SimpleCommand(words[2:], any_start=True))
         for inner in wrapped.inner:
-            self.run(inner, None, depth)
+            self.run(inner, None, depth, level + 1)
         script = wrapped.script
         if wrapped.reads_stdin:
             script = stdin_script
@@ -224,7 +238,7 @@ class _Walker:
             self.problems.append(f"{program.text} runs a script only known at run time: {script.text}")
             self._unreadable("a script only known at run time", script.text)
             return
-        self.script(script.text, depth + 1)
+        self.script(script.text, depth + 1, level + 1)
 
 
 def _stdin_script(redirect: tree_sitter.Node) -> Word | None:
@@ -288,6 +302,16 @@ def _unquoted(text: str) -> str | None:
         out.append(char)
         i += 1
     return "".join(out)
+
+
+def _has_bare_break(text: str) -> bool:
+    """An unescaped space, tab or newline inside an unquoted word: bash would have split there."""
+    escaped = False
+    for char in text:
+        if not escaped and char in " \t\n":
+            return True
+        escaped = not escaped and char == "\\"
+    return False
 
 
 def _ansi_c(body: str) -> str:

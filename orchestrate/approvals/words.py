@@ -30,8 +30,8 @@ class SimpleCommand:
 
     ``transparent``: a wrapper (``nice``, ``timeout``, ``bash -c`` ...) that only changes how its inner
     command runs; allow rules judge the inner command alone, deny rules judge both.
-    ``any_start``: words recovered from text we could not parse, where any word may begin a
-    command; only deny rules look at these."""
+    ``any_start``: words recovered from text we could not parse (or after a wrapper option we do
+    not know), where any word may begin a command; only deny rules look at these."""
 
     words: tuple[Word, ...]
     transparent: bool = False

@@ -337,6 +337,22 @@ def _find(args: tuple[Word, ...]) -> Unwrapped:
     return Unwrapped(inner=tuple(inners), transparent=False)
 
 
+def _trap(args: tuple[Word, ...]) -> Unwrapped:
+    """trap 'handler' SIGNAL: the handler is a script that runs later."""
+    if not args or (args[0].literal and args[0].text.startswith("-")):
+        return Unwrapped(transparent=False)
+    return Unwrapped(script=args[0], transparent=False)
+
+
+def _alias(args: tuple[Word, ...]) -> Unwrapped:
+    """alias name='text': the text runs when a later line uses the name (with expand_aliases)."""
+    values = [w for w in args if "=" in w.text]
+    if not values:
+        return Unwrapped(transparent=False)
+    script = Word("\n".join(w.text.partition("=")[2] for w in values), all(w.literal for w in values))
+    return Unwrapped(script=script, transparent=False, problems=("defines an alias",))
+
+
 def _busybox(args: tuple[Word, ...]) -> Unwrapped:
     return Unwrapped(inner=(args,) if args else (), transparent=bool(args))
 
@@ -364,4 +380,6 @@ _HANDLERS: dict[str, _Handler] = {
     "script": _with_script_option(("-c", "--command")),
     "find": _find,
     "busybox": _busybox,
+    "trap": _trap,
+    "alias": _alias,
 }
