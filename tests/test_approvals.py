@@ -358,3 +358,16 @@ async def test_a_real_run_installs_the_pipeline_around_the_callers_service(tmp_p
     assert tool.status == "denied" and "echo orig*" in (tool.approval.reason or "")  # type: ignore[union-attr]
     plain, run = await run_agent(fake_claude(), tmp_path, "tool", AutoApprove())
     assert isinstance(run.approvals, ApprovalPipeline) and plain.tool_results[0].status == "success"
+
+
+async def test_a_codex_argv_list_is_judged_as_the_command_it_runs(tmp_path: Path) -> None:
+    from orchestrate.executors.codex import CodexExecutor
+    from orchestrate.task import Task
+
+    task = Task(prompt="x", cwd=tmp_path)
+    policy = RulePolicy.from_dict({"autonomy": "full", "deny": README_DENY})
+    for command in (["bash", "-lc", "git status; rm -rf x"], "/bin/bash -lc 'rm -r -f x'", ["sudo", "ls"]):
+        request = CodexExecutor().approval_request(
+            "1", "item/commandExecution/requestApproval", {"command": command}, {}, task, None
+        )
+        assert (await ApprovalPipeline(policy).request_approval(request)).status == "denied", command
