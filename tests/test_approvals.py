@@ -371,3 +371,12 @@ async def test_a_codex_argv_list_is_judged_as_the_command_it_runs(tmp_path: Path
             "1", "item/commandExecution/requestApproval", {"command": command}, {}, task, None
         )
         assert (await ApprovalPipeline(policy).request_approval(request)).status == "denied", command
+
+
+def test_a_prompt_can_show_what_always_would_cover() -> None:
+    from orchestrate.approvals import always_scopes
+
+    assert always_scopes(bash("timeout 5 git log -p | grep x")) == ("Bash: git log", "Bash: grep")
+    assert always_scopes(bash("git log > out")) == ("Bash: exactly 'git log > out'",)
+    read = ApprovalRequest(request_id="r", tool_name="Read", paths=("/repo/src/a.py",), cwd="/repo")
+    assert always_scopes(read) == ("Read on files in /repo/src",)

@@ -6,6 +6,7 @@ from .base import ApprovalDecision, ApprovalRequest, ApprovalService, decide, wr
 from .pipeline import ApprovalPipeline, SessionMemory
 from .policy import RulePolicy, Rules
 from .prompt import TerminalPrompt
+from .scopes import always_scopes
 from .simple import AutoApprove, AutoDeny
 from .tools import READ_ONLY_TOOLS, is_read_only_tool
 
@@ -21,6 +22,7 @@ __all__ = [
     "Rules",
     "SessionMemory",
     "TerminalPrompt",
+    "always_scopes",
     "decide",
     "is_read_only_tool",
     "write_refusal",

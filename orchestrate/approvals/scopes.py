@@ -13,11 +13,12 @@ import posixpath
 from typing import Literal
 from urllib.parse import urlsplit
 
+from .base import ApprovalRequest
 from .facts import Facts
 from .tools import mcp_server
 from .words import SimpleCommand
 
-__all__ = ["SessionScopes"]
+__all__ = ["SessionScopes", "always_scopes"]
 
 MAX_SCOPES = 1024  # a bound, not a limit anyone meets: past it, the person is asked again
 
@@ -58,6 +59,12 @@ class SessionScopes:
         if all(key in self._scopes for key, _ in keys):
             return tuple(words for _, words in keys)
         return None
+
+
+def always_scopes(request: ApprovalRequest) -> tuple[str, ...]:
+    """What "always" would cover for ``request``, in words, for a prompt to show before it asks
+    (``("Bash: git log",)``)."""
+    return tuple(words for _, words in call_scopes(Facts.of(request)))
 
 
 def call_scopes(facts: Facts) -> list[tuple[Key, str]]:
