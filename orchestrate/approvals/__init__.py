@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from .base import ApprovalDecision, ApprovalRequest, ApprovalService, decide, write_refusal
+from .pipeline import ApprovalPipeline, SessionMemory
 from .policy import RulePolicy, Rules
 from .prompt import TerminalPrompt
-from .simple import AutoApprove, AutoDeny, SessionMemory
+from .scopes import always_scopes
+from .simple import AutoApprove, AutoDeny
+from .tools import READ_ONLY_TOOLS, is_read_only_tool
 
 __all__ = [
+    "READ_ONLY_TOOLS",
     "ApprovalDecision",
+    "ApprovalPipeline",
     "ApprovalRequest",
     "ApprovalService",
     "AutoApprove",
@@ -17,6 +22,8 @@ __all__ = [
     "Rules",
     "SessionMemory",
     "TerminalPrompt",
+    "always_scopes",
     "decide",
+    "is_read_only_tool",
     "write_refusal",
 ]

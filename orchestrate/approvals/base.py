@@ -32,7 +32,12 @@ class ApprovalRequest(BaseModel):
 
 class ApprovalDecision(BaseModel):
     """approved (maybe with changed input, maybe for the rest of the session), denied (with a reason,
-    maybe interrupting the turn), or timed_out (which always interrupts)."""
+    maybe interrupting the turn), or timed_out (which always interrupts).
+
+    An approval ``for_session`` covers what the person saw, never the whole tool: ``scope="call"``
+    is this tool with the command's programs and subcommands (``git log``), or the path's
+    directory; ``scope="mcp_server"`` is every tool of the call's MCP server.  The pipeline fills
+    ``remembered`` with the scopes it stored, in words."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -41,10 +46,18 @@ class ApprovalDecision(BaseModel):
     updated_input: Any = None
     for_session: bool = False
     interrupt: bool = False
+    scope: Literal["call", "mcp_server"] = "call"
+    remembered: tuple[str, ...] = ()
 
     @classmethod
-    def approve(cls, updated_input: Any = None, *, for_session: bool = False) -> ApprovalDecision:
-        return cls(status="approved", updated_input=updated_input, for_session=for_session)
+    def approve(
+        cls,
+        updated_input: Any = None,
+        *,
+        for_session: bool = False,
+        scope: Literal["call", "mcp_server"] = "call",
+    ) -> ApprovalDecision:
+        return cls(status="approved", updated_input=updated_input, for_session=for_session, scope=scope)
 
     @classmethod
     def deny(cls, reason: str, *, interrupt: bool = False) -> ApprovalDecision:

@@ -11,9 +11,13 @@
     commands = ["rm -rf*", "sudo *"]
     paths = ["**/.env", "/etc/**"]
 
-Order: a deny rule always wins; ``readonly`` approves read-only tools only; ``full`` approves
-everything not denied; ``supervised`` approves what an allow rule matches (a call whose command
-and paths all match) and hands the rest to the fallback.
+Deny rules are hard: they are looked at first and nothing overrides them.  Then ``readonly``
+approves the tools of our read-only table only; ``full`` approves everything else; ``supervised``
+approves what allow rules match (a tool by name; or a command line whose every simple command an
+allow rule names and whose paths all match allow paths) and hands the rest to the fallback.
+Command rules judge parsed commands (:mod:`.commands`, :mod:`.shell`); path rules judge normalized
+and resolved paths (:mod:`.paths`).  A line that cannot be read for certain is never approved by
+a rule; when deny rules might match it, it is not approved by ``full`` either: the fallback decides.
 """
 
 from __future__ import annotations
@@ -21,13 +25,16 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import ConfigError
 from .base import ApprovalDecision, ApprovalRequest, ApprovalService
+from .commands import CommandPattern
+from .facts import Facts
+from .paths import PathForms, path_matches
 
-__all__ = ["RulePolicy", "Rules"]
+__all__ = ["DenyVerdict", "RulePolicy", "Rules"]
 
 Autonomy = Literal["readonly", "supervised", "full"]
 
@@ -37,6 +44,11 @@ class Rules:
     tools: tuple[str, ...] = ()
     commands: tuple[str, ...] = ()
     paths: tuple[str, ...] = ()
+    patterns: tuple[CommandPattern, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        compiled = tuple(CommandPattern.parse(c, "rules") for c in self.commands)
+        object.__setattr__(self, "patterns", compiled)
 
     @classmethod
     def parse(cls, raw: Any, where: str) -> Rules:
@@ -50,7 +62,29 @@ class Rules:
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise ConfigError(f"[{where}] {key} must be a list of strings")
             lists[key] = tuple(value)
+        for command in lists["commands"]:
+            CommandPattern.parse(command, where)  # the error names the table
         return cls(**lists)
+
+    def tool(self, name: str) -> str | None:
+        return next((p for p in self.tools if fnmatchcase(name, p)), None)
+
+    def denied_path(self, path: PathForms, cwd: str | None) -> str | None:
+        """The first pattern matching the path as given or as resolved (deny rules)."""
+        return next((p for p in self.paths if any(path_matches(f, p, cwd) for f in path.forms)), None)
+
+    def allows_path(self, path: PathForms, cwd: str | None) -> bool:
+        """Whether the path as given and as resolved each match a pattern (allow rules)."""
+        return all(any(path_matches(f, p, cwd) for p in self.paths) for f in path.forms)
+
+
+@dataclass(frozen=True)
+class DenyVerdict:
+    """The hard-deny step: ``denied`` (a reason) if a deny rule forbids the call; ``uncertain`` (a
+    reason) if one might and only a person may approve it."""
+
+    denied: str | None = None
+    uncertain: str | None = None
 
 
 @dataclass
@@ -92,79 +126,94 @@ class RulePolicy:
         )
 
     async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
-        denied = self._matching_deny(request)
-        if denied:
-            return ApprovalDecision.deny(f"denied by policy rule {denied!r}")
+        """The policy alone (no session memory): deny rules, then rules and autonomy, then the
+        fallback.  Runs wrap it in :class:`~.pipeline.ApprovalPipeline`, which adds the memory."""
+        facts = Facts.of(request)
+        verdict = self.hard_deny(facts)
+        if verdict.denied is not None:
+            return ApprovalDecision.deny(verdict.denied)
+        if verdict.uncertain is None:
+            decided = self.by_rules(facts)
+            if decided is not None:
+                return decided
+        return await self.ask_fallback(request, verdict.uncertain)
+
+    async def ask_fallback(self, request: ApprovalRequest, uncertain: str | None) -> ApprovalDecision:
+        if self.fallback is not None:
+            return await self.fallback.request_approval(request)
+        return ApprovalDecision.deny(uncertain or f"no policy rule allows {request.tool_name}")
+
+    # --- the steps --------------------------------------------------------------------------
+
+    def hard_deny(self, facts: Facts) -> DenyVerdict:
+        """Deny rules, on the tool, every simple command of the line and every path."""
+        request = facts.request
+        pattern = self.deny.tool(request.tool_name)
+        if pattern is not None:
+            return DenyVerdict(denied=f"denied by policy rule {pattern!r}")
+        uncertain = None
+        line = facts.line
+        if line is not None:
+            for command in line.commands:
+                for rule in self.deny.patterns:
+                    match rule.denies(command):
+                        case "yes":
+                            return DenyVerdict(
+                                denied=f"denied by policy rule {rule.text!r}: {_brief(command)}"
+                            )
+                        case "maybe":
+                            uncertain = uncertain or (
+                                f"policy rule {rule.text!r} may forbid {_brief(command)}: "
+                                "part of it is only known at run time"
+                            )
+            if line.problems and self.deny.patterns:
+                uncertain = uncertain or f"cannot be checked against the deny rules: {line.problems[0]}"
+        for path in facts.paths:
+            pattern = self.deny.denied_path(path, request.cwd)
+            if pattern is not None:
+                return DenyVerdict(denied=f"denied by policy rule {pattern!r}: {path.resolved}")
+        if facts.unknown_writes and self.deny.paths:
+            uncertain = (
+                uncertain or f"writes to a file only known at run time: {_brief(facts.unknown_writes[0])}"
+            )
+        return DenyVerdict(uncertain=uncertain)
+
+    def by_rules(self, facts: Facts) -> ApprovalDecision | None:
+        """Autonomy and allow rules, for a call no deny rule forbids: a decision, or None for the
+        fallback."""
         if self.autonomy == "full":
             return ApprovalDecision.approve()
         if self.autonomy == "readonly":
-            if request.read_only:
+            if facts.read_only:
                 return ApprovalDecision.approve()
-            return ApprovalDecision.deny(f"policy is read-only: {request.tool_name} may change things")
-        if self._allowed(request):
-            return ApprovalDecision.approve()
-        if self.fallback is not None:
-            return await self.fallback.request_approval(request)
-        return ApprovalDecision.deny(f"no policy rule allows {request.tool_name}")
+            return ApprovalDecision.deny(f"policy is read-only: {facts.request.tool_name} may change things")
+        return ApprovalDecision.approve() if self.allows(facts) else None
+
+    def allows(self, facts: Facts) -> bool:
+        line = facts.line
+        if self.allow.tool(facts.request.tool_name) is not None:
+            return line is None or not line.problems
+        if line is not None:
+            if not facts.clean_line:
+                return False
+            if not all(any(p.allows(c) for p in self.allow.patterns) for c in line.runnable):
+                return False
+            return all(self.allow.allows_path(p, facts.request.cwd) for p in facts.request_paths)
+        paths = facts.request_paths
+        return bool(paths) and all(self.allow.allows_path(p, facts.request.cwd) for p in paths)
 
     def refuse_write(self, path: str, cwd: str | None) -> str | None:
-        """A file write the agent asks the client to do: deny rules, then read-only autonomy."""
-        for pattern in self.deny.paths:
-            if _path_matches(path, pattern, cwd):
-                return f"denied by policy rule {pattern!r}"
+        """A file write the agent asks the client to do: deny rules (on the given and the resolved
+        path), then read-only autonomy."""
+        pattern = self.deny.denied_path(PathForms.of(path, cwd), cwd)
+        if pattern is not None:
+            return f"denied by policy rule {pattern!r}"
         if self.autonomy == "readonly":
             return "policy is read-only: no file may be written"
         return None
 
-    def _matching_deny(self, request: ApprovalRequest) -> str | None:
-        for pattern in self.deny.tools:
-            if fnmatchcase(request.tool_name, pattern):
-                return pattern
-        if request.command is not None:
-            for pattern in self.deny.commands:
-                if fnmatchcase(request.command.strip(), pattern):
-                    return pattern
-        for path in request.paths:
-            for pattern in self.deny.paths:
-                if _path_matches(path, pattern, request.cwd):
-                    return pattern
-        return None
 
-    def _allowed(self, request: ApprovalRequest) -> bool:
-        if any(fnmatchcase(request.tool_name, p) for p in self.allow.tools):
-            return True
-        if request.command is not None:
-            if not any(fnmatchcase(request.command.strip(), p) for p in self.allow.commands):
-                return False
-            return all(any(_path_matches(x, p, request.cwd) for p in self.allow.paths) for x in request.paths)
-        return bool(request.paths) and all(
-            any(_path_matches(x, p, request.cwd) for p in self.allow.paths) for x in request.paths
-        )
-
-
-def _path_matches(path: str, pattern: str, cwd: str | None) -> bool:
-    """Match the absolute path, and the path relative to the working directory, against ``pattern``.
-    ``..`` is resolved lexically first, so ``src/../.env`` cannot slip past a ``**/.env`` rule."""
-    p = PurePosixPath(path)
-    if not p.is_absolute() and cwd:
-        p = PurePosixPath(cwd) / p
-    absolute = _normalize(p)
-    candidates = [absolute]
-    if cwd:
-        base = _normalize(PurePosixPath(cwd))
-        if absolute == base or absolute.startswith(base.rstrip("/") + "/"):
-            candidates.append(absolute[len(base.rstrip("/")) + 1 :] or ".")
-    # "**/x" should also match "x" at the top.
-    patterns = [pattern, pattern[3:]] if pattern.startswith("**/") else [pattern]
-    return any(fnmatchcase(c, pat) for c in candidates for pat in patterns)
-
-
-def _normalize(p: PurePosixPath) -> str:
-    parts: list[str] = []
-    for part in p.parts:
-        if part == "..":
-            if len(parts) > 1:
-                parts.pop()
-        elif part != ".":
-            parts.append(part)
-    return str(PurePosixPath(*parts)) if parts else "/"
+def _brief(what: object, limit: int = 200) -> str:
+    """A command in a reason the agent and the person read: bounded."""
+    text = str(what)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,10 +1,10 @@
-"""Services with a fixed answer, and the per-session memory of "allow for the rest of this session"."""
+"""Services with a fixed answer."""
 
 from __future__ import annotations
 
-from .base import ApprovalDecision, ApprovalRequest, ApprovalService, write_refusal
+from .base import ApprovalDecision, ApprovalRequest
 
-__all__ = ["AutoApprove", "AutoDeny", "SessionMemory"]
+__all__ = ["AutoApprove", "AutoDeny"]
 
 
 class AutoApprove:
@@ -25,22 +25,3 @@ class AutoDeny:
 
     def refuse_write(self, path: str, cwd: str | None) -> str | None:
         return self.reason
-
-
-class SessionMemory:
-    """Wraps a service: once a tool is approved ``for_session``, later calls of it pass unasked."""
-
-    def __init__(self, inner: ApprovalService) -> None:
-        self.inner = inner
-        self._allowed: set[str] = set()
-
-    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
-        if request.tool_name in self._allowed:
-            return ApprovalDecision.approve(for_session=True)
-        decision = await self.inner.request_approval(request)
-        if decision.status == "approved" and decision.for_session:
-            self._allowed.add(request.tool_name)
-        return decision
-
-    def refuse_write(self, path: str, cwd: str | None) -> str | None:
-        return write_refusal(self.inner, path, cwd)

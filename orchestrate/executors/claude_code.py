@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..approvals.base import ApprovalRequest
+from ..approvals.tools import is_read_only_tool
 from ..normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
 from ..peers.claude_control import CanUseTool
 from ..task import Task
@@ -14,22 +15,6 @@ from .base import Capabilities, Executor
 
 __all__ = ["ClaudeCodeExecutor"]
 
-# Tools that only look: the rule policy's readonly autonomy approves these.
-_READ_ONLY_TOOLS = frozenset(
-    {
-        "Read",
-        "Grep",
-        "Glob",
-        "LS",
-        "WebSearch",
-        "WebFetch",
-        "TodoWrite",
-        "NotebookRead",
-        "ToolSearch",
-        "ListMcpResourcesTool",
-        "ReadMcpResourceTool",
-    }
-)
 _PATH_KEYS = ("file_path", "notebook_path", "path")
 
 
@@ -113,7 +98,7 @@ class ClaudeCodeExecutor(Executor):
             context=event.description,
             command=command if isinstance(command, str) else None,
             paths=tuple(paths),
-            read_only=event.tool_name in _READ_ONLY_TOOLS,
+            read_only=is_read_only_tool(event.tool_name),  # our table, never the agent's word
             executor=self.name,
             session_id=session_id,
             cwd=str(task.cwd),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import tomllib
 from pathlib import Path
 from typing import Any, ClassVar
@@ -142,7 +143,8 @@ class CodexExecutor(_CodexBase):
         ``item/started`` said (a file change's paths are only there)."""
         command = params.get("command") or item.get("command")
         text = (
-            display_command(" ".join(command) if isinstance(command, list) else str(command))
+            # An argv list is quoted back, so ["bash", "-lc", "rm -rf x"] is not judged as "bash -lc rm".
+            display_command(shlex.join(map(str, command)) if isinstance(command, list) else str(command))
             if command
             else None
         )

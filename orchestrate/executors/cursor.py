@@ -7,8 +7,9 @@ import subprocess
 from typing import ClassVar
 
 from ..approvals.base import ApprovalService
+from ..approvals.pipeline import ApprovalPipeline
 from ..approvals.policy import RulePolicy
-from ..approvals.simple import AutoApprove, AutoDeny, SessionMemory
+from ..approvals.simple import AutoApprove, AutoDeny
 from ..normalizers.cursor_jsonl import CursorNormalizer
 from ..task import Task
 from .base import Capabilities, Executor, find_program
@@ -65,7 +66,7 @@ class CursorExecutor(Executor):
         """Cursor cannot ask in -p mode, so the approval service's stance becomes flags: approve-all
         (or full autonomy) runs commands (--force); deny-all or read-only plans only (--mode plan);
         anything else keeps Cursor's default, which runs no command it was not allowed to."""
-        service = approvals.inner if isinstance(approvals, SessionMemory) else approvals
+        service = approvals.service if isinstance(approvals, ApprovalPipeline) else approvals
         if isinstance(service, AutoApprove) or (
             isinstance(service, RulePolicy) and service.autonomy == "full" and not service.deny.commands
         ):

@@ -9,6 +9,7 @@ import anyio
 from acp import schema
 
 from ..approvals.base import ApprovalDecision, ApprovalRequest, decide
+from ..approvals.tools import is_read_only_tool
 from ..executors.acp import AcpExecutor
 from ..executors.base import Capabilities
 from ..peers.jsonrpc import INVALID_PARAMS, IncomingRequest, JsonRpcPeer
@@ -21,7 +22,6 @@ __all__ = ["AcpDriver"]
 PROTOCOL_VERSION = 1
 _STARTUP_TIMEOUT = 90.0  # Gemini and Qwen take 1.5-2 s to answer initialize on an idle machine
 _CALL_TIMEOUT = 60.0
-_READ_ONLY_KINDS = {"read", "search", "fetch", "think"}
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -243,7 +243,7 @@ class AcpDriver(Driver):
             context=call.title,
             command=command,
             paths=tuple(paths),
-            read_only=kind in _READ_ONLY_KINDS,
+            read_only=is_read_only_tool(name),  # our table: the agent's "kind" is its own label
             executor=self.executor.name,
             session_id=self.session_id,
             cwd=str(self.ctx.task.cwd),

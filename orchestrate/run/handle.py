@@ -17,7 +17,8 @@ import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
 
 from ..approvals.base import ApprovalService
-from ..approvals.simple import AutoDeny, SessionMemory
+from ..approvals.pipeline import ApprovalPipeline
+from ..approvals.simple import AutoDeny
 from ..entries import EntryPatch, ErrorEntry, NormalizedEntry, TokenUsage, TokenUsageEntry, ToolUse
 from ..errors import OrchestrateError, ProcessExitedError, RunClosedError, SpawnError
 from ..executors.base import Capabilities, Executor
@@ -52,7 +53,8 @@ class Run:
     ) -> None:
         self.executor = executor
         self.task = task
-        self.approvals: ApprovalService = SessionMemory(approvals or AutoDeny())
+        # One pipeline for every executor: deny rules, "always" memory, policy, person.
+        self.approvals: ApprovalService = ApprovalPipeline.around(approvals or AutoDeny())
         self.shutdown_policy = shutdown or ShutdownPolicy()
         self.normalizer: Normalizer = executor.create_normalizer()
         self.raw_log_path = task.raw_log or default_log_dir() / _log_name(executor.name)

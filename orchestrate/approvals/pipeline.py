@@ -1,0 +1,85 @@
+"""The approval pipeline: one fixed order for every executor.
+
+1. Hard deny rules, always first: nothing answered earlier can approve what they forbid.
+2. The session's "always" memory, scoped to what the person saw (:mod:`.scopes`).
+3. The policy: autonomy and allow rules.
+4. The person, or the fallback.
+
+A run installs it around whatever service its caller passed (``Run(approvals=...)``), so a
+``TerminalPrompt`` or ``AutoApprove`` gets deny-first semantics as soon as a policy with deny
+rules is given.  A call the deny rules might forbid but cannot be sure of (a program only known
+at run time, an unreadable line) skips steps 2 and 3: only a person may approve it, and an
+approve-everything service is no person."""
+
+from __future__ import annotations
+
+from .base import ApprovalDecision, ApprovalRequest, ApprovalService, write_refusal
+from .facts import Facts
+from .policy import RulePolicy
+from .scopes import SessionScopes
+from .simple import AutoApprove
+
+__all__ = ["ApprovalPipeline", "SessionMemory"]
+
+
+class ApprovalPipeline:
+    """Wraps ``service`` (the person, a fixed answer, or a :class:`RulePolicy` whose fallback is
+    the person).  ``policy`` adds deny and allow rules to a service that has none."""
+
+    def __init__(self, service: ApprovalService, policy: RulePolicy | None = None) -> None:
+        self.service = service
+        self.policy = policy if policy is not None else service if isinstance(service, RulePolicy) else None
+        self.scopes = SessionScopes()
+
+    @classmethod
+    def around(cls, service: ApprovalService) -> ApprovalPipeline:
+        """``service`` in a pipeline (itself, if it is one already)."""
+        return service if isinstance(service, ApprovalPipeline) else cls(service)
+
+    @property
+    def inner(self) -> ApprovalService:
+        """The service the pipeline wraps (the name SessionMemory used)."""
+        return self.service
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        facts = Facts.of(request)
+        policy = self.policy
+        uncertain = None
+        if policy is not None:
+            verdict = policy.hard_deny(facts)
+            if verdict.denied is not None:
+                return ApprovalDecision.deny(verdict.denied)
+            uncertain = verdict.uncertain
+        if uncertain is None:
+            covered = self.scopes.covers(facts)
+            if covered is not None:
+                return ApprovalDecision(status="approved", for_session=True, remembered=covered)
+            if policy is not None:
+                decided = policy.by_rules(facts)
+                if decided is not None:
+                    return decided
+        decision = await self._ask(request, uncertain)
+        if decision.status == "approved" and decision.for_session:
+            remembered = self.scopes.remember(facts, decision.scope)
+            decision = decision.model_copy(update={"remembered": remembered})
+        return decision
+
+    async def _ask(self, request: ApprovalRequest, uncertain: str | None) -> ApprovalDecision:
+        """Step 4: the person (the service, or the policy's fallback)."""
+        if self.service is self.policy:
+            assert self.policy is not None
+            return await self.policy.ask_fallback(request, uncertain)
+        if uncertain is not None and isinstance(self.service, AutoApprove):
+            return ApprovalDecision.deny(uncertain)
+        return await self.service.request_approval(request)
+
+    def refuse_write(self, path: str, cwd: str | None) -> str | None:
+        if self.policy is not None and self.policy is not self.service:
+            reason = write_refusal(self.policy, path, cwd)
+            if reason is not None:
+                return reason
+        return write_refusal(self.service, path, cwd)
+
+
+SessionMemory = ApprovalPipeline
+"""The name earlier versions gave the wrapper that remembered "always" answers."""
