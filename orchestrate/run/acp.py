@@ -23,6 +23,9 @@ __all__ = ["AcpDriver"]
 
 PROTOCOL_VERSION = 1
 RESOURCE_NOT_FOUND = -32002
+REQUEST_CANCELLED = -32800  # the answer to a request the agent withdrew ($/cancel_request)
+CANCELLED: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
+_PERMISSION = "session/request_permission"
 _STARTUP_TIMEOUT = 90.0  # Gemini and Qwen take 1.5-2 s to answer initialize on an idle machine
 _CALL_TIMEOUT = 60.0
 _READ_ONLY_KINDS = {"read", "search", "fetch", "think"}
@@ -39,7 +42,7 @@ class AcpDriver(Driver):
         self.executor = ctx.executor
         self.workspace = Workspace(ctx.task.cwd)
         handlers = {
-            "session/request_permission": self._permission,
+            _PERMISSION: self._permission,
             "fs/read_text_file": self._read_file,
             "fs/write_text_file": self._write_file,
             "terminal/create": self._terminal_create,
@@ -56,7 +59,6 @@ class AcpDriver(Driver):
         self.agent_capabilities: dict[str, Any] = {}
         self.turn_active = False
         self.queued: list[str] = []
-        self._pending_permissions: set[anyio.CancelScope] = set()
         self._turn_cancelled = False
         self._terminals: dict[str, ManagedCommand] = {}
 
@@ -121,6 +123,9 @@ class AcpDriver(Driver):
 
     async def _notified(self, method: str, params: Any) -> None:
         self._activity.set()
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if method == "$/cancel_request" and isinstance(request_id, int | str):
+            self._cancel_request(request_id)
 
     async def _replay_settled(self, quiet: float = 0.3, limit: float = 5.0) -> None:
         """A loaded session's history is replayed as updates that may go on after the load's answer
@@ -160,6 +165,9 @@ class AcpDriver(Driver):
 
     def _turn_over(self) -> None:
         self.turn_active = False
+        # A permission still open belongs to a turn that is over: Qwen ends a cancelled turn without
+        # waiting for our answer (protocols/acp-gemini-qwen.md §4), and nobody waits for it.
+        self._withdraw_permissions()
         if self.queued:
             self._prompt(self.queued.pop(0))
         else:
@@ -185,8 +193,7 @@ class AcpDriver(Driver):
         # Pending permission requests are answered "cancelled", as the protocol asks; so is one that
         # arrived but whose handler has not started yet.
         self._turn_cancelled = True
-        for scope in list(self._pending_permissions):
-            scope.cancel()
+        self._withdraw_permissions()
         if self.turn_active and self.session_id:
             await self.conn.notify("session/cancel", {"sessionId": self.session_id})
 
@@ -206,24 +213,33 @@ class AcpDriver(Driver):
         params = _params(schema.RequestPermissionRequest, incoming)
         call = params.tool_call
         request = self._approval_request(str(incoming.id), call)
-        decision: ApprovalDecision | None = None
         if self._turn_cancelled:
-            return {"outcome": {"outcome": "cancelled"}}
-        with anyio.CancelScope() as scope:
-            self._pending_permissions.add(scope)
-            try:
-                decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
-            finally:
-                self._pending_permissions.discard(scope)
-        if decision is None:  # the turn was cancelled while we were asking
-            return {"outcome": {"outcome": "cancelled"}}
+            return CANCELLED
+        decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
         self.note_decision(str(incoming.id), decision)
         option = _choose(params.options, decision)
         if decision.status != "approved" and decision.interrupt:
             self.background(self.interrupt, "cancelling the turn")
         if option is None:
-            return {"outcome": {"outcome": "cancelled"}}
+            return CANCELLED
         return {"outcome": {"outcome": "selected", "optionId": option}}
+
+    def _withdraw_permissions(self) -> None:
+        """Take back every open permission question; each is answered ``cancelled``, as the protocol
+        asks of a client whose turn was cancelled."""
+        for request_id in self.conn.serving(_PERMISSION):
+            if self.conn.withdraw(request_id, CANCELLED):
+                self.ctx.note({"type": "approval_withdrawn", "request_id": str(request_id)})
+
+    def _cancel_request(self, request_id: int | str) -> None:
+        """``$/cancel_request``: the agent takes a request of its own back.  The answer the protocol
+        asks for then is a result that says so (a permission: ``cancelled``) or the error -32800."""
+        method = self.conn.method_of(request_id)
+        if method == _PERMISSION:
+            if self.conn.withdraw(request_id, CANCELLED):
+                self.ctx.note({"type": "approval_withdrawn", "request_id": str(request_id)})
+        elif method is not None:
+            self.conn.withdraw(request_id, RpcError(REQUEST_CANCELLED, "Request cancelled"))
 
     def _approval_request(self, request_id: str, call: Any) -> ApprovalRequest:
         raw = call.raw_input if isinstance(call.raw_input, dict) else {}

@@ -141,6 +141,11 @@ class JsonRpcConnection:
         """The agent's requests of ``method`` that are not answered yet."""
         return [rid for rid, s in self._serving.items() if s.method == method]
 
+    def method_of(self, request_id: RequestId) -> str | None:
+        """The method of the agent's request ``request_id`` while it is being served, else None."""
+        serving = self._serving.get(request_id)
+        return serving.method if serving is not None else None
+
     def withdraw(self, request_id: RequestId, answer: Any = NO_ANSWER) -> bool:
         """The agent took request ``request_id`` back (or it is moot): cancel its handler, and answer
         ``answer`` (a result, or an :class:`RpcError`) instead, or nothing with :data:`NO_ANSWER`.
@@ -170,7 +175,8 @@ class JsonRpcConnection:
     async def _answer(self, request: IncomingRequest) -> bytes:
         handler = self.handlers.get(request.method)
         if handler is None:
-            return self.peer.respond_error(request.id, METHOD_NOT_FOUND, f"method not found: {request.method}")
+            message = f"method not found: {request.method}"
+            return self.peer.respond_error(request.id, METHOD_NOT_FOUND, message)
         try:
             return self.peer.respond(request.id, await handler(request))
         except RpcError as exc:
