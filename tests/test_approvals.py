@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import anyio
@@ -13,7 +12,6 @@ from orchestrate.approvals import (
     AutoDeny,
     RulePolicy,
     SessionMemory,
-    TerminalPrompt,
     decide,
 )
 from orchestrate.errors import ConfigError
@@ -80,21 +78,6 @@ async def test_session_memory_remembers_always() -> None:
     assert (await memory.request_approval(req())).status == "approved"
     assert inner.calls == 1
     assert (await SessionMemory(AutoDeny()).request_approval(req("Write"))).status == "denied"
-
-
-async def test_terminal_prompt_answers() -> None:
-    out = io.StringIO()
-    prompt = TerminalPrompt(input=io.StringIO("what\ny\n"), output=out)
-    assert (await prompt.request_approval(req(command="ls"))).status == "approved"
-    assert "ls" in out.getvalue() and "please answer" in out.getvalue()
-    always = await TerminalPrompt(input=io.StringIO("a\n"), output=io.StringIO()).request_approval(req())
-    assert always.for_session
-    deny = await TerminalPrompt(input=io.StringIO("i\nbecause\n"), output=io.StringIO()).request_approval(
-        req()
-    )
-    assert (deny.status, deny.reason, deny.interrupt) == ("denied", "because", True)
-    closed = await TerminalPrompt(input=io.StringIO(""), output=io.StringIO()).request_approval(req())
-    assert closed.status == "denied"
 
 
 POLICY = """
