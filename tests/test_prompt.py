@@ -325,4 +325,17 @@ def test_no_terminal_at_all_is_an_error_on_open() -> None:
         timeout=30,
         start_new_session=True,
     )
-    assert "NO TERMINAL: there is no terminal" in done.stdout, done.stderr
+    assert "NO TERMINAL: no /dev/tty, and stdin is not a terminal" in done.stdout, done.stderr
+
+
+def test_a_codex_file_change_shows_its_diff() -> None:
+    diff = "--- a/x\n+++ b/x\n@@ -1 +1 @@\n-old\n+new\n"
+    lines = question_lines(
+        ApprovalRequest(
+            request_id="c",
+            tool_name="fileChange",
+            tool_input={"itemId": "i", "changes": [{"path": "/w/x", "kind": {"type": "update"}, "diff": diff}]},
+            paths=("/w/x",),
+        )
+    )
+    assert lines[0] == "? fileChange wants to change /w/x:" and "  │ +new" in lines and "  │ -old" in lines

@@ -140,9 +140,7 @@ class TerminalPrompt:
             tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
         except OSError:
             if not os.isatty(0):
-                raise NoTerminalError(
-                    "there is no terminal to ask for approvals on (no /dev/tty, and stdin is not a terminal)"
-                ) from None
+                raise NoTerminalError("no /dev/tty, and stdin is not a terminal") from None
             self._terminal = _Terminal(0, 2 if os.isatty(2) else 1, ())
             return
         self._terminal = _Terminal(tty, tty, (tty,))

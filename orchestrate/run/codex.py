@@ -100,6 +100,8 @@ class CodexDriver(Driver):
     async def _approve(self, incoming: IncomingRequest) -> dict[str, Any]:
         p = incoming.params if isinstance(incoming.params, dict) else {}
         item = self._items.get(str(p.get("itemId")), {})
+        if isinstance(item.get("changes"), list) and "changes" not in p:
+            p = {**p, "changes": item["changes"]}  # so a person sees the diff they approve
         request_id = str(incoming.id)
         request = self.executor.approval_request(
             request_id, incoming.method, p, item, self.ctx.task, self.ctx.session_id()
