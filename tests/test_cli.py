@@ -73,9 +73,8 @@ def test_run_text_for_a_person(tmp_path: Path) -> None:
 
 
 def test_prompt_from_stdin_and_env_override(tmp_path: Path) -> None:
-    done = run_fake(
-        tmp_path, "--approvals", "deny", "--env", "FAKE_SECRET=xyz", "--output", "jsonl", "-", stdin="secret\n"
-    )
+    flags = ["--approvals", "deny", "--env", "FAKE_SECRET=xyz", "--output", "jsonl"]
+    done = run_fake(tmp_path, *flags, "-", stdin="secret\n")
     assert done.returncode == 0, done.stderr
     assert any(e["content"] == "secret=xyz claudecode=<unset>" for e in final_entries(done.stdout))
 
@@ -129,9 +128,8 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
 
 
 def test_unavailable_executor_exits_3(tmp_path: Path) -> None:
-    done = orchestrate(
-        "run", "--executor", "claude-code", "--base-command", "/nonexistent/claude", "--approvals", "deny", "hi"
-    )
+    missing = ["--base-command", "/nonexistent/claude"]
+    done = orchestrate("run", "--executor", "claude-code", *missing, "--approvals", "deny", "hi")
     assert done.returncode == 3 and "could not start" in done.stderr
 
 

@@ -13,6 +13,7 @@ import textwrap
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 import pytest
@@ -20,6 +21,8 @@ import pytest
 from orchestrate.approvals import ApprovalDecision, ApprovalRequest, TerminalPrompt
 from orchestrate.approvals.display import escape, question_lines
 from orchestrate.approvals.prompt import NOBODY
+
+from .helpers import FAKE_CLAUDE
 
 pytestmark = pytest.mark.anyio
 
@@ -301,13 +304,20 @@ def test_the_terminal_is_opened_once_and_nothing_is_left_reading() -> None:
     assert "CLOSED fds=0" in text
 
 
-def _read_until(fd: int, out: bytes, done: Callable[[bytes], bool], within: float = 10) -> bytes:
+def _read_until(
+    fd: int, out: bytes, done: Callable[[bytes], bool], within: float = 10, eof_ok: bool = False
+) -> bytes:
     deadline = time.monotonic() + within
     while not done(out):
         left = deadline - time.monotonic()
         assert left > 0, f"gave up waiting; saw {out!r}"
-        if select.select([fd], [], [], left)[0]:
-            out += os.read(fd, 65536)
+        if select.select([fd], [], [], min(left, 0.2))[0]:
+            try:
+                out += os.read(fd, 65536)
+            except OSError:  # EIO: the other side has closed
+                if not eof_ok:
+                    raise
+                time.sleep(0.05)
     return out
 
 
@@ -334,8 +344,87 @@ def test_a_codex_file_change_shows_its_diff() -> None:
         ApprovalRequest(
             request_id="c",
             tool_name="fileChange",
-            tool_input={"itemId": "i", "changes": [{"path": "/w/x", "kind": {"type": "update"}, "diff": diff}]},
+            tool_input={"itemId": "i", "changes": [{"path": "/w/x", "kind": "update", "diff": diff}]},
             paths=("/w/x",),
         )
     )
     assert lines[0] == "? fileChange wants to change /w/x:" and "  │ +new" in lines and "  │ -old" in lines
+
+
+# --- the command line -----------------------------------------------------------------------------
+
+FAKE_CLAUDE_CMD = f"{sys.executable} {FAKE_CLAUDE}"
+
+
+def cli(tmp_path: Path, *args: str) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "orchestrate",
+        "run",
+        "-e",
+        "claude-code",
+        "--base-command",
+        FAKE_CLAUDE_CMD,
+        "--cwd",
+        str(tmp_path),
+        *args,
+    ]
+
+
+def detached(argv: list[str]) -> subprocess.CompletedProcess[str]:
+    """Run with no controlling terminal (a new session) and stdin from /dev/null."""
+    return subprocess.run(
+        argv, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60, start_new_session=True
+    )
+
+
+@pytest.mark.parametrize("given", [[], ["--approvals", "ask"]])
+def test_ask_without_a_terminal_is_a_usage_error_at_once(tmp_path: Path, given: list[str]) -> None:
+    marker = tmp_path / "started"
+    # The agent "command" would leave a marker if it were ever started.
+    argv = cli(tmp_path, *given, "plain")
+    argv[argv.index("--base-command") + 1] = f"sh -c 'touch {marker}; {FAKE_CLAUDE_CMD}'"
+    started = time.monotonic()
+    done = detached(argv)
+    assert done.returncode == 2, done.stderr
+    assert "needs a terminal to ask on" in done.stderr
+    assert "--approvals auto, deny or a policy file" in done.stderr
+    assert ("(the default)" in done.stderr) == (not given)
+    assert not marker.exists()
+    assert time.monotonic() - started < 20  # an interpreter start, not a wait for anything
+    assert detached(cli(tmp_path, "--approvals", "auto", "plain")).returncode == 0
+
+
+def test_a_permission_nobody_could_answer_is_not_success(tmp_path: Path) -> None:
+    """A policy whose fallback is ask, run with no terminal: the tool is refused for want of a
+    person, the agent goes on to finish its turn, and the exit code is still 1."""
+    policy = tmp_path / "policy.toml"
+    policy.write_text('autonomy = "supervised"\nfallback = "ask"\n')
+    done = detached(cli(tmp_path, "--approvals", str(policy), "--output", "jsonl", "tool"))
+    assert done.returncode == 1, done.stderr
+    assert NOBODY in done.stdout
+    answered = detached(cli(tmp_path, "--approvals", "deny", "--output", "jsonl", "tool"))
+    assert answered.returncode == 0, answered.stderr  # refused by a rule, not for want of a person
+
+
+def test_ctrl_c_at_a_question_stops_cleanly(tmp_path: Path) -> None:
+    """On a real terminal: Ctrl-C while a question is open answers it "no, and stop", the prompt line
+    is closed, no traceback, and the run ends at once without waiting for more input."""
+    from ptyprocess import PtyProcess
+
+    child = PtyProcess.spawn(cli(tmp_path, "--approvals", "ask", "tool"), env={**os.environ, "NO_COLOR": "1"})
+    out = b""
+    try:
+        out = _read_until(child.fd, out, lambda o: b"echo original" in o and o.rstrip().endswith(b">"))
+        child.write(b"\x03")  # the terminal turns it into SIGINT for the foreground process group
+        out = _read_until(child.fd, out, lambda o: not child.isalive(), within=20, eof_ok=True)
+        child.wait()
+    finally:
+        child.terminate(force=True)
+    text = out.decode("utf-8", "replace")
+    assert "Traceback" not in text, text
+    assert "stopped (Ctrl-C)" in text
+    after = text[text.index("stopped (Ctrl-C)") :]
+    assert "> " not in after  # no prompt left waiting for an answer
+    assert child.exitstatus == 130, text
