@@ -185,7 +185,7 @@ class TerminalPrompt:
             with anyio.CancelScope() as self._open:
                 decision = await self._converse(term)
         except anyio.get_cancelled_exc_class():
-            self._closed(term, "closed: the question was taken back before an answer")
+            self._closed(term, "closed without an answer: withdrawn, timed out or the run ended")
             raise
         finally:
             self._open = None
