@@ -429,3 +429,18 @@ def test_ctrl_c_at_a_question_stops_cleanly(tmp_path: Path) -> None:
     after = text[text.index("stopped (Ctrl-C)") :]
     assert "> " not in after  # no prompt left waiting for an answer
     assert child.exitstatus == 130, text
+
+
+async def test_close_with_a_question_open_refuses_it_and_every_later_one(
+    terminal: tuple[TerminalPrompt, Person],
+) -> None:
+    prompt, person = terminal
+    decisions: list[ApprovalDecision] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(asked, prompt, req(), decisions)
+        await person.question()
+        prompt.close()
+    assert "the prompt was closed" in await person.sees("the prompt was closed")
+    later = await prompt.request_approval(req())
+    assert [d.reason for d in (*decisions, later)] == [f"{NOBODY}: the prompt was closed"] * 2
+    assert prompt.unanswered == 2

@@ -123,6 +123,7 @@ class TerminalPrompt:
         self._lock = anyio.Lock()  # one question on screen at a time
         self._open: anyio.CancelScope | None = None
         self._stopped = False
+        self._closed = False
         self.unanswered = 0
         """Questions refused because nobody could answer them."""
 
@@ -146,10 +147,13 @@ class TerminalPrompt:
         self._terminal = _Terminal(tty, tty, (tty,))
 
     def close(self) -> None:
-        """Give the terminal back.  A question still open is closed (it answers as taken back)."""
+        """Give the terminal back; later questions are refused for want of a person.  A question
+        still open is closed first, and the terminal with it once its task has stopped waiting on it
+        (closing a descriptor a task still waits on would break the event loop's bookkeeping)."""
+        self._closed = True
         if self._open is not None:
             self._open.cancel()
-        if self._terminal is not None:
+        elif self._terminal is not None:
             self._terminal.close()
             self._terminal = None
 
@@ -163,6 +167,8 @@ class TerminalPrompt:
 
     async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
         async with self._lock:
+            if self._closed:
+                return self._nobody("the prompt was closed")
             try:
                 self.open()
             except NoTerminalError as exc:
@@ -184,18 +190,20 @@ class TerminalPrompt:
         try:
             with anyio.CancelScope() as self._open:
                 decision = await self._converse(term)
+            if decision is None and self._stopped:  # interrupt(): Ctrl-C while it was open
+                self._say(term, "stopped (Ctrl-C): no, and the turn stops")
+                decision = ApprovalDecision.deny("stopped by the user (Ctrl-C)", interrupt=True)
+            elif decision is None:  # close()
+                self._say(term, "closed: the prompt was closed before an answer")
+                decision = self._nobody("the prompt was closed")
         except anyio.get_cancelled_exc_class():
-            self._closed(term, "closed without an answer: withdrawn, timed out or the run ended")
+            self._say(term, "closed without an answer: withdrawn, timed out or the run ended")
             raise
         finally:
             self._open = None
-        if decision is not None:
-            return decision
-        if self._stopped:  # interrupt(): Ctrl-C while the question was open
-            self._closed(term, "stopped (Ctrl-C): no, and the turn stops")
-            return ApprovalDecision.deny("stopped by the user (Ctrl-C)", interrupt=True)
-        self._closed(term, "closed: the prompt was closed before an answer")
-        return self._nobody("the prompt was closed")
+            if self._closed:  # close() came while this question was open: now the fd is free
+                self.close()
+        return decision
 
     async def _converse(self, term: _Terminal) -> ApprovalDecision:
         while True:
@@ -218,6 +226,6 @@ class TerminalPrompt:
             if answer:
                 term.write(f"  {escape(line)[:40]!s}? please answer one of: {_HELP}\n")
 
-    def _closed(self, term: _Terminal, what: str) -> None:
+    def _say(self, term: _Terminal, what: str) -> None:
         # Clear the half-written answer line, then say what became of the question.
         term.write(("\r\x1b[2K" if os.isatty(term.fd_out) else "\n") + f"  ({what})\n")
