@@ -149,3 +149,23 @@ class Never:
     async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
         await anyio.sleep_forever()
         raise AssertionError
+
+
+class FirstNeverAnswered:
+    """A person who takes one question at a time (as the terminal prompt does), never answers the
+    first (it ends only by being taken back) and approves every later one."""
+
+    def __init__(self) -> None:
+        self.lock = anyio.Lock()
+        self.asked: list[str | None] = []
+        self.taken_back: list[str | None] = []
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        async with self.lock:
+            self.asked.append(request.command)
+            if len(self.asked) == 1:
+                try:
+                    await anyio.sleep_forever()
+                finally:
+                    self.taken_back.append(request.command)
+            return ApprovalDecision.approve()

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-import io
+import os
 from pathlib import Path
 
 import anyio
@@ -81,21 +81,6 @@ async def test_session_memory_remembers_always() -> None:
     assert (await memory.request_approval(req())).status == "approved"
     assert inner.calls == 1
     assert (await SessionMemory(AutoDeny()).request_approval(req("Write"))).status == "denied"
-
-
-async def test_terminal_prompt_answers() -> None:
-    out = io.StringIO()
-    prompt = TerminalPrompt(input=io.StringIO("what\ny\n"), output=out)
-    assert (await prompt.request_approval(req(command="ls"))).status == "approved"
-    assert "ls" in out.getvalue() and "please answer" in out.getvalue()
-    always = await TerminalPrompt(input=io.StringIO("a\n"), output=io.StringIO()).request_approval(req())
-    assert always.for_session
-    deny = await TerminalPrompt(input=io.StringIO("i\nbecause\n"), output=io.StringIO()).request_approval(
-        req()
-    )
-    assert (deny.status, deny.reason, deny.interrupt) == ("denied", "because", True)
-    closed = await TerminalPrompt(input=io.StringIO(""), output=io.StringIO()).request_approval(req())
-    assert closed.status == "denied"
 
 
 POLICY = """
@@ -304,12 +289,31 @@ async def test_services_without_rules_get_deny_first_when_a_policy_is_given() ->
     assert (await approve_all.request_approval(bash("rm -r -f /"))).status == "denied"
     # A line the deny rules cannot be checked against: an approve-everything service is no person.
     assert (await approve_all.request_approval(bash("$X -rf /"))).status == "denied"
-    out = io.StringIO()
-    prompt = ApprovalPipeline(TerminalPrompt(input=io.StringIO("y\ny\n"), output=out), policy=policy)
-    assert (await prompt.request_approval(bash("env sudo id"))).status == "denied"
-    assert out.getvalue() == ""  # the person was never asked about a denied command
-    assert (await prompt.request_approval(bash("$X -rf /"))).status == "approved"  # a person may
-    assert "$X -rf /" in out.getvalue()
+    keys_r, keys_w = os.pipe()
+    screen_r, screen_w = os.pipe()
+    try:
+        prompt = ApprovalPipeline(TerminalPrompt(input=keys_r, output=screen_w), policy=policy)
+        assert (await prompt.request_approval(bash("env sudo id"))).status == "denied"
+        os.set_blocking(screen_r, False)
+        with pytest.raises(BlockingIOError):  # the person was never asked about a denied command
+            os.read(screen_r, 1)
+
+        async def person() -> None:  # answers once the question is on the screen
+            shown = b""
+            with anyio.fail_after(5):
+                while b"> " not in shown:
+                    await anyio.wait_readable(screen_r)
+                    shown += os.read(screen_r, 65536)
+            assert b"$X -rf /" in shown
+            os.write(keys_w, b"y\n")
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(person)
+            decision = await prompt.request_approval(bash("$X -rf /"))
+        assert decision.status == "approved"  # a person may
+    finally:
+        for fd in (keys_r, keys_w, screen_r, screen_w):
+            os.close(fd)
 
 
 async def test_the_pipeline_is_built_once_and_unwraps() -> None:

@@ -73,7 +73,8 @@ def test_run_text_for_a_person(tmp_path: Path) -> None:
 
 
 def test_prompt_from_stdin_and_env_override(tmp_path: Path) -> None:
-    done = run_fake(tmp_path, "--env", "FAKE_SECRET=xyz", "--output", "jsonl", "-", stdin="secret\n")
+    flags = ["--approvals", "deny", "--env", "FAKE_SECRET=xyz", "--output", "jsonl"]
+    done = run_fake(tmp_path, *flags, "-", stdin="secret\n")
     assert done.returncode == 0, done.stderr
     assert any(e["content"] == "secret=xyz claudecode=<unset>" for e in final_entries(done.stdout))
 
@@ -90,8 +91,8 @@ def test_record_writes_a_replayable_raw_log(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("args", "code"),
     [
-        (["crash"], 1),
-        (["--timeout", "1", "hang"], 1),
+        (["--approvals", "deny", "crash"], 1),
+        (["--approvals", "deny", "--timeout", "1", "hang"], 1),
         (["--approvals", "deny", "--resume", "missing", "plain"], 1),
     ],
 )
@@ -122,11 +123,13 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     bad_approvals = run_fake(tmp_path, "--approvals", "sometimes", "plain")
     assert bad_approvals.returncode == 2 and "policy file" in bad_approvals.stderr
     assert orchestrate("run", "hi").returncode == 2
-    assert run_fake(tmp_path, "-", stdin="  \n").returncode == 2
+    empty = run_fake(tmp_path, "--approvals", "deny", "-", stdin="  \n")
+    assert empty.returncode == 2 and "no prompt on stdin" in empty.stderr
 
 
 def test_unavailable_executor_exits_3(tmp_path: Path) -> None:
-    done = orchestrate("run", "--executor", "claude-code", "--base-command", "/nonexistent/claude", "hi")
+    missing = ["--base-command", "/nonexistent/claude"]
+    done = orchestrate("run", "--executor", "claude-code", *missing, "--approvals", "deny", "hi")
     assert done.returncode == 3 and "could not start" in done.stderr
 
 
@@ -144,6 +147,8 @@ def test_sigint_interrupts_the_turn_and_exits_130(tmp_path: Path) -> None:
             FAKE,
             "--record",
             str(log),
+            "--approvals",
+            "deny",
             "--output",
             "jsonl",
             "slow",

@@ -20,7 +20,7 @@ from orchestrate.run import RunResult
 from orchestrate.testing import Scenario, ScriptedModelServer
 from orchestrate.testing.offline import Scratch, claude_offline_env
 
-from .helpers import CLI_BIN, group_members, needs_cli
+from .helpers import CLI_BIN, FirstNeverAnswered, group_members, needs_cli, tool_status, wait_for
 
 CLAUDE = CLI_BIN / "claude"
 
@@ -38,7 +38,11 @@ def scratch() -> Any:
 
 
 async def run_real(
-    scratch: Scratch, steps: list[dict[str, Any]], approvals: ApprovalService, prompt: str = "do the task"
+    scratch: Scratch,
+    steps: list[dict[str, Any]],
+    approvals: ApprovalService,
+    prompt: str = "do the task",
+    during: Any = None,
 ) -> tuple[RunResult, ScriptedModelServer]:
     assert CLAUDE.exists(), "the pinned Claude Code CLI is not installed (npm ci --prefix clis)"
     executor = ClaudeCodeExecutor(ExecutorOptions(base_command=[str(CLAUDE)]))
@@ -46,6 +50,8 @@ async def run_real(
         task = Task(prompt=prompt, cwd=scratch.work, env=claude_offline_env(server, scratch), timeout=90)
         with anyio.fail_after(120):
             async with Run(executor, task, approvals) as run:
+                if during is not None:
+                    await during(run)
                 result = await run.wait()
     for pid in run.pids:
         assert group_members(pid) == []
@@ -131,3 +137,21 @@ async def test_file_write_with_its_diff(scratch: Scratch) -> None:
     assert "+print('hi')\n+print('bye')\n" in change.unified_diff and change.unified_diff.startswith(
         "--- /dev/null"
     )
+
+
+async def test_an_interrupt_withdraws_the_pending_question(scratch: Scratch) -> None:
+    """Interrupted while can_use_tool is pending, the CLI sends control_cancel_request: the question
+    is taken back from the approval service, and the command never runs."""
+    steps = [{"tool": {"name": "Bash", "input": {"command": "touch never.txt", "description": "Touch"}}}]
+    person = FirstNeverAnswered()
+
+    async def during(run: Run) -> None:
+        await wait_for(run, tool_status("pending_approval"))
+        await run.interrupt()
+
+    result, _ = await run_real(scratch, steps, person, during=during)
+    assert person.asked == ["touch never.txt"] and person.taken_back == ["touch never.txt"]
+    [tool] = result.tool_results
+    assert (tool.status, tool.approval and tool.approval.decision) == ("cancelled", "cancelled")
+    assert not (scratch.work / "never.txt").exists()
+    assert result.outcome == "interrupted"

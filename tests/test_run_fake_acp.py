@@ -16,7 +16,17 @@ from orchestrate.entries import CommandRun, ToolUseEntry
 from orchestrate.process.rawlog import read_raw_log
 from orchestrate.run import RunResult
 
-from .helpers import During, Never, errors, fake_acp, run_agent, texts, tool_status, wait_for
+from .helpers import (
+    During,
+    FirstNeverAnswered,
+    Never,
+    errors,
+    fake_acp,
+    run_agent,
+    texts,
+    tool_status,
+    wait_for,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -87,6 +97,37 @@ async def test_cancel_while_a_permission_is_pending_answers_cancelled(tmp_path: 
     tool = only_tool(result)
     assert (tool.status, tool.approval and tool.approval.decision) == ("cancelled", "cancelled")
     assert result.outcome == "interrupted"
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_permission_the_agent_cancels_is_taken_back(tmp_path: Path) -> None:
+    """$/cancel_request for a pending session/request_permission cancels the question we were asking
+    and still answers it (cancelled, as ACP asks); the next question is answered at once."""
+    person = FirstNeverAnswered()
+    result = await run_fake(tmp_path, "withdraw", person, within=10)
+    assert person.asked == ["touch first", "touch second"] and person.taken_back == ["touch first"]
+    first, second = result.tool_results
+    assert (first.status, first.approval and first.approval.decision) == ("cancelled", "cancelled")
+    assert (second.status, second.approval and second.approval.decision) == ("success", "approved")
+    second_answer = "{'outcome': 'selected', 'optionId': 'once'}"
+    assert result.final_text == f"first={{'outcome': 'cancelled'}} second={second_answer}"
+
+
+async def test_a_permission_left_open_by_an_ended_turn_is_taken_back(tmp_path: Path) -> None:
+    """Qwen ends a cancelled turn without waiting for the permission answer: the stale question is
+    taken back when the turn ends, so the next turn's question is not held behind it."""
+    person = FirstNeverAnswered()
+
+    async def during(run: Run) -> None:
+        await wait_for(run, tool_status("pending_approval"))
+        await run.send_message("permission")  # the next turn, once this one is over
+
+    result = await run_fake(tmp_path, "abandon", person, during=during, within=10)
+    assert person.asked == ["touch x", "touch x"] and person.taken_back == ["touch x"]
+    stale, fresh = result.tool_results
+    # Qwen says the call failed ("cancelled before execution"); our answer says why.
+    assert (stale.status, stale.approval and stale.approval.decision) == ("failed", "cancelled")
+    assert fresh.status == "success" and result.final_text == "allowed with once"
 
 
 async def test_cancel_mid_turn(tmp_path: Path) -> None:

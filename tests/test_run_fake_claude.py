@@ -16,6 +16,7 @@ from orchestrate.run import RunResult
 from .helpers import (
     FAST,
     During,
+    FirstNeverAnswered,
     Never,
     assert_nothing_survives,
     errors,
@@ -112,6 +113,20 @@ async def test_interrupt_while_an_approval_is_pending(tmp_path: Path) -> None:
     [tool] = tools(result)
     assert (tool.status, tool.approval.decision) == ("cancelled", "cancelled")  # type: ignore[union-attr]
     assert result.outcome == "interrupted"
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_withdrawn_request_is_taken_back_and_the_next_is_answered(tmp_path: Path) -> None:
+    """control_cancel_request for a pending can_use_tool cancels the question we were asking (the
+    service sees the cancellation, no answer is sent), and the next question is not held behind it."""
+    person = FirstNeverAnswered()
+    result, _ = await run_fake(tmp_path, "withdraw", person, within=10)
+    assert person.asked == ["echo first", "echo second"] and person.taken_back == ["echo first"]
+    first, second = tools(result)
+    assert (first.status, first.approval.decision) == ("cancelled", "cancelled")  # type: ignore[union-attr]
+    assert (second.status, second.approval.decision) == ("success", "approved")  # type: ignore[union-attr]
+    assert result.final_text == "first answered 0 times; second allow"
+    assert result.outcome == "success"
 
 
 async def test_approval_timeout_is_timed_out_and_interrupts(tmp_path: Path) -> None:

@@ -13,7 +13,17 @@ from orchestrate.approvals import ApprovalService
 from orchestrate.entries import CommandRun, FileEdit, ToolUseEntry
 from orchestrate.run import RunResult
 
-from .helpers import During, Never, errors, fake_codex, run_agent, texts, tool_status, wait_for
+from .helpers import (
+    During,
+    FirstNeverAnswered,
+    Never,
+    errors,
+    fake_codex,
+    run_agent,
+    texts,
+    tool_status,
+    wait_for,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -189,3 +199,16 @@ async def test_crash_with_a_request_pending(tmp_path: Path) -> None:
     assert "simulated app-server crash" in result.stderr_tail
     [(_, message)] = [e for e in errors(result) if e[0] == "process_exited"]
     assert "code 4" in message and "simulated app-server crash" in message
+
+
+@pytest.mark.parametrize("anyio_backend", ["asyncio", "trio"])
+async def test_a_request_the_server_settles_itself_is_taken_back(tmp_path: Path) -> None:
+    """serverRequest/resolved before our answer cancels the question we were asking (and sends no
+    answer); the next approval request is asked and answered at once."""
+    person = FirstNeverAnswered()
+    result = await run_fake(tmp_path, "withdraw", person, within=10)
+    assert person.asked == ["touch first", "touch second"] and person.taken_back == ["touch first"]
+    first, second = result.tool_results
+    assert (first.status, first.approval.decision) == ("cancelled", "cancelled")  # type: ignore[union-attr]
+    assert (second.status, second.approval.decision) == ("success", "approved")  # type: ignore[union-attr]
+    assert result.final_text == "first answered 0 times; second accept"

@@ -1,70 +1,231 @@
-"""Ask a person at the terminal."""
+"""Ask a person at the terminal.
+
+One terminal for the whole run: ``/dev/tty`` (or stdin, when that is a terminal and ``/dev/tty`` is
+not there), opened once and closed by :meth:`TerminalPrompt.close`.  It is read only while a
+question is open, in the asking task itself (``anyio.wait_readable``, then a read that cannot
+block), so nothing reads behind a question's back: no thread outlives a question, and a question
+that is taken back (the agent withdrew it, it timed out, the run ended) stops reading at once and
+says so on screen.  What a person typed before a question was shown, or for a question that was
+taken back, is thrown away when the next one is shown: an answer is only ever taken for the
+question on the screen.
+"""
 
 from __future__ import annotations
 
-import json
-import sys
-from pathlib import Path
-from typing import TextIO
+import contextlib
+import errno
+import os
+import select
+import termios
 
 import anyio
 
+from ..errors import ConfigError
 from .base import ApprovalDecision, ApprovalRequest
+from .display import escape, question_lines
 
-__all__ = ["TerminalPrompt"]
+__all__ = ["NOBODY", "NoTerminalError", "TerminalPrompt"]
 
 _HELP = "[y] yes  [a] yes, and for the rest of this session  [n] no  [i] no, and stop the turn"
+_MAX_LINE = 4096  # an answer is a word; longer input is kept to this much
+NOBODY = "nobody could answer"
+"""How the reason of a refusal for want of a person begins (the CLI exits non-zero on it)."""
+
+
+class NoTerminalError(ConfigError):
+    """There is no terminal to ask on."""
+
+
+class _Terminal:
+    """The input and output descriptors, and the bytes read past the last answer."""
+
+    def __init__(self, fd_in: int, fd_out: int, owned: tuple[int, ...]) -> None:
+        self.fd_in, self.fd_out, self.owned = fd_in, fd_out, owned
+        self.is_tty = os.isatty(fd_in)
+        self.pending = b""
+        self.gone = False  # end of input for good (a pipe's end, a hung-up terminal)
+
+    def discard_typed_ahead(self) -> None:
+        """Throw away input nobody asked for yet: a terminal's queue, and whatever a pipe holds."""
+        if self.is_tty:
+            with contextlib.suppress(termios.error):
+                termios.tcflush(self.fd_in, termios.TCIFLUSH)
+        while not self.gone and _ready(self.fd_in) and self._read() is not None:
+            pass
+        self.pending = b""
+
+    async def line(self) -> str | None:
+        """The next line typed; None at the end of input."""
+        while b"\n" not in self.pending:
+            if self.gone:
+                return None
+            with contextlib.suppress(OSError):  # a regular file cannot be waited on; it is always ready
+                await anyio.wait_readable(self.fd_in)
+            if self._read() == b"" and not self.gone:
+                return None  # Ctrl-D at a terminal: no answer this time
+        line, _, self.pending = self.pending.partition(b"\n")
+        return line.decode("utf-8", "replace").strip()
+
+    def _read(self) -> bytes | None:
+        """What one read gave: b"" at the end of input, None if there was nothing to read yet."""
+        try:
+            data = os.read(self.fd_in, _MAX_LINE)
+        except BlockingIOError:
+            return None
+        except OSError:  # EIO: the terminal hung up
+            data = b""
+        if not data:
+            # A terminal's end of input is Ctrl-D, which ends one line, not the terminal.
+            self.gone = not self.is_tty or _hung_up(self.fd_in)
+        self.pending = (self.pending + data)[-_MAX_LINE:]
+        return data
+
+    def write(self, text: str) -> None:
+        data = text.encode("utf-8", "replace")
+        try:
+            while data:
+                data = data[os.write(self.fd_out, data) :]
+        except OSError as exc:  # the terminal is gone; there is nobody to show it to
+            if exc.errno not in (errno.EIO, errno.EPIPE, errno.EBADF, errno.EAGAIN):
+                raise
+
+    def close(self) -> None:
+        for fd in self.owned:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _events(fd: int) -> int:
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return sum(e for _, e in poller.poll(0))
+
+
+def _ready(fd: int) -> bool:
+    return bool(_events(fd) & (select.POLLIN | select.POLLHUP))
+
+
+def _hung_up(fd: int) -> bool:
+    return bool(_events(fd) & (select.POLLHUP | select.POLLERR | select.POLLNVAL))
 
 
 class TerminalPrompt:
-    """Prints the request and reads one answer per request.
+    """Shows each request (escaped: see :mod:`.display`) and reads the answer, one question at a time.
 
-    Reading happens in a worker thread so the run keeps streaming meanwhile; the thread is abandoned
-    if the run stops waiting (a timeout), which then counts as ``timed_out``, never as yes.
+    ``input``/``output``: file descriptors to use instead of the terminal (a pty or pipes, in tests);
+    they are not closed.  A question refused because nobody could answer (no terminal, its input
+    ended) is counted in :attr:`unanswered`, and its reason begins with :data:`NOBODY`.
     """
 
-    def __init__(self, input: TextIO | None = None, output: TextIO | None = None) -> None:
-        self._input = input
-        self._output = output
+    def __init__(self, input: int | None = None, output: int | None = None) -> None:
+        self._given = (input, output)
+        self._terminal: _Terminal | None = None
         self._lock = anyio.Lock()  # one question on screen at a time
+        self._open: anyio.CancelScope | None = None
+        self._stopped = False
+        self._closed = False
+        self.unanswered = 0
+        """Questions refused because nobody could answer them."""
+
+    def open(self) -> None:
+        """Open the terminal now (it is opened on the first question otherwise).
+
+        Raises :class:`NoTerminalError` if there is none: no ``/dev/tty`` and stdin is no terminal."""
+        if self._terminal is not None:
+            return
+        fd_in, fd_out = self._given
+        if fd_in is not None:
+            self._terminal = _Terminal(fd_in, fd_out if fd_out is not None else fd_in, ())
+            return
+        try:
+            tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            if not os.isatty(0):
+                raise NoTerminalError("no /dev/tty, and stdin is not a terminal") from None
+            self._terminal = _Terminal(0, 2 if os.isatty(2) else 1, ())
+            return
+        self._terminal = _Terminal(tty, tty, (tty,))
+
+    def close(self) -> None:
+        """Give the terminal back; later questions are refused for want of a person.  A question
+        still open is closed first, and the terminal with it once its task has stopped waiting on it
+        (closing a descriptor a task still waits on would break the event loop's bookkeeping)."""
+        self._closed = True
+        if self._open is not None:
+            self._open.cancel()
+        elif self._terminal is not None:
+            self._terminal.close()
+            self._terminal = None
+
+    def interrupt(self) -> bool:
+        """Ctrl-C while a question is open: it is answered "no, and stop the turn".  True if one was."""
+        if self._open is None:
+            return False
+        self._stopped = True
+        self._open.cancel()
+        return True
 
     async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
         async with self._lock:
-            return await anyio.to_thread.run_sync(self._ask, request, abandon_on_cancel=True)
+            if self._closed:
+                return self._nobody("the prompt was closed")
+            try:
+                self.open()
+            except NoTerminalError as exc:
+                return self._nobody(str(exc))
+            assert self._terminal is not None
+            if self._terminal.gone:
+                return self._nobody("the terminal's input has ended")
+            return await self._ask(self._terminal, request)
 
-    def _ask(self, request: ApprovalRequest) -> ApprovalDecision:
-        out = self._output or sys.stderr
-        inp = self._input or _tty() or sys.stdin
-        out.write(f"\n? {request.tool_name} wants to run: {_summary(request)}\n  {_HELP}\n")
+    def _nobody(self, why: str) -> ApprovalDecision:
+        self.unanswered += 1
+        return ApprovalDecision.deny(f"{NOBODY}: {why}")
+
+    async def _ask(self, term: _Terminal, request: ApprovalRequest) -> ApprovalDecision:
+        term.discard_typed_ahead()
+        term.write("\n" + "\n".join(question_lines(request)) + f"\n  {_HELP}\n")
+        self._stopped = False
+        decision: ApprovalDecision | None = None
+        try:
+            with anyio.CancelScope() as self._open:
+                decision = await self._converse(term)
+            if decision is None and self._stopped:  # interrupt(): Ctrl-C while it was open
+                self._say(term, "stopped (Ctrl-C): no, and the turn stops")
+                decision = ApprovalDecision.deny("stopped by the user (Ctrl-C)", interrupt=True)
+            elif decision is None:  # close()
+                self._say(term, "closed: the prompt was closed before an answer")
+                decision = self._nobody("the prompt was closed")
+        except anyio.get_cancelled_exc_class():
+            self._say(term, "closed without an answer: withdrawn, timed out or the run ended")
+            raise
+        finally:
+            self._open = None
+            if self._closed:  # close() came while this question was open: now the fd is free
+                self.close()
+        return decision
+
+    async def _converse(self, term: _Terminal) -> ApprovalDecision:
         while True:
-            out.write("  > ")
-            out.flush()
-            line = inp.readline()
-            if not line:
-                return ApprovalDecision.deny("no answer: the terminal closed")
-            answer = line.strip().lower()
+            term.write("  > ")
+            line = await term.line()
+            if line is None:
+                term.write("\n")
+                if term.gone:
+                    return self._nobody("the terminal's input ended")
+                return ApprovalDecision.deny("no answer (end of input)")
+            answer = line.lower()
             if answer in ("y", "yes"):
                 return ApprovalDecision.approve()
             if answer in ("a", "always"):
                 return ApprovalDecision.approve(for_session=True)
             if answer in ("n", "no", "i"):
-                out.write("  reason (optional): ")
-                out.flush()
-                reason = inp.readline().strip() or "denied by the user"
-                return ApprovalDecision.deny(reason, interrupt=answer == "i")
-            out.write(f"  please answer one of: {_HELP}\n")
+                term.write("  reason (optional): ")
+                reason = await term.line()
+                return ApprovalDecision.deny(reason or "denied by the user", interrupt=answer == "i")
+            if answer:
+                term.write(f"  {escape(line)[:40]!s}? please answer one of: {_HELP}\n")
 
-
-def _summary(request: ApprovalRequest) -> str:
-    if request.command:
-        return request.command
-    if request.paths:
-        return ", ".join(request.paths)
-    return json.dumps(request.tool_input, ensure_ascii=False)[:500]
-
-
-def _tty() -> TextIO | None:
-    try:
-        return Path("/dev/tty").open()
-    except OSError:
-        return None
+    def _say(self, term: _Terminal, what: str) -> None:
+        # Clear the half-written answer line, then say what became of the question.
+        term.write(("\r\x1b[2K" if os.isatty(term.fd_out) else "\n") + f"  ({what})\n")

@@ -1,7 +1,8 @@
 """The ``orchestrate`` command.  It parses options and calls the library; it holds no logic of its own.
 
-Exit codes: 0 success, 1 the agent reported failure (or the run timed out), 2 usage error,
-3 executor not available, 130 interrupted.
+Exit codes: 0 success, 1 the agent reported failure (or the run timed out, or a permission was
+refused because nobody could answer it), 2 usage error (``--approvals ask`` with no terminal
+included), 3 executor not available, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..approvals import ApprovalService, AutoApprove, AutoDeny, RulePolicy, TerminalPrompt
+from ..approvals.prompt import NoTerminalError
 from ..entries import EntryPatch, entry_json_schema
 from ..errors import (
     ConfigError,
@@ -46,6 +48,7 @@ from .render import TextRenderer
 
 __all__ = ["main"]
 
+EXIT_UNANSWERED = 1
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
 
@@ -143,10 +146,6 @@ def run(
     prompt: str,
 ) -> None:
     """Run PROMPT with an agent and stream what it does.  PROMPT `-` reads it from stdin."""
-    if prompt == "-":
-        prompt = sys.stdin.read()
-        if not prompt.strip():
-            raise CliError("no prompt on stdin", EXIT_USAGE)
     try:
         options = ExecutorOptions(
             model=model,
@@ -159,43 +158,89 @@ def run(
             stable_seconds=stable_seconds,
         )
         executor = default_registry.create(executor_name, options)
-        service = _approval_service(approvals)
+        env = parse_env_overrides(env_pairs)
+        # Last of the checks, before anything is read or started: a terminal to ask on.
+        service, asker = _approval_service(approvals, _given(click.get_current_context(), "approvals"))
+        if prompt == "-":
+            prompt = sys.stdin.read()
+            if not prompt.strip():
+                raise CliError("no prompt on stdin", EXIT_USAGE)
         task = Task(
             prompt=prompt,
             cwd=cwd.resolve(),
             resume=resume,
             fork=fork,
             resume_fallback=resume_fallback,
-            env=parse_env_overrides(env_pairs),
+            env=env,
             timeout=timeout,
             approval_timeout=approval_timeout,
             raw_log=record,
         )
-        result = anyio.run(_run_live, Run(executor, task, service), _sink(output))
+        try:
+            result = anyio.run(_run_live, Run(executor, task, service), _sink(output), asker)
+        finally:
+            asker.close()
     except OrchestrateError as exc:
         raise _translate(exc) from exc
     if output == "text":
         _summary(result)
-    sys.exit(result.cli_exit_code)
+    sys.exit(_exit_code(result, asker))
 
 
-def _approval_service(spec: str) -> ApprovalService:
+def _given(ctx: click.Context, name: str) -> bool:
+    """Whether option ``name`` was given (not left to its default)."""
+    return ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)
+
+
+def _approval_service(spec: str, given: bool = True) -> tuple[ApprovalService, TerminalPrompt]:
+    """The service for ``--approvals``, and the terminal prompt it may ask through.
+
+    ``ask`` needs a terminal: without one the run would refuse every tool it should have asked
+    about, so it stops here with a usage error instead.  A policy file whose fallback is ``ask``
+    runs anyway; what nobody can answer is refused, and the exit code says so (see _exit_code)."""
+    asker = TerminalPrompt()
     match spec:
         case "auto":
-            return AutoApprove()
+            return AutoApprove(), asker
         case "deny":
-            return AutoDeny()
+            return AutoDeny(), asker
         case "ask":
-            return TerminalPrompt()
+            try:
+                asker.open()
+            except NoTerminalError as exc:
+                default = "" if given else " (the default)"
+                raise CliError(
+                    f"--approvals ask{default} needs a terminal to ask on, and there is none ({exc}). "
+                    "Choose --approvals auto, deny or a policy file.",
+                    EXIT_USAGE,
+                ) from exc
+            return asker, asker
     path = Path(spec)
     if not path.is_file():
-        raise ConfigError(f"--approvals must be auto, deny, ask or a policy file; {spec!r} is none of these")
-    return RulePolicy.from_file(path, ask=TerminalPrompt())
+        raise CliError(
+            f"--approvals must be auto, deny, ask or a policy file; {spec!r} is none of these", EXIT_USAGE
+        )
+    try:
+        return RulePolicy.from_file(path, ask=asker), asker
+    except OrchestrateError as exc:
+        raise _translate(exc) from exc
 
 
-async def _run_live(run: Run, sink: Callable[[EntryPatch], None]) -> RunResult:
+def _exit_code(result: RunResult, asker: TerminalPrompt) -> int:
+    """The outcome's code, but never 0 when a permission was refused because nobody answered (no
+    terminal, its input ended, the approval timed out): the run did not do what it was asked."""
+    code = result.cli_exit_code
+    timed_out = any(t.approval and t.approval.decision == "timed_out" for t in result.tool_results)
+    if code == 0 and (asker.unanswered or timed_out):
+        return EXIT_UNANSWERED
+    return code
+
+
+async def _run_live(
+    run: Run, sink: Callable[[EntryPatch], None], asker: TerminalPrompt | None = None
+) -> RunResult:
     async with run, anyio.create_task_group() as tg:
-        tg.start_soon(_on_sigint, run)
+        tg.start_soon(_on_sigint, run, asker)
         async for patch in run.patches():
             sink(patch)
         result = await run.wait()
@@ -203,12 +248,14 @@ async def _run_live(run: Run, sink: Callable[[EntryPatch], None]) -> RunResult:
     return result
 
 
-async def _on_sigint(run: Run) -> None:
+async def _on_sigint(run: Run, asker: TerminalPrompt | None = None) -> None:
     # First Ctrl-C interrupts the turn the agent's own way; a second one stops the run now.
     with anyio.open_signal_receiver(signal.SIGINT) as signals:
         count = 0
         async for _ in signals:
             count += 1
+            if asker is not None:
+                asker.interrupt()  # a question on screen is answered "no, and stop the turn"
             if count == 1:
                 click.echo("\ninterrupting (Ctrl-C again to stop now)", err=True)
                 try:
@@ -249,16 +296,18 @@ def _summary(result: RunResult) -> None:
 @click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
 def demo(approvals: str, output: str) -> None:
     """Run the real Claude Code CLI on an embedded task against a scripted local model (no API key)."""
+    service, asker = _approval_service(approvals, _given(click.get_current_context(), "approvals"))
     try:
         executor = default_registry.create("claude-code")
-        service = _approval_service(approvals)
         with demo_task() as task:
-            result = anyio.run(_run_live, Run(executor, task, service), _sink(output))
+            result = anyio.run(_run_live, Run(executor, task, service), _sink(output), asker)
     except OrchestrateError as exc:
         raise _translate(exc) from exc
+    finally:
+        asker.close()
     if output == "text":
         _summary(result)
-    sys.exit(result.cli_exit_code)
+    sys.exit(_exit_code(result, asker))
 
 
 # --- executors, replay, schema ------------------------------------------------------------------

@@ -22,14 +22,18 @@ GENERIC_TUI = TuiRules(
         re.compile(r"^\s*>\s"),
         re.compile(r"for shortcuts|esc to interrupt|ctrl\+c to", re.I),
     ),
-    # "Run `cmd`? [y/n]", the plainest form a permission question takes.
+    # "Run `cmd`? [y/n]", the plainest form a permission question takes; asked in place of the
+    # input box (with "> " still below it, it is text on the screen, not a question being asked).
     permission=re.compile(r"(?P<tool>\w+)?[^\n`]*`(?P<what>[^`\n]+)`\?\s*\[y/n\]"),
+    input_line=re.compile(r"^\s*>(?:\s|$)"),
 )
 
 # Claude Code 2.1.330's interactive UI, as measured (config pre-seeded, no -p; protocols/claude-code.md
 # §2): a "❯" input line between rules, "● " before each message, a "✻ <verb> for 3s" line after a
 # turn, and permission questions as a numbered menu under "Do you want to proceed?" with the command
-# between dashed rules.  Any of its "No" answers interrupts the turn, as Esc does.
+# between dashed rules.  Any of its "No" answers interrupts the turn, as Esc does.  The question is
+# drawn below a full-width rule in place of the input box: " ❯ 1. Yes", the other options, and
+# "Esc to cancel · Tab to amend" last (measured on 2.1.330); the model's own text is above the rule.
 CLAUDE_TUI = TuiRules(
     name="claude-code",
     ready=re.compile(r"^\s*❯|for shortcuts|shift\+tab to cycle", re.MULTILINE),
@@ -55,6 +59,10 @@ CLAUDE_TUI = TuiRules(
     busy=re.compile(r"esc to interrupt", re.I),
     prompt_prefix=("❯ ", "> "),
     bullet=re.compile(r"^\s*[●⏺]\s"),
+    dialog=re.compile(r"^─{20,}$", re.MULTILINE),
+    menu=re.compile(r"^\s*(?:❯\s*)?\d+\.\s|^ {4,}\S|^\s*Esc to cancel"),
+    menu_cursor=re.compile(r"^\s*❯\s*\d+\.\s"),
+    input_line=re.compile(r"^\s*[>❯](?:\s*$|\s+(?!\d+\.))"),
 )
 
 

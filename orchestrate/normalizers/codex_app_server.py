@@ -57,7 +57,6 @@ _SILENT = {
     "thread/status/changed",
     "account/rateLimits/updated",
     "remoteControl/status/changed",
-    "serverRequest/resolved",
     "item/reasoning/summaryPartAdded",
     "thread/started",
     "mcpServer/startupStatus/updated",
@@ -139,6 +138,8 @@ class CodexAppServerNormalizer(LineNormalizer):
                 self._output_delta(_s(p.get("itemId")), _s(p.get("delta")))
             case "turn/started":
                 self._baseline = dict(self._total)
+            case "serverRequest/resolved":
+                self._request_resolved(p.get("requestId"))
             case "turn/completed":
                 self._turn_completed(_dict(p.get("turn")), ts)
             case "thread/tokenUsage/updated":
@@ -211,6 +212,19 @@ class CodexAppServerNormalizer(LineNormalizer):
             index = self._add_tool(item_id, name, action, ts)
         approval = ApprovalInfo(request_id=str(request_id), reason=_s(p.get("reason")) or None)
         self.log.update_tool(index, status="pending_approval", approval=approval)
+
+    def _request_resolved(self, request_id: Any) -> None:
+        # Sent after our answer (nothing left to do then); before it, the server settled the
+        # request itself (an interrupted turn), and the question we were asking was taken back.
+        item_id = self._server_requests.pop(_request_key(request_id), None)
+        index = self._items.get(item_id or "")
+        tool = self.log.tool(index) if index is not None else None
+        if tool is None or index is None or tool.status != "pending_approval":
+            return
+        approval = ApprovalInfo(
+            request_id=str(request_id), decision="cancelled", reason="withdrawn by the agent before an answer"
+        )
+        self.log.update_tool(index, status="cancelled", approval=approval)
 
     def _client_answer(self, request_id: Any, result: Any, error: Any) -> None:
         item_id = self._server_requests.pop(request_id, None)

@@ -20,6 +20,9 @@ from .jsonrpc import JsonRpcConnection, JsonRpcError, RpcError
 __all__ = ["AcpDriver"]
 
 PROTOCOL_VERSION = 1
+REQUEST_CANCELLED = -32800  # the answer to a request the agent withdrew ($/cancel_request)
+CANCELLED: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
+_PERMISSION = "session/request_permission"
 _STARTUP_TIMEOUT = 90.0  # Gemini and Qwen take 1.5-2 s to answer initialize on an idle machine
 _CALL_TIMEOUT = 60.0
 
@@ -36,7 +39,7 @@ class AcpDriver(Driver):
         # Files and terminals the agent asks for: confined, judged, and stopped with the session.
         self.tools = AcpTools(self, self.executor, lambda: self.session_id)
         self.workspace = self.tools.workspace
-        handlers = {"session/request_permission": self._permission, **self.tools.handlers()}
+        handlers = {_PERMISSION: self._permission, **self.tools.handlers()}
         self.conn = JsonRpcConnection(
             JsonRpcPeer(), ctx.process, ctx.task_group, handlers=handlers, on_notification=self._notified
         )
@@ -45,7 +48,6 @@ class AcpDriver(Driver):
         self.agent_capabilities: dict[str, Any] = {}
         self.turn_active = False
         self.queued: list[str] = []
-        self._pending_permissions: set[anyio.CancelScope] = set()
         self._turn_cancelled = False
 
     # --- conversation -------------------------------------------------------------------------
@@ -109,6 +111,9 @@ class AcpDriver(Driver):
 
     async def _notified(self, method: str, params: Any) -> None:
         self._activity.set()
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if method == "$/cancel_request" and isinstance(request_id, int | str):
+            self._cancel_request(request_id)
 
     async def _replay_settled(self, quiet: float = 0.3, limit: float = 5.0) -> None:
         """A loaded session's history is replayed as updates that may go on after the load's answer
@@ -149,6 +154,9 @@ class AcpDriver(Driver):
 
     def _turn_over(self) -> None:
         self.turn_active = False
+        # A permission still open belongs to a turn that is over: Qwen ends a cancelled turn without
+        # waiting for our answer (protocols/acp-gemini-qwen.md §4), and nobody waits for it.
+        self._withdraw_permissions()
         if self.queued:
             self._prompt(self.queued.pop(0))
         else:
@@ -173,8 +181,7 @@ class AcpDriver(Driver):
         # Pending permission requests are answered "cancelled", as the protocol asks; so is one that
         # arrived but whose handler has not started yet.
         self._turn_cancelled = True
-        for scope in list(self._pending_permissions):
-            scope.cancel()
+        self._withdraw_permissions()
         if self.turn_active and self.session_id:
             await self.conn.notify("session/cancel", {"sessionId": self.session_id})
 
@@ -193,25 +200,34 @@ class AcpDriver(Driver):
         params = _params(schema.RequestPermissionRequest, incoming)
         call = params.tool_call
         request = self._approval_request(str(incoming.id), call)
-        decision: ApprovalDecision | None = None
         if self._turn_cancelled:
-            return {"outcome": {"outcome": "cancelled"}}
-        with anyio.CancelScope() as scope:
-            self._pending_permissions.add(scope)
-            try:
-                decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
-            finally:
-                self._pending_permissions.discard(scope)
-        if decision is None:  # the turn was cancelled while we were asking
-            return {"outcome": {"outcome": "cancelled"}}
+            return CANCELLED
+        decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
         self.note_decision(str(incoming.id), decision)
         self.tools.grant_writes(call, decision)
         option = _choose(params.options, decision)
         if decision.status != "approved" and decision.interrupt:
             self.background(self.interrupt, "cancelling the turn")
         if option is None:
-            return {"outcome": {"outcome": "cancelled"}}
+            return CANCELLED
         return {"outcome": {"outcome": "selected", "optionId": option}}
+
+    def _withdraw_permissions(self) -> None:
+        """Take back every open permission question; each is answered ``cancelled``, as the protocol
+        asks of a client whose turn was cancelled."""
+        for request_id in self.conn.serving(_PERMISSION):
+            if self.conn.withdraw(request_id, CANCELLED):
+                self.ctx.note({"type": "approval_withdrawn", "request_id": str(request_id)})
+
+    def _cancel_request(self, request_id: int | str) -> None:
+        """``$/cancel_request``: the agent takes a request of its own back.  The answer the protocol
+        asks for then is a result that says so (a permission: ``cancelled``) or the error -32800."""
+        method = self.conn.method_of(request_id)
+        if method == _PERMISSION:
+            if self.conn.withdraw(request_id, CANCELLED):
+                self.ctx.note({"type": "approval_withdrawn", "request_id": str(request_id)})
+        elif method is not None:
+            self.conn.withdraw(request_id, RpcError(REQUEST_CANCELLED, "Request cancelled"))
 
     def _approval_request(self, request_id: str, call: Any) -> ApprovalRequest:
         raw = call.raw_input if isinstance(call.raw_input, dict) else {}

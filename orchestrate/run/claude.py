@@ -13,6 +13,7 @@ from ..peers.claude_control import (
     CanUseTool,
     ClaudeControlPeer,
     ControlAnswered,
+    ControlCancelled,
     SessionState,
     TurnEnded,
     UnsupportedRequest,
@@ -31,6 +32,7 @@ class ClaudeDriver(Driver):
         self._turns_sent = 0
         self._turns_done = 0
         self._answers: dict[str, anyio.Event] = {}
+        self._asking: dict[str, anyio.CancelScope] = {}  # can_use_tool id -> the question being asked
 
     async def start(self, prompt: str) -> None:
         # initialize is optional for approvals, but it makes the CLI report its capabilities and it
@@ -63,6 +65,8 @@ class ClaudeDriver(Driver):
             match event:
                 case CanUseTool():
                     self.ctx.task_group.start_soon(self._approve, event)
+                case ControlCancelled(request_id=rid):
+                    self._withdrawn(rid)
                 case UnsupportedRequest(reply=reply):
                     await self._write(reply)
                 case ControlAnswered(request_id=rid) if rid in self._answers:
@@ -82,11 +86,28 @@ class ClaudeDriver(Driver):
         executor = self.ctx.executor
         assert isinstance(executor, ClaudeCodeExecutor)
         request = executor.approval_request(event, self.ctx.task, self.ctx.session_id())
-        decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
-        if event.request_id not in self.peer.pending_approvals:
-            return  # the CLI withdrew it (control_cancel_request) while we were asking
+        decision: ApprovalDecision | None = None
+        with anyio.CancelScope() as scope:
+            self._asking[event.request_id] = scope
+            if event.request_id not in self.peer.pending_approvals:
+                scope.cancel()  # withdrawn before this task even started
+            try:
+                decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
+            finally:
+                del self._asking[event.request_id]
+        if decision is None or event.request_id not in self.peer.pending_approvals:
+            return  # withdrawn: the CLI wants no answer (protocols/claude-code.md §6, as the SDK does)
         self.note_decision(event.request_id, decision)
         await self._write(self._reply(event, decision))
+
+    def _withdrawn(self, request_id: str) -> None:
+        """``control_cancel_request``: the CLI gave up on a ``can_use_tool`` (an interrupt while it was
+        pending).  The question is taken back from the approval service at once, so a person is not
+        left answering it and the next question is not queued behind it."""
+        scope = self._asking.get(request_id)
+        if scope is not None:
+            scope.cancel()
+            self.ctx.note({"type": "approval_withdrawn", "request_id": request_id})
 
     def _reply(self, event: CanUseTool, decision: ApprovalDecision) -> bytes:
         if decision.status == "approved":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from ..approvals.base import ApprovalDecision, decide
@@ -15,6 +16,7 @@ __all__ = ["CodexDriver"]
 _HANDSHAKE_TIMEOUT = 30.0
 _CALL_TIMEOUT = 60.0
 CLIENT_INFO = {"name": "orchestrate", "title": "orchestrate", "version": "0.1.0"}
+_APPROVALS = ("item/commandExecution/requestApproval", "item/fileChange/requestApproval")
 
 
 class CodexDriver(Driver):
@@ -27,10 +29,7 @@ class CodexDriver(Driver):
             JsonRpcPeer(jsonrpc_field=False),
             ctx.process,
             ctx.task_group,
-            handlers={
-                "item/commandExecution/requestApproval": self._approve,
-                "item/fileChange/requestApproval": self._approve,
-            },
+            handlers=dict.fromkeys(_APPROVALS, self._approve),
             on_notification=self._notified,
         )
         self.thread_id: str | None = None
@@ -83,7 +82,11 @@ class CodexDriver(Driver):
         elif method == "item/started":
             item = p.get("item") or {}
             self._items[str(item.get("id"))] = item
+        elif method == "serverRequest/resolved":
+            self._withdraw(lambda rid: str(rid) == str(p.get("requestId")))
         elif method == "turn/completed":
+            # An approval still open belongs to a turn that is over (interrupted): nobody waits for it.
+            self._withdraw(lambda rid: True)
             self.turn_active = False
             if self.queued:
                 text = self.queued.pop(0)
@@ -97,6 +100,8 @@ class CodexDriver(Driver):
     async def _approve(self, incoming: IncomingRequest) -> dict[str, Any]:
         p = incoming.params if isinstance(incoming.params, dict) else {}
         item = self._items.get(str(p.get("itemId")), {})
+        if isinstance(item.get("changes"), list) and "changes" not in p:
+            p = {**p, "changes": item["changes"]}  # so a person sees the diff they approve
         request_id = str(incoming.id)
         request = self.executor.approval_request(
             request_id, incoming.method, p, item, self.ctx.task, self.ctx.session_id()
@@ -104,6 +109,15 @@ class CodexDriver(Driver):
         decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
         self.note_decision(request_id, decision)
         return {"decision": codex_decision(decision)}
+
+    def _withdraw(self, which: Callable[[Any], bool]) -> None:
+        """Take back open approval questions the server no longer waits for: ``serverRequest/resolved``
+        before our answer means Codex settled the request itself (protocols/codex.md §4 sends it
+        after our answer, when nothing is open any more).  No answer is sent for them."""
+        for method in _APPROVALS:
+            for request_id in self.conn.serving(method):
+                if which(request_id) and self.conn.withdraw(request_id):
+                    self.ctx.note({"type": "approval_withdrawn", "request_id": str(request_id)})
 
 
 def codex_decision(decision: ApprovalDecision) -> str:

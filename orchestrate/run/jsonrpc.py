@@ -2,7 +2,9 @@
 
 Every call is bounded; when the agent dies every pending call fails at once with
 :class:`ProcessExitedError`; every request the agent makes gets exactly one answer: its handler's
-result, an error if the handler raised, or method-not-found if there is no handler.
+result, an error if the handler raised, or method-not-found if there is no handler.  The one
+exception is a request the agent itself takes back (:meth:`JsonRpcConnection.withdraw`): its
+handler is cancelled and it gets the answer the protocol asks for then, which may be none.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from ..peers.jsonrpc import (
 )
 from ..process.base import AgentIO
 
-__all__ = ["JsonRpcConnection", "JsonRpcError", "RequestHandler", "RpcError"]
+__all__ = ["NO_ANSWER", "JsonRpcConnection", "JsonRpcError", "RequestHandler", "RpcError"]
 
 RequestHandler = Callable[[IncomingRequest], Awaitable[Any]]
 NotificationHandler = Callable[[str, Any], Awaitable[None]]
@@ -53,6 +55,19 @@ class JsonRpcError(OrchestrateError):
         super().__init__(f"{method} failed ({self.code}): {self.error_message}")
 
 
+NO_ANSWER: Any = object()
+"""For :meth:`JsonRpcConnection.withdraw`: write nothing back (the agent has settled it itself)."""
+
+
+@dataclass
+class _Serving:
+    """A request of the agent's that a handler is working on."""
+
+    method: str
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    answer: Any = NO_ANSWER  # what to send instead of the handler's answer, once withdrawn
+
+
 @dataclass
 class _Waiter:
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -75,6 +90,7 @@ class JsonRpcConnection:
         self.handlers = dict(handlers or {})
         self.on_notification = on_notification
         self._waiters: dict[RequestId, _Waiter] = {}
+        self._serving: dict[RequestId, _Serving] = {}
         self._closed: Exception | None = None
 
     async def call(self, method: str, params: Any = None, limit: float | None = 60.0) -> Any:
@@ -111,29 +127,69 @@ class JsonRpcConnection:
                 if waiter is not None:
                     waiter.response = event
                     waiter.done.set()
-            case IncomingRequest():
-                self.task_group.start_soon(self._serve, event)
+            case IncomingRequest(id=request_id, method=method):
+                # Registered before its task starts, so a withdrawal on the very next line finds it.
+                serving = self._serving[request_id] = _Serving(method)
+                self.task_group.start_soon(self._serve, event, serving)
             case IncomingNotification(method=method, params=params):
                 if self.on_notification is not None:
                     await self.on_notification(method, params)
             case _:
                 pass  # malformed lines are the normalizer's to show
 
-    async def _serve(self, request: IncomingRequest) -> None:
-        handler = self.handlers.get(request.method)
-        if handler is None:
-            reply = self.peer.respond_error(
-                request.id, METHOD_NOT_FOUND, f"method not found: {request.method}"
-            )
-        else:
-            try:
-                reply = self.peer.respond(request.id, await handler(request))
-            except RpcError as exc:
-                reply = self.peer.respond_error(request.id, exc.code, exc.message, exc.data)
-            except Exception as exc:  # a failing handler still answers, so the agent never hangs
-                reply = self.peer.respond_error(request.id, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+    def serving(self, method: str) -> list[RequestId]:
+        """The agent's requests of ``method`` that are not answered yet."""
+        return [rid for rid, s in self._serving.items() if s.method == method]
+
+    def method_of(self, request_id: RequestId) -> str | None:
+        """The method of the agent's request ``request_id`` while it is being served, else None."""
+        serving = self._serving.get(request_id)
+        return serving.method if serving is not None else None
+
+    def withdraw(self, request_id: RequestId, answer: Any = NO_ANSWER) -> bool:
+        """The agent took request ``request_id`` back (or it is moot): cancel its handler, and answer
+        ``answer`` (a result, or an :class:`RpcError`) instead, or nothing with :data:`NO_ANSWER`.
+        False if that request is not being served (answered already, or never seen)."""
+        serving = self._serving.get(request_id)
+        if serving is None or serving.scope.cancel_called:
+            return False
+        serving.answer = answer
+        serving.scope.cancel()
+        return True
+
+    async def _serve(self, request: IncomingRequest, serving: _Serving) -> None:
+        reply: bytes | None = None
+        try:
+            with serving.scope:
+                reply = await self._answer(request)
+        finally:
+            if self._serving.get(request.id) is serving:  # an agent may reuse an id; keep the newer
+                del self._serving[request.id]
+        if serving.scope.cancel_called:
+            reply = self._reply(request.id, serving.answer)
+        if reply is None:
+            return
         with contextlib.suppress(ProcessExitedError):  # the agent is gone; nobody waits for the answer
             await self.process.write(reply)
+
+    async def _answer(self, request: IncomingRequest) -> bytes:
+        handler = self.handlers.get(request.method)
+        if handler is None:
+            message = f"method not found: {request.method}"
+            return self.peer.respond_error(request.id, METHOD_NOT_FOUND, message)
+        try:
+            return self.peer.respond(request.id, await handler(request))
+        except RpcError as exc:
+            return self.peer.respond_error(request.id, exc.code, exc.message, exc.data)
+        except Exception as exc:  # a failing handler still answers, so the agent never hangs
+            return self.peer.respond_error(request.id, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+
+    def _reply(self, request_id: RequestId, answer: Any) -> bytes | None:
+        if answer is NO_ANSWER:
+            return None
+        if isinstance(answer, RpcError):
+            return self.peer.respond_error(request_id, answer.code, answer.message, answer.data)
+        return self.peer.respond(request_id, answer)
 
     def close(self, reason: Exception | None = None) -> None:
         """The agent is gone: every pending call fails now, and later calls fail at once."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import re
 import secrets
+import unicodedata
 from typing import Any
 
 import anyio
@@ -17,10 +18,18 @@ from ..errors import ProcessExitedError
 from ..executors.terminal import TerminalExecutor
 from .driver import Driver, DriverContext
 
-__all__ = ["TerminalDriver"]
+__all__ = ["TerminalDriver", "pasteable"]
 
 PASTE_START, PASTE_END = "\x1b[200~", "\x1b[201~"
 _READY_TIMEOUT = 60.0
+
+
+def pasteable(text: str) -> str:
+    """``text`` as it may be pasted: line ends as ``\\n``, and no other control character (C0, DEL
+    or C1), so a prompt can neither end the bracketed paste early (``\\x1b[201~``) nor press keys
+    (Enter, Esc, Ctrl-C, Ctrl-D) in the agent's UI.  Tabs stay."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) != "Cc")
 
 
 class TerminalDriver(Driver):
@@ -62,6 +71,7 @@ class TerminalDriver(Driver):
         self.ctx.task_group.start_soon(self._watch)
 
     async def send_message(self, text: str) -> None:
+        text = pasteable(text)
         self.ctx.note({"type": "user_input", "text": text})
         self._sent_at = float("inf")  # until it is sent, nothing on the screen answers it
         self._turn = True
@@ -114,10 +124,7 @@ class TerminalDriver(Driver):
     # --- permission questions -----------------------------------------------------------------
 
     def _check_permission(self) -> None:
-        if self.rules.permission is None:
-            return
-        screen = self.text()
-        match = self.rules.permission.search(screen)
+        match = self.rules.question(self.text())
         if match is None:
             self._shown = None  # gone: the same question asked again later is a new question
             return
