@@ -238,9 +238,20 @@ class Store:
             conn.execute(update(runs).where(held).values(lease_expires_at=now + lease))
             return set(conn.execute(select(runs.c.id).where(held)).scalars())
 
-    def set_process(self, run_id: int, pid: int, pid_started: str | None) -> None:
+    def set_process(
+        self, run_id: int, pid: int | None, pid_started: str | None, raw_log: str | None = None
+    ) -> None:
+        """Record the agent process of a run (pid and kernel start time) and where its raw log is."""
         with self._write(f"recording the process of run {run_id}") as conn:
-            conn.execute(update(runs).where(runs.c.id == run_id).values(pid=pid, pid_started=pid_started))
+            values = {"pid": pid, "pid_started": pid_started, "raw_log": raw_log}
+            conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
+
+    def set_session(self, run_id: int, session_id: str) -> None:
+        """Record the agent's session as soon as it is known, so a retry after a crash can resume it."""
+        with self._write(f"recording the session of run {run_id}") as conn:
+            conn.execute(update(runs).where(runs.c.id == run_id).values(session_id=session_id))
+            task_id = select(runs.c.task_id).where(runs.c.id == run_id).scalar_subquery()
+            conn.execute(update(tasks).where(tasks.c.id == task_id).values(session_id=session_id))
 
     def cancel_requested(self, task_ids: Sequence[int]) -> set[int]:
         """Which of ``task_ids`` some client asked to cancel."""
@@ -263,7 +274,10 @@ class Store:
         in one transaction; a task that fails for good blocks the tasks waiting for it."""
         with self._write(f"finishing run {run_id}") as conn:
             run = read_runs(conn, runs.c.id == run_id)[0]
-            conn.execute(update(runs).where(runs.c.id == run_id).values(ended_at=time.time(), **end))
+            live = and_(runs.c.id == run_id, runs.c.status.in_(LIVE_RUN))
+            if not conn.execute(update(runs).where(live).values(ended_at=time.time(), **end)).rowcount:
+                # Declared lost meanwhile (its worker missed its lease): the recovering worker owns the task.
+                return self._task(conn, run.task_id)
             if end.get("session_id"):
                 _set_task(conn, run.task_id, session_id=end["session_id"])
             if notice:
