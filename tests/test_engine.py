@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
+from orchestrate import ApprovalDecision, ApprovalRequest
 from orchestrate.engine import Engine
 from orchestrate.engine.procinfo import kill_group_if_same, start_time
 from orchestrate.entries import PATCH_ADAPTER
@@ -223,7 +225,8 @@ async def test_cancel_from_another_process(url: str, tmp_path: Path) -> None:
 WORKER = textwrap.dedent(
     """
     import sys, anyio
-    from orchestrate.engine import Engine
+    from orchestrate import ApprovalDecision, ApprovalRequest
+from orchestrate.engine import Engine
     async def main():
         async with Engine.open(sys.argv[1], lease=1.5, poll=0.05) as engine:
             await engine.work()
@@ -330,3 +333,41 @@ def test_a_reused_pid_is_never_killed() -> None:
     finally:
         proc.kill()
         proc.wait(5)
+
+
+class ApproveLater:
+    """Approves after a while, so the agent goes on (and writes events) while the test holds the lock."""
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        await anyio.sleep(0.3)
+        return ApprovalDecision.approve()
+
+
+async def test_a_locked_store_delays_events_loses_none_and_says_so(url: str, tmp_path: Path) -> None:
+    db = url.removeprefix("sqlite:///")
+    async with (
+        engine_on(url, busy_timeout=0.05, approvals=ApproveLater()) as engine,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(engine.work)
+        task_id = await submit(engine, "tool", tmp_path)
+        with anyio.fail_after(20):
+            async for event in engine.subscribe(task_id):
+                if event.kind == "patch" and "pending_approval" in str(event.data):
+                    break
+            holder = sqlite3.connect(db, isolation_level=None)
+            holder.execute("BEGIN EXCLUSIVE")  # another program holds the write lock while the run ends
+            await anyio.sleep(1.5)
+            holder.execute("ROLLBACK")
+            holder.close()
+            task = await engine.wait(task_id)
+            # The engine went on: the next task runs as usual.
+            assert (await engine.wait(await submit(engine, "plain", tmp_path))).status == "done"
+        engine.stop()
+    assert task.status == "done"
+    assert task.notice and "database is locked" in task.notice and "resumed" in task.notice
+    [run] = await engine.runs(task_id)
+    events = await all_events(engine, task_id)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert len([e for e in events if e.kind == "raw"]) == line_count(run.raw_log or "")
+    assert any("ran: echo original" in str(e.data) for e in events if e.kind == "patch")

@@ -69,9 +69,9 @@ class Engine:
         self._owns_store = False
 
     @classmethod
-    def open(cls, url: str | None = None, **options: Any) -> Engine:
+    def open(cls, url: str | None = None, *, busy_timeout: float = 5.0, **options: Any) -> Engine:
         """An engine on the store at ``url`` (default: SQLite under $ORCHESTRATE_HOME)."""
-        engine = cls(Store.open(url), **options)
+        engine = cls(Store.open(url, busy_timeout=busy_timeout), **options)
         engine._owns_store = True
         return engine
 
