@@ -225,8 +225,7 @@ async def test_cancel_from_another_process(url: str, tmp_path: Path) -> None:
 WORKER = textwrap.dedent(
     """
     import sys, anyio
-    from orchestrate import ApprovalDecision, ApprovalRequest
-from orchestrate.engine import Engine
+    from orchestrate.engine import Engine
     async def main():
         async with Engine.open(sys.argv[1], lease=1.5, poll=0.05) as engine:
             await engine.work()
@@ -236,14 +235,20 @@ from orchestrate.engine import Engine
 
 
 @pytest.fixture
-def worker(url: str) -> Iterator[subprocess.Popen[bytes]]:
-    """A worker in its own process on the test's store."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", WORKER, url], cwd=ROOT, env=os.environ | {"PYTHONPATH": str(ROOT)}
-    )
+def worker(url: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A worker in its own process on the test's store; what it prints is shown if the test fails."""
+    with (tmp_path / "worker.log").open("wb") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER, url],
+            cwd=ROOT,
+            env=os.environ | {"PYTHONPATH": str(ROOT)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
     yield proc
     proc.kill()
     proc.wait(5)
+    print((tmp_path / "worker.log").read_text())
 
 
 async def test_a_killed_worker_is_recovered_resumed_and_numbered_on(
