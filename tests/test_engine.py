@@ -376,3 +376,19 @@ async def test_a_locked_store_delays_events_loses_none_and_says_so(url: str, tmp
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert len([e for e in events if e.kind == "raw"]) == line_count(run.raw_log or "")
     assert any("ran: echo original" in str(e.data) for e in events if e.kind == "patch")
+
+
+async def test_a_task_that_cannot_start_fails_with_a_reason_and_the_engine_goes_on(
+    url: str, tmp_path: Path
+) -> None:
+    async with engine_on(url) as engine, anyio.create_task_group() as tg:
+        tg.start_soon(engine.work)
+        unknown = await engine.submit("plain", "no-such-agent", cwd=tmp_path)
+        bad = await engine.submit("plain", "claude-code", executor_options={"nonsense": 1}, cwd=tmp_path)
+        with anyio.fail_after(20):
+            results = [await engine.wait(t.id) for t in (unknown, bad)]
+            assert (await engine.wait(await submit(engine, "plain", tmp_path))).status == "done"
+        engine.stop()
+    assert [t.status for t in results] == ["failed"] * 2
+    assert "no-such-agent" in (results[0].error or "")
+    assert "nonsense" in (results[1].error or "")

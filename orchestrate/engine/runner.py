@@ -92,8 +92,10 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
                 result = await run.wait()
                 tg.cancel_scope.cancel()
         _tail_once(writer, live, log)
-    except (OrchestrateError, OSError, ValueError) as exc:  # could not start: a clear error on the task
+    except OrchestrateError as exc:  # could not start (unknown executor, CLI missing ...): said on the task
         error = (getattr(exc, "code", None) or "start_failed", f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # bad stored options, or a bug: the task says so, the engine goes on
+        error = ("engine_error", f"{type(exc).__name__}: {exc}")
     if live.lease_lost:
         return  # another worker declared this run lost and owns the task now
     await _finish(store, writer, live, result, error)
