@@ -25,6 +25,10 @@ ALLOWED: dict[str, set[str]] = {
     "approvals": {"errors", "approvals"},
     "executors": BASE | {"process", "normalizers", "peers", "approvals", "executors"},
     "run": BASE | {"process", "normalizers", "peers", "approvals", "executors", "run"},
+    # The store keeps records and events; it knows no agent, so it sits above the run only by rank.
+    "store": BASE | {"store"},
+    "engine": BASE
+    | {"process", "normalizers", "peers", "approvals", "executors", "run", "registry", "store", "engine"},
 }
 
 

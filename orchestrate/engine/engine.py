@@ -1,0 +1,239 @@
+"""The engine a board embeds: submit and inspect tasks, follow their events from any offset, and (in
+:meth:`Engine.work`) run the queue: claims by priority then age within the limits, leases renewed by
+heartbeat, cancel requests from any process, and recovery of runs whose worker died.
+
+Every store call runs in a worker thread, so the event loop never waits on the database; events are
+written by the store's batching writer thread."""
+
+from __future__ import annotations
+
+import builtins
+import functools
+import os
+import secrets
+from collections.abc import AsyncIterator, Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+import anyio
+
+from ..approvals.base import ApprovalService
+from ..process.pipes import ShutdownPolicy
+from ..registry import Registry, default_registry
+from ..store import Event, EventWriter, Limits, RunRecord, Store, StoreError, TaskRecord, TaskSpec, home
+from .procinfo import HOST, kill_group_if_same
+from .runner import LiveRun, RunSettings, execute
+
+__all__ = ["Engine"]
+
+T = TypeVar("T")
+
+
+class Engine:
+    """``async with Engine.open() as engine:`` then ``await engine.submit(...)``; run the queue with
+    ``await engine.work()`` (until cancelled or :meth:`stop`), in this process or any other on the store."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        limits: Limits | None = None,
+        capacity: int = 4,
+        lease: float = 30.0,
+        poll: float = 0.2,
+        registry: Registry | None = None,
+        approvals: ApprovalService | None = None,
+        executors: Sequence[str] | None = None,
+        shutdown: ShutdownPolicy | None = None,
+        log_dir: Path | None = None,
+    ) -> None:
+        self.store = store
+        self.limits = limits or Limits()
+        self.capacity = capacity
+        self.lease = lease
+        self.poll = poll
+        self.executors = executors
+        self.worker = f"{HOST}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.writer = EventWriter(store)
+        self.live: dict[int, LiveRun] = {}
+        """Runs this engine is executing, by run id."""
+        self.errors: list[StoreError] = []
+        """Store errors the worker loop met and went on past (the latest few)."""
+        self._settings = RunSettings(
+            registry or default_registry, approvals, log_dir or home() / "runs", shutdown
+        )
+        self._wake = anyio.Event()
+        self._stop = anyio.Event()
+        self._idle = anyio.Event()
+        self._owns_store = False
+
+    @classmethod
+    def open(cls, url: str | None = None, *, busy_timeout: float = 5.0, **options: Any) -> Engine:
+        """An engine on the store at ``url`` (default: SQLite under $ORCHESTRATE_HOME)."""
+        engine = cls(Store.open(url, busy_timeout=busy_timeout), **options)
+        engine._owns_store = True
+        return engine
+
+    async def __aenter__(self) -> Engine:
+        self.writer.start()
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+        await anyio.to_thread.run_sync(self.writer.close)
+        if self._owns_store:
+            self.store.close()
+
+    # --- the API ------------------------------------------------------------------------------
+
+    async def submit(self, prompt: str, executor: str, **spec: Any) -> TaskRecord:
+        """Queue a task; ``spec`` takes the fields of :class:`orchestrate.store.TaskSpec`."""
+        task = await self._call(self.store.submit, TaskSpec(prompt=prompt, executor=executor, **spec))
+        self._wake.set()
+        return task
+
+    async def get(self, task_id: int) -> TaskRecord:
+        return await self._call(self.store.get, task_id)
+
+    async def list(self, **filters: Any) -> builtins.list[TaskRecord]:
+        """Tasks, filtered by ``status``, ``label``, ``executor``; paged by ``limit`` and ``after_id``."""
+        return await self._call(lambda: self.store.list_tasks(**filters))
+
+    async def runs(self, task_id: int) -> builtins.list[RunRecord]:
+        return await self._call(self.store.runs, task_id)
+
+    async def cancel(self, task_id: int) -> TaskRecord:
+        """Cancel a task, wherever it runs: a queued one at once, a running one by its worker."""
+        task = await self._call(self.store.cancel, task_id)
+        for live in self.live.values():
+            if live.task.id == task_id:
+                live.cancel.set()
+        return task
+
+    async def retry(self, task_id: int) -> TaskRecord:
+        task = await self._call(self.store.retry, task_id)
+        self._wake.set()
+        return task
+
+    async def subscribe(
+        self, task_id: int | None = None, *, run_id: int | None = None, after: int = 0, follow: bool = True
+    ) -> AsyncIterator[Event]:
+        """A task's events after ``seq`` ``after`` (or a run's, after ``run_seq``): the stored ones, then
+        live ones as they are stored, until the task (or run) has ended and everything is read.  To
+        resume after a disconnect, pass the last ``seq`` (``run_seq``) seen."""
+        if (task_id is None) == (run_id is None):
+            raise ValueError("subscribe to exactly one of a task and a run")
+        while True:
+            read = functools.partial(self.store.events, task_id=task_id, run_id=run_id, after=after)
+            page = await self._call(read)
+            for event in page:
+                yield event
+                after = event.seq if task_id is not None else event.run_seq or after
+            if page:
+                continue
+            if not follow or await self._ended(task_id, run_id, after):
+                return
+            # Polling, not an event: the writer may be another process.
+            await anyio.sleep(self.poll / 4)
+
+    async def _ended(self, task_id: int | None, run_id: int | None, after: int) -> bool:
+        if task_id is not None:
+            task = await self._call(self.store.get, task_id)
+            return task.finished and task.last_seq <= after
+        assert run_id is not None
+        run = await self._call(self.store.run, run_id)
+        return run.status != "running" and run.last_seq <= after
+
+    async def wait(self, task_id: int) -> TaskRecord:
+        """Wait until the task has ended (done, failed, blocked, cancelled or lost); bound it with
+        ``anyio.fail_after``.  It may be run by another process, so this polls the store."""
+        while not (task := await self.get(task_id)).finished:  # noqa: ASYNC110
+            await anyio.sleep(self.poll / 4)
+        return task
+
+    # --- the worker ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask :meth:`work` to return once its live runs have ended (it starts no new ones)."""
+        self._stop.set()
+        self._wake.set()
+
+    async def work(self) -> None:
+        """Run the queue until :meth:`stop` (or cancellation, which stops the live agents)."""
+        self._stop = anyio.Event()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(self._heartbeats)
+            while not self._stop.is_set():
+                await self._recover()
+                await self._fill(tg)
+                with anyio.move_on_after(self.poll):
+                    await self._wake.wait()
+                self._wake = anyio.Event()
+            while self.live:
+                self._idle = anyio.Event()
+                await self._idle.wait()
+            tg.cancel_scope.cancel()
+
+    async def _fill(self, tg: anyio.abc.TaskGroup) -> None:
+        while len(self.live) < self.capacity and not self._stop.is_set():
+            got = await self._guard(
+                lambda: self.store.claim(self.worker, self.limits, self.lease, self.executors)
+            )
+            if got is None:
+                return
+            task, run = got
+            live = self.live[run.id] = LiveRun(task, run)
+            tg.start_soon(self._execute, live)
+
+    async def _execute(self, live: LiveRun) -> None:
+        try:
+            await execute(self.store, self.writer, live, self._settings)
+        finally:
+            del self.live[live.run.id]
+            self._wake.set()
+            self._idle.set()
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await anyio.sleep(self.lease / 3)
+            ids = list(self.live)
+            held = await self._guard(functools.partial(self.store.heartbeat, self.worker, ids, self.lease))
+            if held is None:
+                continue  # the store is unavailable: try again; leases outlast a few misses
+            tasks = [live.task.id for live in self.live.values()]
+            flagged = await self._guard(functools.partial(self.store.cancel_requested, tasks)) or set()
+            for run_id in ids:
+                live = self.live.get(run_id)
+                if live is None:
+                    continue
+                if run_id not in held:
+                    live.lease_lost = True
+                    live.cancel.set()
+                elif live.task.id in flagged:
+                    live.cancel.set()
+
+    async def _recover(self) -> None:
+        """Runs whose lease expired: kill what is left of their agents, mark them lost, retry."""
+        expired = await self._guard(self.store.expired_runs) or []
+        # Our own runs are alive whatever their lease says (a late heartbeat renews it).
+        expired = [run for run in expired if run.id not in self.live]
+        for run in expired:
+            if run.worker and run.worker.split(":", 1)[0] == HOST and run.pid:
+                kill_group_if_same(run.pid, run.pid_started)
+            await self._guard(functools.partial(self.store.mark_lost, run.id, by=self.worker))
+        if expired:
+            self._wake.set()
+
+    async def _guard(self, fn: Callable[[], T]) -> T | None:
+        """A store call for the worker loop: a store error is remembered and the loop goes on."""
+        try:
+            return await self._call(fn)
+        except StoreError as exc:
+            self.errors = [*self.errors[-9:], exc]
+            return None
+
+    async def _call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await anyio.to_thread.run_sync(lambda: fn(*args))

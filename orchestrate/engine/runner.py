@@ -1,0 +1,211 @@
+"""One claimed run, from spawn to the store: the agent runs through :class:`orchestrate.Run`, its entry
+patches and raw log records stream into the store's batching writer, and its end decides the task's
+next state (done, retried, failed, cancelled)."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import anyio
+import orjson
+
+from ..approvals.base import ApprovalService
+from ..errors import OrchestrateError
+from ..executors.base import ExecutorOptions
+from ..process.pipes import ShutdownPolicy
+from ..registry import Registry
+from ..run import Run, RunResult
+from ..store import EventWriter, RunEnd, RunRecord, Store, StoreError, TaskRecord
+from ..task import Task
+from .procinfo import start_time
+
+__all__ = ["LiveRun", "execute"]
+
+_TAIL_EVERY = 0.05
+
+
+async def _record_session(store: Store, run_id: int, session: str) -> None:
+    with contextlib.suppress(StoreError):  # it is also recorded when the run ends
+        await anyio.to_thread.run_sync(store.set_session, run_id, session)
+
+
+class _Tail:
+    """How far the raw log has been mirrored into the store."""
+
+    def __init__(self) -> None:
+        self.offset = 0
+        self.partial = b""
+
+
+@dataclass
+class LiveRun:
+    """What the engine knows of a run it is executing."""
+
+    task: TaskRecord
+    run: RunRecord
+    handle: Run | None = None
+    lease_lost: bool = False
+    cancel: anyio.Event = field(default_factory=anyio.Event)
+    notices: list[str] = field(default_factory=list)
+    tail: _Tail = field(default_factory=_Tail)
+    session_id: str | None = None
+
+
+@dataclass
+class RunSettings:
+    registry: Registry
+    approvals: ApprovalService | None
+    log_dir: Path
+    shutdown: ShutdownPolicy | None = None
+
+
+async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: RunSettings) -> None:
+    """Run ``live`` to its end and record it; never raises (except cancellation of the engine)."""
+    task, record = live.task, live.run
+    log = settings.log_dir / f"task-{task.id}-run-{record.id}.jsonl"
+    result: RunResult | None = None
+    error: tuple[str, str] | None = None
+    try:
+        executor = settings.registry.create(task.executor, ExecutorOptions(**task.executor_options))
+        spec = Task(
+            prompt=task.prompt,
+            cwd=task.cwd,
+            resume=record.resume_token,
+            resume_fallback=record.resume_token is not None,
+            raw_log=log,
+            **task.run_options,
+        )
+        run = live.handle = Run(executor, spec, settings.approvals, shutdown=settings.shutdown)
+        async with run:
+            await _record_process(store, run, record.id, log)
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_tail, writer, live, log)
+                tg.start_soon(_cancel_on_request, live, run)
+                async for patch in run.patches():
+                    writer.put(task.id, record.id, "patch", patch.model_dump_json(by_alias=True))
+                    session = patch.entry.metadata.session_id if patch.entry.metadata else None
+                    if session and session != live.session_id:
+                        live.session_id = session
+                        tg.start_soon(_record_session, store, record.id, session)
+                result = await run.wait()
+                tg.cancel_scope.cancel()
+        _tail_once(writer, live, log)
+    except OrchestrateError as exc:  # could not start (unknown executor, CLI missing ...): said on the task
+        error = (getattr(exc, "code", None) or "start_failed", f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # bad stored options, or a bug: the task says so, the engine goes on
+        error = ("engine_error", f"{type(exc).__name__}: {exc}")
+    if live.lease_lost:
+        return  # another worker declared this run lost and owns the task now
+    await _finish(store, writer, live, result, error)
+
+
+async def _record_process(store: Store, run: Run, run_id: int, log: Path) -> None:
+    # Run.pids fills in once the run's loop has taken the process; it was spawned before we got here.
+    with anyio.move_on_after(5):
+        while not run.pids:  # noqa: ASYNC110 (Run has no event for it)
+            await anyio.sleep(0.005)
+    pid = run.pids[0] if run.pids else None
+    started = start_time(pid) if pid else None
+    # If the store cannot take it, recovery cannot kill this process by pid; the run itself goes on.
+    with contextlib.suppress(StoreError):
+        await anyio.to_thread.run_sync(store.set_process, run_id, pid, started, str(log))
+
+
+async def _tail(writer: EventWriter, live: LiveRun, log: Path) -> None:
+    """Mirror the raw log into the store as it grows, one event per complete record."""
+    while True:
+        await anyio.to_thread.run_sync(_tail_once, writer, live, log)
+        await anyio.sleep(_TAIL_EVERY)
+
+
+def _tail_once(writer: EventWriter, live: LiveRun, log: Path) -> None:
+    state = live.tail
+    try:
+        with log.open("rb") as f:
+            f.seek(state.offset)
+            data = f.read()
+    except OSError:
+        return
+    state.offset += len(data)
+    lines = (state.partial + data).split(b"\n")
+    state.partial = lines.pop()
+    for line in lines:
+        if not line.strip():
+            continue
+        writer.put(live.task.id, live.run.id, "raw", line)
+        if b'"restart"' in line:
+            _continuity(live, line)
+
+
+def _continuity(live: LiveRun, line: bytes) -> None:
+    try:
+        event = orjson.loads(line).get("event") or {}
+    except orjson.JSONDecodeError:
+        return
+    if event.get("type") == "restart":
+        live.notices.append(
+            f"continuity: the agent's session {live.run.resume_token} could not be resumed, so this run "
+            f"started a fresh session ({event.get('reason')})"
+        )
+
+
+async def _cancel_on_request(live: LiveRun, run: Run) -> None:
+    await live.cancel.wait()
+    run.cancel()
+
+
+async def _finish(
+    store: Store, writer: EventWriter, live: LiveRun, result: RunResult | None, error: tuple[str, str] | None
+) -> None:
+    await anyio.to_thread.run_sync(writer.flush, 30.0)
+    end, status, reason = _decide(live, result, error)
+    trouble = writer.trouble.pop(live.task.id, None)
+    notice = "; ".join(live.notices) or None
+    if trouble is not None:
+        notice = "; ".join(filter(None, [notice, f"store: {trouble.describe()}"]))
+        if trouble.dropped:
+            end |= {"error_code": trouble.error.code, "error": f"the store lost events: {trouble.describe()}"}
+            status = "failed" if status == "done" else status
+    # The store may be locked or full right now: keep trying (bounded); if it never takes the result,
+    # the lease expires and the next worker recovers the run as lost.  Nothing is raised from here.
+    for delay in (0.05, 0.2, 0.5, 1, 2, 4, 8):
+        try:
+            await anyio.to_thread.run_sync(
+                lambda: store.finish_run(live.run.id, end, status, reason=reason, notice=notice)
+            )
+            return
+        except StoreError:
+            await anyio.sleep(delay)
+
+
+def _decide(
+    live: LiveRun, result: RunResult | None, error: tuple[str, str] | None
+) -> tuple[RunEnd, str, str | None]:
+    task = live.task
+    if result is None:
+        code, message = error or ("start_failed", "the run did not start")
+        end = RunEnd(status="failed", outcome="failed", error=message, error_code=code)
+    else:
+        usage = result.token_usage
+        end = RunEnd(
+            status={"success": "done"}.get(result.outcome, result.outcome),
+            outcome=result.outcome,
+            exit_code=result.exit_code,
+            error=result.error if result.outcome != "success" else None,
+            error_code=None if result.outcome == "success" else result.outcome,
+            session_id=result.session_id,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_tokens,
+            cache_write_tokens=usage.cache_write_tokens,
+            cost_usd=usage.total_cost_usd,
+        )
+    if result is not None and result.outcome == "success":
+        return end, "done", None
+    if live.cancel.is_set():
+        return end, "cancelled", "cancelled by request"
+    if task.attempts < task.max_attempts:
+        return end, "queued", f"run {live.run.id} {end['status']}; retrying (attempt {task.attempts + 1})"
+    return end, "failed", f"run {live.run.id} {end['status']}"

@@ -1,0 +1,126 @@
+"""Where the store lives and how a connection to it is made: SQLite in WAL mode under
+``$ORCHESTRATE_HOME`` by default, any SQLAlchemy URL (Postgres: ``postgresql+psycopg://...``, with the
+``postgres`` extra installed) otherwise.  Schema changes go through Alembic, never ``create_all``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError
+from sqlalchemy import Engine, create_engine, event
+
+from .errors import StoreVersionError, map_db_errors
+
+__all__ = ["connect", "current_revision", "default_url", "downgrade", "head_revision", "home", "migrate"]
+
+MIGRATIONS = Path(__file__).parent / "migrations"
+BUSY_TIMEOUT = 5.0
+"""Seconds a SQLite writer waits for another connection's lock before the write fails as busy."""
+
+
+def home() -> Path:
+    """$ORCHESTRATE_HOME, or ~/.orchestrate."""
+    value = os.environ.get("ORCHESTRATE_HOME")
+    return Path(value) if value else Path.home() / ".orchestrate"
+
+
+def default_url() -> str:
+    """The default store: ``$ORCHESTRATE_HOME/store.db``."""
+    return f"sqlite:///{home() / 'store.db'}"
+
+
+def connect(url: str | None = None, *, busy_timeout: float = BUSY_TIMEOUT) -> Engine:
+    """An engine for ``url`` (default: :func:`default_url`), its directory made, SQLite tuned."""
+    url = url or default_url()
+    if not url.startswith("sqlite"):
+        return create_engine(url, pool_pre_ping=True)
+    path = url.split(":///", 1)[1] if ":///" in url else ""
+    if path and path != ":memory:":
+        with map_db_errors(f"creating the store's directory for {path}"):
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+    # A small pool: closing the last connection to a WAL database checkpoints and syncs it, which
+    # would cost every call milliseconds.  Pooled connections hold no lock between transactions.
+    engine = create_engine(url, pool_size=4, max_overflow=8, connect_args={"timeout": busy_timeout})
+    event.listen(engine, "connect", _sqlite_pragmas)
+    event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    # Let SQLAlchemy's "begin" event issue BEGIN itself (the driver's implicit BEGIN is deferred, and a
+    # deferred reader that later writes can fail at once with "database is locked", ignoring the timeout).
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    try:
+        # Set once, when the file is new: asking again takes a lock another writer may hold.
+        if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")  # durable at each checkpoint; WAL keeps it consistent
+        cursor.execute("PRAGMA foreign_keys=ON")
+    finally:
+        cursor.close()
+
+
+def _sqlite_begin(conn: Any) -> None:
+    # Every transaction that may write takes the write lock up front (waiting up to the busy timeout);
+    # read-only ones ask for a deferred transaction with execution_options(readonly=True).
+    if conn.get_execution_options().get("readonly"):
+        conn.exec_driver_sql("BEGIN")
+    else:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _config(engine: Engine) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    cfg.attributes["engine"] = engine
+    return cfg
+
+
+def head_revision() -> str:
+    """The newest migration this code knows."""
+    head = ScriptDirectory.from_config(_config(create_engine("sqlite://"))).get_current_head()
+    assert head is not None
+    return head
+
+
+def current_revision(engine: Engine) -> str | None:
+    """The migration the database is at (None: empty)."""
+    with map_db_errors("reading the store's schema version"), engine.connect() as conn:
+        return MigrationContext.configure(conn.execution_options(readonly=True)).get_current_revision()
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Upgrade the database to ``revision`` (default: the newest), one transaction for all steps."""
+    _alembic(engine, "upgrade", revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    """Take the database back to ``revision`` (``"base"``: empty), to test or to roll back a release."""
+    _alembic(engine, "downgrade", revision)
+
+
+def _alembic(engine: Engine, direction: str, revision: str) -> None:
+    cfg = _config(engine)
+    with map_db_errors(f"migrating the store ({direction} to {revision})"), engine.begin() as conn:
+        cfg.attributes["connection"] = conn
+        current = MigrationContext.configure(conn).get_current_revision()
+        if current is not None and not _known(cfg, current):
+            raise StoreVersionError(
+                f"the store is at schema {current}, which this version of orchestrate does not know "
+                "(a newer orchestrate wrote it)"
+            )
+        (command.upgrade if direction == "upgrade" else command.downgrade)(cfg, revision)
+
+
+def _known(cfg: Config, revision: str) -> bool:
+    try:
+        return ScriptDirectory.from_config(cfg).get_revision(revision) is not None
+    except CommandError:
+        return False

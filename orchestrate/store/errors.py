@@ -1,0 +1,95 @@
+"""Errors of the store, and the one place database exceptions become them.
+
+    OrchestrateError
+    └── StoreError                  the store could not do what was asked
+        ├── StoreBusyError          another connection holds the database's write lock
+        ├── StoreFullError          the disk (or the file size limit) has no room
+        ├── StoreReadOnlyError      the database file or its directory cannot be written
+        ├── StoreVersionError       the database's schema is newer or older than this code
+        └── NotFoundError           no task or run by that id
+
+The busy, full and read-only errors are *transient* for the engine: a run keeps going, its events wait
+in memory (bounded), and the task says what happened.  The raw log on disk stays the source of truth.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from sqlalchemy import exc as sa_exc
+
+from ..errors import OrchestrateError
+
+__all__ = [
+    "NotFoundError",
+    "StoreBusyError",
+    "StoreError",
+    "StoreFullError",
+    "StoreReadOnlyError",
+    "StoreVersionError",
+    "map_db_errors",
+]
+
+
+class StoreError(OrchestrateError):
+    """The store could not do what was asked; ``code`` names why, for the task's error."""
+
+    code = "store_error"
+
+
+class StoreBusyError(StoreError):
+    code = "store_busy"
+
+
+class StoreFullError(StoreError):
+    code = "store_full"
+
+
+class StoreReadOnlyError(StoreError):
+    code = "store_read_only"
+
+
+class StoreVersionError(StoreError):
+    code = "store_version"
+
+
+class NotFoundError(StoreError):
+    code = "not_found"
+
+
+# SQLite's messages (sqlite3 has no error codes before 3.11's sqlite_errorname on every driver), and
+# Postgres's SQLSTATE classes for the same conditions.
+_MATCHES: list[tuple[type[StoreError], tuple[str, ...]]] = [
+    (StoreBusyError, ("database is locked", "database table is locked", "lock timeout", "55p03")),
+    (
+        StoreFullError,
+        ("database or disk is full", "disk i/o error", "no space left", "file too large", "53100"),
+    ),
+    (StoreReadOnlyError, ("readonly database", "read-only", "unable to open database", "25006")),
+]
+
+
+def classify(exc: BaseException) -> type[StoreError]:
+    """The store error an exception from the database driver means."""
+    text = str(exc).lower()
+    for cls, needles in _MATCHES:
+        if any(n in text for n in needles):
+            return cls
+    return StoreError
+
+
+@contextlib.contextmanager
+def map_db_errors(doing: str) -> Iterator[None]:
+    """Translate driver and OS errors raised while ``doing`` into :class:`StoreError` subclasses."""
+    try:
+        yield
+    except (sa_exc.DBAPIError, OSError) as exc:
+        original = getattr(exc, "orig", None) or exc
+        cls = classify(original)
+        raise cls(f"{doing}: {_short(original)}") from exc
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__

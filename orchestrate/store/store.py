@@ -1,0 +1,447 @@
+"""The store: tasks, runs and events behind one synchronous, database-neutral API.
+
+Every method is one transaction and is safe to call from any thread (the async engine calls them through
+worker threads, never on its event loop).  Nothing here is SQLite-specific: SQLite takes its write lock
+at BEGIN (see database.py), Postgres locks the rows the queue claims with ``FOR UPDATE SKIP LOCKED``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import orjson
+from sqlalchemy import Connection, Engine, and_, exists, func, insert, select, text, update
+from sqlalchemy.orm import aliased
+
+from . import database
+from .errors import NotFoundError, StoreError, map_db_errors
+from .records import LIVE_RUN, TERMINAL, Event, Limits, RunRecord, TaskRecord, TaskSpec
+from .rows import NewEvent, insert_events, read_events, read_runs, read_tasks, task_event
+from .schema import events, runs, task_deps, task_labels, tasks
+
+__all__ = ["RunEnd", "Store"]
+
+_LIVE_TASK = ("running", "waiting_approval")
+# A dependency that ended in one of these will never be done: its dependents are blocked.
+_DEAD = ("failed", "blocked", "cancelled", "lost")
+
+
+class RunEnd(dict[str, Any]):
+    """Columns of a finished run (status, outcome, exit_code, error, error_code, session_id, token counts,
+    cost_usd); a dict so the engine sets only what it knows."""
+
+
+class Store:
+    """Open with :meth:`open`; close with :meth:`close` (or use as a context manager)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+
+    @classmethod
+    def open(cls, url: str | None = None, *, busy_timeout: float = database.BUSY_TIMEOUT) -> Store:
+        """The store at ``url`` (default: SQLite under $ORCHESTRATE_HOME), migrated to this code's schema."""
+        engine = database.connect(url, busy_timeout=busy_timeout)
+        try:
+            if database.current_revision(engine) != database.head_revision():
+                database.migrate(engine)
+        except BaseException:
+            engine.dispose()
+            raise
+        return cls(engine)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def _write(self, doing: str) -> Iterator[Connection]:
+        with map_db_errors(doing), self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def _read(self, doing: str) -> Iterator[Connection]:
+        with map_db_errors(doing), self.engine.connect() as raw:
+            conn = raw.execution_options(readonly=True)
+            with conn.begin():
+                yield conn
+
+    # --- tasks --------------------------------------------------------------------------------
+
+    def submit(self, spec: TaskSpec) -> TaskRecord:
+        """Store a new task, queued (or blocked at once if a dependency already failed)."""
+        now = time.time()
+        with self._write("submitting a task") as conn:
+            deps = read_tasks(conn, tasks.c.id.in_(spec.depends_on)) if spec.depends_on else []
+            missing = set(spec.depends_on) - {d.id for d in deps}
+            if missing:
+                raise NotFoundError(f"no task {min(missing)} to depend on")
+            dead = [d for d in deps if d.status in _DEAD]
+            status, reason = (
+                ("blocked", _blocked_reason(dead[0].id, dead[0].status)) if dead else ("queued", None)
+            )
+            task_id: Any = conn.execute(
+                insert(tasks).values(
+                    created_at=now,
+                    updated_at=now,
+                    prompt=spec.prompt,
+                    executor=spec.executor,
+                    executor_options=spec.executor_options,
+                    run_options=spec.run_options,
+                    cwd=str(spec.cwd),
+                    priority=spec.priority,
+                    metadata=spec.metadata,
+                    status=status,
+                    reason=reason,
+                    max_attempts=spec.max_attempts,
+                    attempts=0,
+                    cancel_requested=False,
+                    last_seq=0,
+                )
+            ).inserted_primary_key
+            task_id = int(task_id[0]) if task_id else 0
+            if spec.labels:
+                conn.execute(insert(task_labels), [{"task_id": task_id, "label": lb} for lb in spec.labels])
+            if spec.depends_on:
+                rows = [{"task_id": task_id, "depends_on": d} for d in sorted(set(spec.depends_on))]
+                conn.execute(insert(task_deps), rows)
+            task_event(conn, task_id, status, reason=reason)
+            return self._task(conn, task_id)
+
+    def get(self, task_id: int) -> TaskRecord:
+        with self._read(f"reading task {task_id}") as conn:
+            return self._task(conn, task_id)
+
+    def list_tasks(
+        self,
+        *,
+        status: str | Sequence[str] | None = None,
+        label: str | None = None,
+        executor: str | None = None,
+        limit: int = 100,
+        after_id: int = 0,
+    ) -> list[TaskRecord]:
+        """Tasks in id order (oldest first) after ``after_id``, filtered."""
+        where = [tasks.c.id > after_id]
+        if status is not None:
+            where.append(tasks.c.status.in_([status] if isinstance(status, str) else list(status)))
+        if executor is not None:
+            where.append(tasks.c.executor == executor)
+        if label is not None:
+            where.append(exists().where(task_labels.c.task_id == tasks.c.id, task_labels.c.label == label))
+        with self._read("listing tasks") as conn:
+            return read_tasks(conn, and_(*where), limit=limit)
+
+    def runs(self, task_id: int) -> list[RunRecord]:
+        with self._read(f"reading the runs of task {task_id}") as conn:
+            return read_runs(conn, runs.c.task_id == task_id)
+
+    def run(self, run_id: int) -> RunRecord:
+        with self._read(f"reading run {run_id}") as conn:
+            found = read_runs(conn, runs.c.id == run_id)
+        if not found:
+            raise NotFoundError(f"no run {run_id}")
+        return found[0]
+
+    def cancel(self, task_id: int, reason: str = "cancelled") -> TaskRecord:
+        """Cancel a task: at once if it is not running; otherwise flag it for the worker that runs it
+        (which may be another process) to stop the agent.  A finished task is left as it is."""
+        with self._write(f"cancelling task {task_id}") as conn:
+            task = self._task(conn, task_id)
+            if task.status in TERMINAL:
+                return task
+            if task.status in _LIVE_TASK:
+                _set_task(conn, task_id, cancel_requested=True)
+            else:
+                self._end_task(conn, task_id, "cancelled", reason=reason)
+            return self._task(conn, task_id)
+
+    def retry(self, task_id: int) -> TaskRecord:
+        """Queue a finished task again for one more attempt; dependents it had blocked wait for it again."""
+        with self._write(f"retrying task {task_id}") as conn:
+            task = self._task(conn, task_id)
+            if task.status not in TERMINAL or task.status == "done":
+                raise StoreError(
+                    f"task {task_id} is {task.status}: only a task that ended without success is retried"
+                )
+            _set_task(
+                conn,
+                task_id,
+                status="queued",
+                reason="retried",
+                error=None,
+                error_code=None,
+                max_attempts=task.attempts + 1,
+                cancel_requested=False,
+            )
+            task_event(conn, task_id, "queued", reason="retried")
+            for dep in _dependents(conn, task_id):
+                if self._task(conn, dep).status == "blocked":
+                    _set_task(conn, dep, status="queued", reason=None)
+                    task_event(conn, dep, "queued", reason=f"task {task_id} was retried")
+            return self._task(conn, task_id)
+
+    # --- the queue ----------------------------------------------------------------------------
+
+    def claim(
+        self, worker: str, limits: Limits, lease: float, executors: Sequence[str] | None = None
+    ) -> tuple[TaskRecord, RunRecord] | None:
+        """Take the next runnable task (highest priority, then oldest; every dependency done; within
+        ``limits`` across all workers) and open a run of it leased to ``worker``.  None: nothing to do."""
+        with self._write("claiming a task") as conn:
+            task_id = _next_task(conn, limits, executors)
+            if task_id is None:
+                return None
+            task = self._task(conn, task_id)
+            now = time.time()
+            previous = read_runs(conn, runs.c.task_id == task_id)
+            run_key = conn.execute(
+                insert(runs).values(
+                    task_id=task_id,
+                    attempt=task.attempts + 1,
+                    parent_run_id=previous[-1].id if previous else None,
+                    kind="attempt",
+                    status="running",
+                    created_at=now,
+                    started_at=now,
+                    worker=worker,
+                    lease_expires_at=now + lease,
+                    resume_token=task.session_id,
+                    input_tokens=0,
+                    output_tokens=0,
+                    cache_read_tokens=0,
+                    cache_write_tokens=0,
+                    last_seq=0,
+                )
+            ).inserted_primary_key
+            assert run_key is not None
+            run_id = int(run_key[0])
+            _set_task(conn, task_id, status="running", reason=None, attempts=task.attempts + 1)
+            task_event(conn, task_id, "running", run_id=run_id, attempt=task.attempts + 1, worker=worker)
+            return self._task(conn, task_id), read_runs(conn, runs.c.id == run_id)[0]
+
+    def heartbeat(self, worker: str, run_ids: Sequence[int], lease: float) -> set[int]:
+        """Extend ``worker``'s leases on ``run_ids``; returns the ids it still holds (a run another
+        worker has since declared lost is not among them, and its agent must stop)."""
+        if not run_ids:
+            return set()
+        now = time.time()
+        held = and_(runs.c.id.in_(list(run_ids)), runs.c.worker == worker, runs.c.status.in_(LIVE_RUN))
+        with self._write("renewing leases") as conn:
+            conn.execute(update(runs).where(held).values(lease_expires_at=now + lease))
+            return set(conn.execute(select(runs.c.id).where(held)).scalars())
+
+    def set_process(
+        self, run_id: int, pid: int | None, pid_started: str | None, raw_log: str | None = None
+    ) -> None:
+        """Record the agent process of a run (pid and kernel start time) and where its raw log is."""
+        with self._write(f"recording the process of run {run_id}") as conn:
+            values = {"pid": pid, "pid_started": pid_started, "raw_log": raw_log}
+            conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
+
+    def set_session(self, run_id: int, session_id: str) -> None:
+        """Record the agent's session as soon as it is known, so a retry after a crash can resume it."""
+        with self._write(f"recording the session of run {run_id}") as conn:
+            conn.execute(update(runs).where(runs.c.id == run_id).values(session_id=session_id))
+            task_id = select(runs.c.task_id).where(runs.c.id == run_id).scalar_subquery()
+            conn.execute(update(tasks).where(tasks.c.id == task_id).values(session_id=session_id))
+
+    def cancel_requested(self, task_ids: Sequence[int]) -> set[int]:
+        """Which of ``task_ids`` some client asked to cancel."""
+        if not task_ids:
+            return set()
+        with self._read("reading cancel requests") as conn:
+            query = select(tasks.c.id).where(tasks.c.id.in_(list(task_ids)), tasks.c.cancel_requested)
+            return set(conn.execute(query).scalars())
+
+    def finish_run(
+        self,
+        run_id: int,
+        end: RunEnd,
+        task_status: str,
+        *,
+        reason: str | None = None,
+        notice: str | None = None,
+    ) -> TaskRecord:
+        """Close run ``run_id`` with ``end`` and move its task to ``task_status`` (``queued`` to retry),
+        in one transaction; a task that fails for good blocks the tasks waiting for it."""
+        with self._write(f"finishing run {run_id}") as conn:
+            run = read_runs(conn, runs.c.id == run_id)[0]
+            live = and_(runs.c.id == run_id, runs.c.status.in_(LIVE_RUN))
+            if not conn.execute(update(runs).where(live).values(ended_at=time.time(), **end)).rowcount:
+                # Declared lost meanwhile (its worker missed its lease): the recovering worker owns the task.
+                return self._task(conn, run.task_id)
+            if end.get("session_id"):
+                _set_task(conn, run.task_id, session_id=end["session_id"])
+            if notice:
+                _set_task(conn, run.task_id, notice=notice)
+                insert_events(
+                    conn, [(run.task_id, run_id, "notice", orjson.dumps({"notice": notice}), time.time())]
+                )
+            error = (
+                {"error": end.get("error"), "error_code": end.get("error_code")}
+                if task_status != "done"
+                else {}
+            )
+            if task_status == "queued":
+                _set_task(conn, run.task_id, status="queued", reason=reason, cancel_requested=False, **error)
+                task_event(conn, run.task_id, "queued", reason=reason, run_id=run_id)
+            else:
+                self._end_task(conn, run.task_id, task_status, reason=reason, run_id=run_id, **error)
+            return self._task(conn, run.task_id)
+
+    def expired_runs(self, now: float | None = None) -> list[RunRecord]:
+        """Live runs whose lease ran out: their worker died or stalled."""
+        now = time.time() if now is None else now
+        with self._read("finding expired leases") as conn:
+            return read_runs(conn, and_(runs.c.status.in_(LIVE_RUN), runs.c.lease_expires_at < now))
+
+    def mark_lost(self, run_id: int, by: str) -> TaskRecord | None:
+        """Declare an expired run lost and retry its task if attempts remain (its session is resumed);
+        None if the run is not expired any more (its worker came back, or another worker took it)."""
+        now = time.time()
+        with self._write(f"recovering run {run_id}") as conn:
+            taken = conn.execute(
+                update(runs)
+                .where(runs.c.id == run_id, runs.c.status.in_(LIVE_RUN), runs.c.lease_expires_at < now)
+                .values(
+                    status="lost",
+                    ended_at=now,
+                    error_code="lost",
+                    error=f"the worker running it stopped renewing its lease; recovered by {by}",
+                )
+            ).rowcount
+            if not taken:
+                return None
+            run = read_runs(conn, runs.c.id == run_id)[0]
+            task = self._task(conn, run.task_id)
+            why = f"run {run_id} was lost ({run.worker} stopped)"
+            if task.cancel_requested:
+                self._end_task(conn, task.id, "cancelled", reason=why, run_id=run_id)
+            elif task.attempts < task.max_attempts:
+                _set_task(conn, task.id, status="queued", reason=f"{why}; retrying")
+                task_event(conn, task.id, "queued", reason=f"{why}; retrying", run_id=run_id)
+            else:
+                self._end_task(
+                    conn, task.id, "lost", reason=why, run_id=run_id, error=run.error, error_code="lost"
+                )
+            return self._task(conn, task.id)
+
+    # --- events -------------------------------------------------------------------------------
+
+    def append(self, batch: Sequence[NewEvent]) -> list[tuple[int, int]]:
+        """Insert events in one transaction; returns each one's (task id, seq)."""
+        with self._write(f"storing {len(batch)} events") as conn:
+            return insert_events(conn, batch)
+
+    def events(
+        self, *, task_id: int | None = None, run_id: int | None = None, after: int = 0, limit: int = 1000
+    ) -> list[Event]:
+        """A task's events after its ``seq`` ``after``, or a run's after its ``run_seq``, in order."""
+        if (task_id is None) == (run_id is None):
+            raise ValueError("give exactly one of task_id and run_id")
+        with self._read("reading events") as conn:
+            if task_id is not None:
+                return read_events(
+                    conn, and_(events.c.task_id == task_id, events.c.seq > after), events.c.seq, limit
+                )
+            return read_events(
+                conn, and_(events.c.run_id == run_id, events.c.run_seq > after), events.c.run_seq, limit
+            )
+
+    # --- helpers ------------------------------------------------------------------------------
+
+    def _task(self, conn: Connection, task_id: int) -> TaskRecord:
+        found = read_tasks(conn, tasks.c.id == task_id)
+        if not found:
+            raise NotFoundError(f"no task {task_id}")
+        return found[0]
+
+    def _end_task(
+        self,
+        conn: Connection,
+        task_id: int,
+        status: str,
+        *,
+        reason: str | None,
+        run_id: int | None = None,
+        **extra: Any,
+    ) -> None:
+        _set_task(conn, task_id, status=status, reason=reason, cancel_requested=False, **extra)
+        task_event(conn, task_id, status, reason=reason, run_id=run_id, error=extra.get("error"))
+        if status == "done":
+            return
+        # Block every task downstream, breadth first; each says which task stopped it.
+        frontier = [(task_id, status)]
+        while frontier:
+            upstream, up_status = frontier.pop()
+            why = _blocked_reason(upstream, up_status)
+            for dep in _dependents(conn, upstream):
+                if self._task(conn, dep).status == "queued":
+                    _set_task(conn, dep, status="blocked", reason=why)
+                    task_event(conn, dep, "blocked", reason=why)
+                    frontier.append((dep, "blocked"))
+
+
+def _set_task(conn: Connection, task_id: int, **values: Any) -> None:
+    conn.execute(update(tasks).where(tasks.c.id == task_id).values(updated_at=time.time(), **values))
+
+
+def _dependents(conn: Connection, task_id: int) -> list[int]:
+    return list(conn.execute(select(task_deps.c.task_id).where(task_deps.c.depends_on == task_id)).scalars())
+
+
+def _blocked_reason(task_id: int, status: str) -> str:
+    return f"dependency task {task_id} {'is blocked' if status == 'blocked' else 'ended ' + status}"
+
+
+def _next_task(conn: Connection, limits: Limits, executors: Sequence[str] | None) -> int | None:
+    if conn.dialect.name == "postgresql":
+        # Counting live runs and claiming must be one step across workers (SQLite's BEGIN IMMEDIATE
+        # already makes it so); any fixed key serves.
+        conn.execute(text("SELECT pg_advisory_xact_lock(7310010)"))
+    live = tasks.c.status.in_(_LIVE_TASK)
+    by_executor: dict[str, int] = dict(
+        conn.execute(select(tasks.c.executor, func.count()).where(live).group_by(tasks.c.executor)).all()
+    )
+    if limits.total is not None and sum(by_executor.values()) >= limits.total:
+        return None
+    full_executors = [e for e, n in limits.per_executor.items() if by_executor.get(e, 0) >= n]
+    full_labels = []
+    if limits.per_label:
+        by_label: dict[str, int] = dict(
+            conn.execute(
+                select(task_labels.c.label, func.count())
+                .join(tasks, tasks.c.id == task_labels.c.task_id)
+                .where(live, task_labels.c.label.in_(list(limits.per_label)))
+                .group_by(task_labels.c.label)
+            ).all()
+        )
+        full_labels = [lb for lb, n in limits.per_label.items() if by_label.get(lb, 0) >= n]
+    dep = aliased(tasks)
+    unmet = (
+        select(task_deps.c.task_id)
+        .join(dep, dep.c.id == task_deps.c.depends_on)
+        .where(task_deps.c.task_id == tasks.c.id, dep.c.status != "done")
+    )
+    query = select(tasks.c.id).where(tasks.c.status == "queued", ~exists(unmet))
+    if full_executors:
+        query = query.where(tasks.c.executor.not_in(full_executors))
+    if full_labels:
+        query = query.where(
+            ~exists().where(task_labels.c.task_id == tasks.c.id, task_labels.c.label.in_(full_labels))
+        )
+    if executors is not None:
+        query = query.where(tasks.c.executor.in_(list(executors)))
+    query = query.order_by(tasks.c.priority.desc(), tasks.c.id).limit(1)
+    if conn.dialect.name == "postgresql":
+        query = query.with_for_update(skip_locked=True, of=tasks)
+    found = conn.execute(query).scalar()
+    return None if found is None else int(found)

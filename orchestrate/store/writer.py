@@ -1,0 +1,184 @@
+"""The event writer: one thread that takes events from any number of runs and stores them in batches,
+so the event loop never waits for the disk and a busy store costs one transaction per batch, not per
+event.
+
+When the store cannot be written (locked, full, read-only) the batch stays at the head of the queue and
+is retried with backoff, and the trouble is reported per run; events keep arriving in memory up to a
+bound, past which they are counted as dropped (the run's raw log on disk still has them).  Nothing here
+raises into the caller.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from .errors import StoreBusyError, StoreError, StoreFullError, StoreReadOnlyError
+from .rows import NewEvent
+from .store import Store
+
+__all__ = ["EventWriter", "WriteTrouble"]
+
+
+@dataclass
+class WriteTrouble:
+    """What went wrong storing one run's events."""
+
+    error: StoreError
+    first: float = field(default_factory=time.monotonic)
+    last_ok: float | None = None
+    dropped: int = 0
+
+    def describe(self) -> str:
+        parts = [f"storing events failed ({self.error})"]
+        if self.last_ok is not None:
+            parts.append(f"writes resumed after {self.last_ok - self.first:.1f} s")
+        if self.dropped:
+            parts.append(f"{self.dropped} events could not be kept (the raw log has them)")
+        return "; ".join(parts)
+
+
+class EventWriter:
+    """Start with :meth:`start`, :meth:`put` from any thread, :meth:`flush` to wait, then :meth:`close`."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        batch: int = 1000,
+        interval: float = 0.02,
+        max_pending: int = 200_000,
+        max_backoff: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.batch = batch
+        self.interval = interval
+        self.max_pending = max_pending
+        self.max_backoff = max_backoff
+        self.trouble: dict[int, WriteTrouble] = {}
+        """Per task id: the problem its events met, if any (read after :meth:`flush`)."""
+        self.written = 0
+        self._pending: deque[NewEvent] = deque()
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._flushed = threading.Condition(self._lock)
+        self._accepted = 0  # events put so far (dropped ones included)
+        self._done = 0  # events settled: stored or dropped
+        self._closing = False
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> EventWriter:
+        self._thread = threading.Thread(target=self._loop, name="orchestrate-store-writer", daemon=True)
+        self._thread.start()
+        return self
+
+    def put(self, task_id: int, run_id: int | None, kind: str, data: bytes | str) -> None:
+        """Queue one event; never blocks on the store, never raises."""
+        with self._lock:
+            self._accepted += 1
+            if len(self._pending) >= self.max_pending:
+                self._done += 1
+                trouble = self.trouble.get(task_id)
+                if trouble is None:
+                    trouble = self.trouble[task_id] = WriteTrouble(
+                        StoreError("too many events waiting for the store")
+                    )
+                trouble.dropped += 1
+                self._flushed.notify_all()
+                return
+            self._pending.append((task_id, run_id, kind, data, time.time()))
+            if len(self._pending) >= self.batch:
+                self._wake.notify()
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every event put before this call is stored (or dropped); False on timeout."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._lock:
+            target = self._accepted
+            self._wake.notify()
+            while self._done < target:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._flushed.wait(remaining)
+            return True
+
+    def close(self, timeout: float | None = 10.0) -> bool:
+        """Store what is queued (up to ``timeout``), then stop the thread; False if events were left."""
+        flushed = self.flush(timeout)
+        with self._lock:
+            self._closing = True
+            self._wake.notify()
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return flushed
+
+    def _loop(self) -> None:
+        backoff = 0.0
+        while True:
+            with self._lock:
+                if not self._pending:
+                    if self._closing:
+                        return
+                    self._wake.wait(self.interval)
+                if backoff:
+                    self._wake.wait(backoff)
+                batch = [self._pending[i] for i in range(min(self.batch, len(self._pending)))]
+            if not batch:
+                continue
+            try:
+                self.store.append(batch)
+            except (StoreBusyError, StoreFullError, StoreReadOnlyError) as exc:
+                self._failed(batch, exc)
+                backoff = min(max(backoff * 2, 0.05), self.max_backoff)
+                if self._closing:
+                    self._give_up()
+                    return
+                continue
+            except StoreError as exc:
+                # Not a condition that passes (an event for a task that is gone): retrying cannot help.
+                self._failed(batch, exc)
+                self._drop(len(batch))
+                continue
+            backoff = 0.0
+            self._stored(batch)
+
+    def _stored(self, batch: list[NewEvent]) -> None:
+        now = time.monotonic()
+        with self._lock:
+            for _ in batch:
+                self._pending.popleft()
+            self._done += len(batch)
+            self.written += len(batch)
+            for task_id in {e[0] for e in batch}:
+                trouble = self.trouble.get(task_id)
+                if trouble is not None and trouble.last_ok is None:
+                    trouble.last_ok = now
+            self._flushed.notify_all()
+
+    def _failed(self, batch: list[NewEvent], exc: StoreError) -> None:
+        with self._lock:
+            for task_id in {e[0] for e in batch}:
+                trouble = self.trouble.get(task_id)
+                if trouble is None or trouble.last_ok is not None:
+                    self.trouble[task_id] = WriteTrouble(exc, dropped=trouble.dropped if trouble else 0)
+
+    def _drop(self, n: int) -> None:
+        with self._lock:
+            for _ in range(n):
+                task_id = self._pending.popleft()[0]
+                self.trouble[task_id].dropped += 1
+            self._done += n
+            self._flushed.notify_all()
+
+    def _give_up(self) -> None:
+        # Closing while the store still fails: count what is left as dropped, so no flush waits forever.
+        with self._lock:
+            while self._pending:
+                task_id = self._pending.popleft()[0]
+                trouble = self.trouble.setdefault(task_id, WriteTrouble(StoreError("the writer stopped")))
+                trouble.dropped += 1
+                self._done += 1
+            self._flushed.notify_all()
