@@ -165,10 +165,9 @@ class AgentProcess:
         self.containment.kill()
 
     async def _close_streams(self) -> None:
-        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-            if stream is not None:
-                with contextlib.suppress(Exception):
-                    await stream.aclose()
+        # The process's own aclose: it closes the pipe transports too, not only the streams.
+        with anyio.move_on_after(5), contextlib.suppress(Exception):
+            await self.process.aclose()
 
 
 class _Stoppable(Protocol):

@@ -82,6 +82,8 @@ class ManagedCommand:
         finally:
             with anyio.CancelScope(shield=True):
                 await self.containment.release()
+                with anyio.move_on_after(5):
+                    await self.process.aclose()
             self._exited.set()
 
     async def _drain(self, stream: ByteReceiveStream) -> None:
