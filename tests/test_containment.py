@@ -23,7 +23,7 @@ from orchestrate.process.pipes import AgentProcess, Chunk, ProcessSpec, Shutdown
 from orchestrate.process.pty import PtyAgentProcess
 from orchestrate.process.terminal import ManagedCommand
 
-from .helpers import FIXTURES, pid_alive
+from .helpers import FIXTURES, group_members, pid_alive
 
 pytestmark = [pytest.mark.anyio, pytest.mark.skipif(sys.platform != "linux", reason="Linux containment")]
 
@@ -180,7 +180,9 @@ async def test_leftovers_die_when_the_agent_exits_on_its_own(tmp_path: Path, mod
     await proc.shutdown(FAST)
 
 
-@pytest.mark.parametrize(("code", "rc"), [("raise SystemExit(0)", 0), ("import os; os.kill(os.getpid(), 15)", -15)])
+@pytest.mark.parametrize(
+    ("code", "rc"), [("raise SystemExit(0)", 0), ("import os; os.kill(os.getpid(), 15)", -15)]
+)
 async def test_the_return_code_is_the_agents(tmp_path: Path, mode: str, code: str, rc: int) -> None:
     spec = ProcessSpec([sys.executable, "-c", code], tmp_path, build_env({"PATH": "/usr/bin:/bin"}))
     proc = await AgentProcess.spawn(spec)
@@ -201,7 +203,7 @@ async def test_a_fork_flood_is_stopped(tmp_path: Path, mode: str, mark: str) -> 
 
 async def test_spawn_failure_is_a_spawn_error_and_leaves_nothing(tmp_path: Path, mode: str) -> None:
     spec = ProcessSpec(["/nonexistent/no-such-agent"], tmp_path, {"PATH": "/usr/bin"})
-    with pytest.raises(SpawnError, match="no-such-agent.*No such file"):
+    with pytest.raises(SpawnError, match=r"no-such-agent.*No such file"):
         await AgentProcess.spawn(spec)
     assert our_cgroups() == []
 
@@ -222,14 +224,17 @@ async def test_group_fallback_kills_the_agents_group(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mark: str
 ) -> None:
     monkeypatch.setenv("ORCHESTRATE_SUPERVISOR", "0")
-    code = "import subprocess, time\nsubprocess.Popen(['sleep', '300'])\nprint('ok', flush=True)\ntime.sleep(300)\n"
+    code = (
+        "import subprocess, time\n"
+        "subprocess.Popen(['sleep', '300'])\n"
+        "print('ok', flush=True)\n"
+        "time.sleep(300)\n"
+    )
     spec = ProcessSpec([sys.executable, "-c", code], tmp_path, build_env({"PATH": "/usr/bin:/bin"}))
     proc = await AgentProcess.spawn(spec)
     assert proc.containment.mechanism == "group"
     assert proc.process.stdout is not None
     await proc.process.stdout.receive()
-    from .helpers import group_members
-
     assert len(group_members(proc.pid)) == 2
     with anyio.fail_after(15):
         await proc.shutdown(FAST)

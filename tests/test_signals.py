@@ -131,7 +131,10 @@ def test_sigterm_and_sigint_stop_the_turn_and_exit_with_their_code(
     tmp_path: Path, mark: str, sig: signal.Signals, code: int
 ) -> None:
     cli = subprocess.Popen(
-        argv(tmp_path, "slow"), env=environment(tmp_path, mark), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        argv(tmp_path, "slow"),
+        env=environment(tmp_path, mark),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         assert cli.stdout is not None and cli.stderr is not None
@@ -167,7 +170,10 @@ def test_a_closed_terminal_stops_the_run_and_exits_129(tmp_path: Path, mark: str
 def test_a_second_ctrl_c_stops_a_hung_agent_at_once(tmp_path: Path, mark: str) -> None:
     # "hang": the fake ignores SIGTERM and never answers the interrupt, so the first Ctrl-C waits.
     cli = subprocess.Popen(
-        argv(tmp_path, "hang"), env=environment(tmp_path, mark), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        argv(tmp_path, "hang"),
+        env=environment(tmp_path, mark),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
     try:
         assert cli.stdout is not None
