@@ -2,14 +2,18 @@
 
 Exit codes: 0 success, 1 the agent reported failure (or the run timed out, or a permission was
 refused because nobody could answer it), 2 usage error (``--approvals ask`` with no terminal
-included), 3 executor not available, 130 interrupted.
+included), 3 executor not available, 128 + the signal when one stopped the run: 130 interrupted
+(Ctrl-C), 143 SIGTERM, 129 SIGHUP.
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +37,7 @@ from ..errors import (
 )
 from ..executors.base import ExecutorOptions
 from ..executors.config import load_mcp_servers, parse_config_overrides
+from ..process.containment import kill_all
 from ..process.env import parse_env_overrides
 from ..registry import default_registry
 from ..replay import normalizer_for_file, replay
@@ -226,21 +231,38 @@ def _approval_service(spec: str, given: bool = True) -> tuple[ApprovalService, T
         raise _translate(exc) from exc
 
 
-def _exit_code(result: RunResult, asker: TerminalPrompt) -> int:
-    """The outcome's code, but never 0 when a permission was refused because nobody answered (no
-    terminal, its input ended, the approval timed out): the run did not do what it was asked."""
+def _exit_code(result: RunResult, asker: TerminalPrompt | None = None) -> int:
+    """The outcome's exit code; 128 + the signal when a signal stopped the run (130 for Ctrl-C,
+    143 for SIGTERM, 129 for SIGHUP); and never 0 when a permission was refused because nobody
+    answered (no terminal, its input ended, the approval timed out): the run did not do what it was
+    asked."""
+    if result.outcome != "success":
+        return _signal_exit_code() or result.cli_exit_code
     code = result.cli_exit_code
     timed_out = any(t.approval and t.approval.decision == "timed_out" for t in result.tool_results)
-    if code == 0 and (asker.unanswered or timed_out):
+    if code == 0 and ((asker is not None and asker.unanswered) or timed_out):
         return EXIT_UNANSWERED
     return code
+
+
+# The signals that stop a run: Ctrl-C, `kill`, a closed terminal.  The first interrupts the turn the
+# agent's own way and the ladder follows; if the run has not ended after _STOP_GRACE, or at a second
+# signal, every process of the run is killed at once; if even that has not ended it after
+# _KILL_GRACE (our own code stuck), we exit anyway: each agent's supervisor kills its whole tree when
+# our end of its control socket closes (see process/containment.py).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_STOP_GRACE = 10.0
+_KILL_GRACE = 3.0
+_stopped_by: list[signal.Signals] = []
+_deadline: list[threading.Timer] = []
 
 
 async def _run_live(
     run: Run, sink: Callable[[EntryPatch], None], asker: TerminalPrompt | None = None
 ) -> RunResult:
+    sink = _until_broken(sink)
     async with run, anyio.create_task_group() as tg:
-        tg.start_soon(_on_sigint, run, asker)
+        tg.start_soon(_on_stop_signals, run, asker)
         async for patch in run.patches():
             sink(patch)
         result = await run.wait()
@@ -248,22 +270,74 @@ async def _run_live(
     return result
 
 
-async def _on_sigint(run: Run, asker: TerminalPrompt | None = None) -> None:
-    # First Ctrl-C interrupts the turn the agent's own way; a second one stops the run now.
-    with anyio.open_signal_receiver(signal.SIGINT) as signals:
-        count = 0
-        async for _ in signals:
-            count += 1
-            if asker is not None:
-                asker.interrupt()  # a question on screen is answered "no, and stop the turn"
-            if count == 1:
-                click.echo("\ninterrupting (Ctrl-C again to stop now)", err=True)
-                try:
-                    await run.interrupt()
-                except OrchestrateError:
-                    run.cancel()
-            else:
-                run.cancel()
+async def _on_stop_signals(run: Run, asker: TerminalPrompt | None = None) -> None:
+    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+        async with anyio.create_task_group() as tg:
+            async for sig in signals:
+                _stopped_by.append(sig)
+                if asker is not None:
+                    asker.interrupt()  # a question on screen is answered "no, and stop the turn"
+                if len(_stopped_by) == 1:
+                    _tell(f"\n{_why(sig)}: interrupting (Ctrl-C again to stop now)")
+                    tg.start_soon(_interrupt, run)  # not awaited: a second signal is never held up
+                else:
+                    _stop_now(run)
+
+
+async def _interrupt(run: Run) -> None:
+    try:
+        await run.interrupt()
+    except OrchestrateError:
+        run.cancel()
+    await anyio.sleep(_STOP_GRACE)
+    _stop_now(run)
+
+
+def _stop_now(run: Run) -> None:
+    _tell("stopping now")
+    run.cancel()
+    kill_all()
+    if not _deadline:
+        _deadline.append(threading.Timer(_KILL_GRACE, _exit_now))
+        _deadline[0].daemon = True  # it must not hold up a normal exit
+        _deadline[0].start()
+
+
+def _exit_now() -> None:
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(_signal_exit_code() or 130)
+
+
+def _signal_exit_code() -> int | None:
+    return 128 + _stopped_by[0] if _stopped_by else None
+
+
+def _why(sig: signal.Signals) -> str:
+    return {signal.SIGINT: "Ctrl-C", signal.SIGHUP: "terminal closed (SIGHUP)"}.get(sig, sig.name)
+
+
+def _tell(message: str) -> None:
+    # After SIGHUP the terminal may be gone: a message that cannot be shown is not an error.
+    with contextlib.suppress(OSError, ValueError):
+        click.echo(message, err=True)
+
+
+def _until_broken(sink: Callable[[EntryPatch], None]) -> Callable[[EntryPatch], None]:
+    """``sink``, until its output fails (a closed terminal, a closed pipe); then nothing, so the run
+    still ends through its ladder instead of an exception that skips the exit code."""
+    broken = False
+
+    def guarded(patch: EntryPatch) -> None:
+        nonlocal broken
+        if not broken:
+            try:
+                sink(patch)
+            except OSError:
+                broken = True
+
+    return guarded
 
 
 def _sink(output: str) -> Callable[[EntryPatch], None]:
@@ -404,7 +478,7 @@ def model_server(scenario: Path, port: int, port_file: Path | None, log_path: Pa
             port_file.write_text(str(server.port))
         click.echo(f"scripted model on {server.url}", err=True)
         # Block the signals and wait for one, so either ends the server cleanly.
-        stop = {signal.SIGINT, signal.SIGTERM}
+        stop = set(STOP_SIGNALS)
         signal.pthread_sigmask(signal.SIG_BLOCK, stop)
         signal.sigwait(stop)
 

@@ -1,4 +1,4 @@
-"""An agent process over pipes, in its own process group, with a bounded shutdown ladder.
+"""An agent process over pipes, contained (containment.py), with a bounded shutdown ladder.
 
 Bytes only: this module knows nothing of JSON.  Chunks read come out of :meth:`AgentProcess.pump`
 with their time; chunks written are reported to ``on_write``.  The run records both in the raw log
@@ -8,7 +8,6 @@ at the moment it hands them to the normalizer, so the log's order is the order t
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import subprocess
 import time
@@ -23,6 +22,7 @@ from anyio.abc import ByteReceiveStream, Process
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..errors import ProcessExitedError, SpawnError
+from .containment import Containment, prepare
 from .rawlog import StreamName
 
 __all__ = ["AgentProcess", "Chunk", "ProcessSpec", "ShutdownPolicy", "climb_ladder"]
@@ -63,6 +63,7 @@ class AgentProcess:
 
     process: Process
     spec: ProcessSpec
+    containment: Containment
     _stderr_tail: deque[bytes] = field(default_factory=deque)
     _stderr_size: int = 0
     _write_lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -71,25 +72,17 @@ class AgentProcess:
 
     @classmethod
     async def spawn(cls, spec: ProcessSpec) -> AgentProcess:
-        try:
-            # A new session makes the agent the leader of its own process group, so the ladder can
-            # signal the agent and every tool process it started, and nothing outlives the run.
-            proc = await anyio.open_process(
-                spec.argv,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                cwd=spec.cwd,
-                env=spec.env,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise SpawnError(spec.argv, exc.strerror or str(exc)) from exc
-        return cls(proc, spec)
+        """Start the agent, contained (see containment.py): in its own process group and, where the
+        machine allows, under a supervisor and in a cgroup, so nothing it starts outlives the run."""
+        process, contained = await open_contained(
+            spec.argv, spec.cwd, spec.env, stdin=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        return cls(process, spec, contained)
 
     @property
     def pid(self) -> int:
-        return self.process.pid
+        """The agent's own pid, the number of its process group too."""
+        return self.containment.agent_pid
 
     @property
     def returncode(self) -> int | None:
@@ -158,25 +151,23 @@ class AgentProcess:
         """Climb the shutdown ladder (:func:`climb_ladder`), then close our ends of the pipes."""
         await climb_ladder(self, policy, interrupt)
         with anyio.CancelScope(shield=True):
+            await self.containment.release()
             await self._close_streams()
         return self.returncode
 
     def send_signal(self, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            self.process.send_signal(sig)
+        self.containment.signal(sig)
 
     def _signal_group(self, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, sig)
-        if self.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                self.process.send_signal(sig)
+        self.containment.signal_group(sig)
+
+    def _kill_all(self) -> None:
+        self.containment.kill()
 
     async def _close_streams(self) -> None:
-        for stream in (self.process.stdin, self.process.stdout, self.process.stderr):
-            if stream is not None:
-                with contextlib.suppress(Exception):
-                    await stream.aclose()
+        # The process's own aclose: it closes the pipe transports too, not only the streams.
+        with anyio.move_on_after(5), contextlib.suppress(Exception):
+            await self.process.aclose()
 
 
 class _Stoppable(Protocol):
@@ -191,16 +182,19 @@ class _Stoppable(Protocol):
 
     def _signal_group(self, sig: signal.Signals) -> None: ...
 
+    def _kill_all(self) -> None: ...
+
 
 async def climb_ladder(
     process: _Stoppable,
     policy: ShutdownPolicy,
     interrupt: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
-    """The ladder: the protocol's interrupt, end of input, SIGTERM the group, SIGKILL the group.
+    """The ladder: the protocol's interrupt, end of input, SIGTERM the group, SIGKILL everything.
 
-    Shielded, so a cancelled caller still cleans up, and bounded by the policy's graces.  The group
-    is SIGKILLed at the end in every case, so tool processes the agent left behind die too.
+    Shielded, so a cancelled caller still cleans up, and bounded by the policy's graces.  The whole
+    tree is SIGKILLed at the end in every case, so tool processes the agent left behind die too,
+    also those that left its process group (see containment.py).
     """
     with anyio.CancelScope(shield=True):
         if interrupt is not None and process.returncode is None:
@@ -214,5 +208,38 @@ async def climb_ladder(
         if process.returncode is None:
             process._signal_group(signal.SIGTERM)
             await process.wait(policy.term_grace)
-        process._signal_group(signal.SIGKILL)
+        process._kill_all()
         await process.wait(5.0)
+
+
+async def open_contained(
+    argv: list[str],
+    cwd: Path,
+    env: dict[str, str],
+    *,
+    stdin: int,
+    stderr: int,
+) -> tuple[Process, Containment]:
+    """Spawn ``argv`` (stdout a pipe) in a new session, contained; SpawnError when it cannot start."""
+    launch = prepare(argv)
+    try:
+        # A new session: the terminal's Ctrl-C reaches us, not the agent; we interrupt it our way.
+        process = await anyio.open_process(
+            launch.argv,
+            stdin=stdin,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            cwd=cwd,
+            env=env,
+            start_new_session=True,
+            pass_fds=launch.pass_fds,
+        )
+    except OSError as exc:
+        launch.abandon()
+        raise SpawnError(argv, exc.strerror or str(exc)) from exc
+    try:
+        return process, await launch.started(process.pid, lambda: process.returncode is not None)
+    except BaseException:
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await process.aclose()  # the supervisor is exiting: our socket end is closed
+        raise

@@ -1,10 +1,12 @@
 """An agent in a pseudo-terminal, for CLIs that only have a text UI.
 
-ptyprocess spawns the child (in a new session, so it leads its own process group) and sets the
-window size; nothing here blocks the event loop: the master side is read with ``anyio.wait_readable``
-and non-blocking ``os.read``.  It offers what the run needs of an agent process (see pipes.py):
-output comes out of :meth:`pump` as ``stdout`` chunks (a terminal merges stderr in), keys go in
-through :meth:`write`.
+ptyprocess spawns the child in a new session (the terminal's) and sets the window size.  The child
+is the supervisor of containment.py where it can run; it starts the agent as the terminal's
+foreground process group, so Ctrl-C typed in the terminal and window-size changes reach the agent.
+Nothing here blocks the event loop: the master side is read with ``anyio.wait_readable`` and
+non-blocking ``os.read``.  It offers what the run needs of an agent process (see pipes.py): output
+comes out of :meth:`pump` as ``stdout`` chunks (a terminal merges stderr in), keys go in through
+:meth:`write`.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from ptyprocess import PtyProcess
 
 from ..errors import ProcessExitedError, SpawnError
+from .containment import Containment, prepare
 from .pipes import Chunk, ProcessSpec, ShutdownPolicy, climb_ladder
 
 __all__ = ["PtyAgentProcess"]
@@ -35,6 +38,7 @@ EOF_KEY = b"\x04"
 class PtyAgentProcess:
     child: PtyProcess
     spec: ProcessSpec
+    containment: Containment
     on_write: Callable[[bytes, float], None] | None = None
     _returncode: int | None = None
     _write_lock: anyio.Lock = field(default_factory=anyio.Lock)
@@ -42,16 +46,34 @@ class PtyAgentProcess:
     @classmethod
     async def spawn(cls, spec: ProcessSpec, size: tuple[int, int] = DEFAULT_SIZE) -> PtyAgentProcess:
         env = {**spec.env, "TERM": spec.env.get("TERM", "xterm-256color")}
+        launch = prepare(spec.argv)
         try:
-            child = PtyProcess.spawn(spec.argv, cwd=str(spec.cwd), env=env, dimensions=size)
+            child = PtyProcess.spawn(
+                launch.argv,
+                cwd=str(spec.cwd),
+                env=env,
+                dimensions=size,
+                pass_fds=launch.pass_fds,
+                preexec_fn=launch.inherit,
+            )
         except (OSError, FileNotFoundError) as exc:
+            launch.abandon()
             raise SpawnError(spec.argv, str(exc)) from exc
         os.set_blocking(child.fd, False)
-        return cls(child, spec)
+        process = cls(child, spec, None)  # type: ignore[arg-type]  # contained just below
+        try:
+            process.containment = await launch.started(child.pid, lambda: process._returncode is not None)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                await process.wait(5.0)
+                process._close_terminal()
+            raise
+        return process
 
     @property
     def pid(self) -> int:
-        return int(self.child.pid)
+        """The agent's own pid, the number of its process group too."""
+        return self.containment.agent_pid
 
     @property
     def returncode(self) -> int | None:
@@ -114,6 +136,8 @@ class PtyAgentProcess:
     ) -> int | None:
         """The same ladder as for pipes (end of input is the EOF key here), then the terminal closed."""
         await climb_ladder(self, policy, interrupt)
+        with anyio.CancelScope(shield=True):
+            await self.containment.release()
         self._close_terminal()
         return self._returncode
 
@@ -127,16 +151,17 @@ class PtyAgentProcess:
             self.child.closed = True
 
     def send_signal(self, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, sig)
+        self.containment.signal(sig)
 
     def _signal_group(self, sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.pid, sig)
+        self.containment.signal_group(sig)
+
+    def _kill_all(self) -> None:
+        self.containment.kill()
 
     def _reap(self, flags: int) -> None:
         try:
-            pid, status = os.waitpid(self.pid, flags)
+            pid, status = os.waitpid(self.child.pid, flags)
         except ChildProcessError:
             self._returncode = self._returncode if self._returncode is not None else -1
             return

@@ -1,10 +1,9 @@
 """Commands run on an agent's behalf (ACP ``terminal/*``): output kept within a byte limit, exit
-status, kill.  Each runs in its own process group, so killing it kills what it started."""
+status, kill.  Each is contained like an agent (containment.py), so killing it kills everything it
+started, and it dies with us."""
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import subprocess
 from collections.abc import Mapping
@@ -14,7 +13,8 @@ from pathlib import Path
 import anyio
 from anyio.abc import ByteReceiveStream, Process, TaskGroup
 
-from ..errors import SpawnError
+from .containment import Containment
+from .pipes import open_contained
 
 __all__ = ["ManagedCommand"]
 
@@ -27,6 +27,7 @@ class ManagedCommand:
     ``output_limit`` bytes (cut at a character boundary, as ACP asks)."""
 
     process: Process
+    containment: Containment
     output_limit: int | None
     _output: bytearray = field(default_factory=bytearray)
     truncated: bool = False
@@ -41,19 +42,10 @@ class ManagedCommand:
         env: Mapping[str, str],
         output_limit: int | None,
     ) -> ManagedCommand:
-        try:
-            process = await anyio.open_process(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                cwd=cwd,
-                env=dict(env),
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise SpawnError(argv, exc.strerror or str(exc)) from exc
-        command = cls(process, output_limit)
+        process, contained = await open_contained(
+            argv, cwd, dict(env), stdin=subprocess.DEVNULL, stderr=subprocess.STDOUT
+        )
+        command = cls(process, contained, output_limit)
         task_group.start_soon(command._collect)
         return command
 
@@ -78,9 +70,8 @@ class ManagedCommand:
         return status
 
     def kill(self) -> None:
-        """SIGKILL to its whole process group (idempotent)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
+        """SIGKILL to everything it started (idempotent)."""
+        self.containment.kill()
 
     async def _collect(self) -> None:
         stream = self.process.stdout
@@ -89,6 +80,10 @@ class ManagedCommand:
             await self._drain(stream)
             await self.process.wait()
         finally:
+            with anyio.CancelScope(shield=True):
+                await self.containment.release()
+                with anyio.move_on_after(5):
+                    await self.process.aclose()
             self._exited.set()
 
     async def _drain(self, stream: ByteReceiveStream) -> None:

@@ -1,0 +1,316 @@
+"""Containment: no process an agent starts outlives its run, whatever happens to us.
+
+Three mechanisms, the strongest the machine allows (see SAFETY in the README):
+
+``cgroup``      Linux with a writable cgroup v2 hierarchy: the agent is born in a cgroup of its own
+                (under ours) and at the end ``cgroup.kill`` ends everything in it at once.
+``supervisor``  Linux: a small process between us and the agent (``supervisor.py``) is the agent's
+                parent and a child subreaper, so every orphan of the tree (``setsid``, double fork)
+                comes back to it; it kills the whole tree when the agent exits, when we say so, and
+                when we die, even by SIGKILL (its control socket closes).  The agent has
+                ``PR_SET_PDEATHSIG``.  The cgroup mechanism runs on top of this one.
+``group``       elsewhere (or ``ORCHESTRATE_SUPERVISOR=0``): the agent leads its own process group
+                and the group is signalled, as before; a process that leaves the group escapes.
+
+``ORCHESTRATE_CGROUPS=0`` turns the cgroup off (the supervisor alone).  Signals to one process go
+through pidfds, so a number that the kernel has given to another process is never signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import signal
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from signal import Signals
+from typing import Literal, Protocol
+
+import anyio
+
+from ..errors import SpawnError
+from . import supervisor
+
+__all__ = ["Containment", "Launch", "Mechanism", "kill_all", "prepare"]
+
+Mechanism = Literal["cgroup", "supervisor", "group"]
+SUPERVISOR = supervisor.__file__
+_HANDSHAKE_SECONDS = 30.0  # a fork and an exec; only a machine in trouble comes near this
+_RELEASE_SECONDS = 2.0
+
+
+class Containment(Protocol):
+    """What the process layer holds for one agent's tree."""
+
+    mechanism: Mechanism
+
+    @property
+    def agent_pid(self) -> int:
+        """The agent's own pid (it leads its own process group)."""
+
+    def signal(self, sig: Signals) -> None:
+        """Signal the agent process itself (not its children)."""
+
+    def signal_group(self, sig: Signals) -> None:
+        """Signal the agent's process group."""
+
+    def kill(self) -> None:
+        """SIGKILL everything in the tree, at once (idempotent, never blocks)."""
+
+    async def release(self) -> None:
+        """After the process we spawned has exited: make sure nothing of the tree is left, and free
+        what containment held (bounded)."""
+
+
+# --- the supervised tree -------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Supervised:
+    """Our side of a supervisor: its control socket, and the run's cgroup if it has one."""
+
+    agent_pid: int
+    mechanism: Mechanism
+    _ctl: socket.socket
+    _cgroup: str | None
+
+    def signal(self, sig: Signals) -> None:
+        self._tell(b"signal %d\n" % sig)
+
+    def signal_group(self, sig: Signals) -> None:
+        self._tell(b"group %d\n" % sig)
+
+    def kill(self) -> None:
+        self._tell(b"kill\n")
+        # End of file says kill too, and shutdown() sends it even if a fork of ours holds a copy.
+        with contextlib.suppress(OSError):
+            self._ctl.shutdown(socket.SHUT_WR)
+
+    async def release(self) -> None:
+        _LIVE.discard(self)
+        self.kill()  # a supervisor still there (a caller gave up waiting) ends the tree now
+        self._ctl.close()
+        if self._cgroup is not None:
+            await _remove_cgroup(self._cgroup)
+
+    def _tell(self, line: bytes) -> None:
+        # Non-blocking and without SIGPIPE: a supervisor that is gone took the agent with it.
+        with contextlib.suppress(OSError):
+            self._ctl.send(line, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+
+
+async def _remove_cgroup(path: str) -> None:
+    """What a supervisor that was killed could not do: kill what is left, remove the cgroup."""
+    if supervisor.cgroup_remove(path, 0):  # the common case: the supervisor removed it already
+        return
+    supervisor.cgroup_kill(path)
+    with anyio.move_on_after(_RELEASE_SECONDS):
+        while not supervisor.cgroup_remove(path, 0):  # noqa: ASYNC110 - the kernel posts no event
+            await anyio.sleep(0.01)
+
+
+# --- the fallback: a process group ---------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class GroupOnly:
+    """The agent leads its own process group; the group is what we can reach."""
+
+    agent_pid: int
+    _reaped: Callable[[], bool]
+    mechanism: Mechanism = "group"
+    _pidfd: int | None = None
+
+    def __post_init__(self) -> None:
+        # Opened while the child is certainly unreaped, so it is the agent's for good.
+        with contextlib.suppress(AttributeError, OSError):
+            self._pidfd = os.pidfd_open(self.agent_pid)
+
+    def signal(self, sig: Signals) -> None:
+        with contextlib.suppress(OSError):
+            if self._pidfd is not None:
+                signal.pidfd_send_signal(self._pidfd, sig)
+            elif not self._reaped():
+                os.kill(self.agent_pid, sig)
+
+    def signal_group(self, sig: Signals) -> None:
+        # While the leader is unreaped its number, and so the group's, cannot be taken by another.
+        if not self._reaped():
+            with contextlib.suppress(OSError):
+                os.killpg(self.agent_pid, sig)
+
+    def kill(self) -> None:
+        self.signal_group(signal.SIGKILL)
+        self.signal(signal.SIGKILL)
+
+    async def release(self) -> None:
+        _LIVE.discard(self)
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+# --- starting -------------------------------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Launch:
+    """A start being prepared: spawn :attr:`argv` passing :attr:`pass_fds`, then :meth:`started`
+    (or :meth:`abandon` when the spawn failed)."""
+
+    argv: list[str]
+    pass_fds: tuple[int, ...] = ()
+    _ours: socket.socket | None = None
+    _theirs: socket.socket | None = None
+    _cgroup: str | None = None
+    _target: list[str] = field(default_factory=list)
+
+    async def started(self, pid: int, reaped: Callable[[], bool]) -> Containment:
+        """The containment of the process just spawned as ``pid``; SpawnError when the agent
+        could not be started (the supervisor is then exiting: reap it)."""
+        if self._ours is None:
+            contained: Containment = GroupOnly(pid, reaped)
+        else:
+            self._close_theirs()
+            try:
+                contained = await self._handshake()
+            except BaseException:  # cancelled too: the supervisor ends when it sees the socket close
+                self.abandon()
+                raise
+        _LIVE.add(contained)
+        return contained
+
+    def abandon(self) -> None:
+        self._close_theirs()
+        if self._ours is not None:
+            self._ours.close()
+        if self._cgroup is not None:
+            supervisor.cgroup_remove(self._cgroup, 0)
+
+    def inherit(self) -> None:
+        """For a spawner without ``pass_fds`` handling of its own (ptyprocess): call in the child."""
+        for fd in self.pass_fds:
+            os.set_inheritable(fd, True)
+
+    async def _handshake(self) -> Supervised:
+        assert self._ours is not None
+        answer = b""
+        with anyio.move_on_after(_HANDSHAKE_SECONDS):
+            while not answer.endswith(b"\n") and len(answer) < 128:
+                await anyio.wait_readable(self._ours)
+                try:
+                    chunk = self._ours.recv(128)
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    break
+                answer += chunk
+        words = answer.split()
+        if len(words) == 3 and words[0] == b"ok" and words[1].isdigit():
+            mechanism: Mechanism = "cgroup" if words[2] == b"1" else "supervisor"
+            return Supervised(int(words[1]), mechanism, self._ours, self._cgroup)
+        raise SpawnError(self._target, _reason(words))
+
+    def _close_theirs(self) -> None:
+        if self._theirs is not None:
+            self._theirs.close()
+            self._theirs = None
+
+
+def _reason(words: list[bytes]) -> str:
+    if len(words) == 2 and words[0] == b"err" and words[1].isdigit() and int(words[1]):
+        return os.strerror(int(words[1]))
+    if words and words[0] == b"err":
+        return "it could not be executed"
+    return "its supervisor did not start it (no answer)"
+
+
+def prepare(argv: list[str]) -> Launch:
+    """How to start ``argv`` contained: through the supervisor where it can run, else as is."""
+    if not supervisor_usable():
+        return Launch(list(argv), _target=argv)
+    ours, theirs = socket.socketpair()
+    ours.setblocking(False)
+    cgroup = new_cgroup()
+    wrapped = [sys.executable, "-I", "-S", SUPERVISOR, str(theirs.fileno()), cgroup or "-", "--", *argv]
+    return Launch(wrapped, (theirs.fileno(),), ours, theirs, cgroup, argv)
+
+
+def supervisor_usable() -> bool:
+    return (
+        sys.platform == "linux"
+        and bool(sys.executable)
+        and os.environ.get("ORCHESTRATE_SUPERVISOR", "1") != "0"
+    )
+
+
+def kill_all() -> None:
+    """SIGKILL every live agent tree of this process, now (the CLI's second Ctrl-C)."""
+    for contained in list(_LIVE):
+        contained.kill()
+
+
+_LIVE: set[Containment] = set()
+
+
+# --- cgroups ----------------------------------------------------------------------------------
+
+
+_counter = itertools.count(1)
+_cgroup_parent: list[str | None] = []  # found once: [] not looked yet, [None] none usable
+
+
+def new_cgroup() -> str | None:
+    """A new, empty cgroup for one run, under ours; None where cgroups cannot be used."""
+    if os.environ.get("ORCHESTRATE_CGROUPS", "1") == "0":
+        return None
+    if not _cgroup_parent:
+        _cgroup_parent.append(_find_our_cgroup())
+    parent = _cgroup_parent[0]
+    if parent is None:
+        return None
+    for _ in range(100):  # a name taken is left over from a dead process that had our pid
+        path = os.path.join(parent, f"orchestrate-{os.getpid()}-{next(_counter)}")  # noqa: PTH118
+        try:
+            os.mkdir(path)  # noqa: PTH102
+        except FileExistsError:
+            continue
+        except OSError:
+            _cgroup_parent[0] = None  # not writable here: do not try again for every run
+            return None
+        return path
+    return None
+
+
+def _find_our_cgroup() -> str | None:
+    """Our own cgroup's directory in the cgroup v2 hierarchy, if one is mounted."""
+    try:
+        with open("/proc/self/mountinfo") as mountinfo:  # noqa: PTH123
+            mounts = [line.split(" - ", 1) for line in mountinfo]
+        with open("/proc/self/cgroup") as own:  # noqa: PTH123
+            ours = next((line[3:].strip() for line in own if line.startswith("0::")), None)
+    except OSError:
+        return None
+    if ours is None or not ours.startswith("/"):
+        return None
+    for mount in mounts:
+        if len(mount) != 2 or not mount[1].startswith("cgroup2 "):
+            continue
+        fields = mount[0].split()
+        root, point = _unescape(fields[3]).rstrip("/"), _unescape(fields[4])
+        if ours == root or ours.startswith(root + "/"):  # the mount shows our part of the tree
+            path = point + ours[len(root) :]
+            return path if os.path.isdir(path) else None  # noqa: PTH112
+    return None
+
+
+def _unescape(field: str) -> str:
+    # mountinfo writes space, tab, newline and backslash as octal escapes.
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
