@@ -52,7 +52,7 @@ def marked(mark: str) -> list[int]:
 def argv(tmp_path: Path, prompt: str) -> list[str]:
     return [
         sys.executable, "-m", "orchestrate", "run", "--executor", "claude-code", "--base-command", AGENT,
-        "--output", "jsonl", "--cwd", str(tmp_path), prompt,
+        "--approvals", "deny", "--output", "jsonl", "--cwd", str(tmp_path), prompt,
     ]  # fmt: skip
 
 
