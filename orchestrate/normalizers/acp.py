@@ -45,7 +45,7 @@ from ..entries import (
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .diffs import diff_texts
-from .values import json_object, obj, text
+from .values import count, json_object, obj, rpc_id, text
 
 __all__ = ["AcpNormalizer"]
 
@@ -85,6 +85,9 @@ class AcpNormalizer(LineNormalizer):
                 self.not_json("The agent", line, ts)
             return
         method, has_id = msg.get("method"), "id" in msg
+        if has_id and rpc_id(msg["id"]) is None:
+            self.invalid_rpc_id(line, stream, ts)
+            return
         if stream == "stdin":
             self._client(msg, method, has_id, ts)
         elif isinstance(method, str) and has_id:
@@ -305,7 +308,10 @@ class AcpNormalizer(LineNormalizer):
             self._permission_answer(msg["id"], msg.get("result"), msg.get("error"))
 
     def _response(self, request_id: Any, result: Any, error: Any, ts: datetime | None) -> None:
-        method, params = self._ours.pop(request_id, ("", {}))
+        if request_id not in self._ours:
+            self.unknown_response(request_id, result, error, ts)
+            return
+        method, params = self._ours.pop(request_id)
         if error is not None:
             self._request_failed(method, obj(error) or {"message": text(error)}, ts)
             return
@@ -363,15 +369,15 @@ class AcpNormalizer(LineNormalizer):
         usage = obj(res.get("usage"))  # the protocol's own field, where agents send it
         if quota:
             return TokenUsage(
-                input_tokens=int(quota.get("input_tokens") or 0),
-                output_tokens=int(quota.get("output_tokens") or 0),
+                input_tokens=count(quota.get("input_tokens")),
+                output_tokens=count(quota.get("output_tokens")),
             )
         if usage:
             return TokenUsage(
-                input_tokens=int(usage.get("inputTokens") or 0),
-                output_tokens=int(usage.get("outputTokens") or 0),
-                cache_read_tokens=int(usage.get("cachedReadTokens") or 0),
-                cache_write_tokens=int(usage.get("cachedWriteTokens") or 0),
+                input_tokens=count(usage.get("inputTokens")),
+                output_tokens=count(usage.get("outputTokens")),
+                cache_read_tokens=count(usage.get("cachedReadTokens")),
+                cache_write_tokens=count(usage.get("cachedWriteTokens")),
             )
         u = self._usage  # Qwen, summed over the turn's model calls
         return TokenUsage(
