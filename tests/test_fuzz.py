@@ -10,7 +10,9 @@ field is read, and the per-line guard is only the backstop.
 
 from __future__ import annotations
 
+import pathlib
 import random
+import sys
 import warnings
 import zlib
 from collections import Counter
@@ -24,12 +26,20 @@ import pytest
 
 from orchestrate import get_executor
 from orchestrate.entries import ErrorEntry, NormalizedEntry
+from orchestrate.executors.acp import AcpExecutor
+from orchestrate.executors.base import Executor, ExecutorOptions
+from orchestrate.executors.claude_code import ClaudeCodeExecutor
+from orchestrate.executors.codex import CodexExecutor
 from orchestrate.normalizers.base import Normalizer, Stream
 from orchestrate.normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
 from orchestrate.normalizers.framing import LineFramer
+from orchestrate.peers.jsonrpc import INVALID_REQUEST, InvalidRequest, JsonRpcPeer, MalformedMessage
 from orchestrate.process.rawlog import read_raw_log
 
+from .helpers import errors, run_agent, texts
 from .test_golden import CASES, FIXTURES, FOLDERS, IDS
+
+FAKE_HOSTILE = FIXTURES / "bin" / "fake_hostile.py"
 
 SEED = 16
 MUTATIONS_PER_LINE = 3
@@ -298,3 +308,57 @@ def test_no_golden_fixture_needs_the_guard(folder: str, case: str) -> None:
     n = normalizer(folder, strict=False)
     run(n, units(folder, case))
     assert crash_entries(n.entries) == []
+
+
+# --- live: a fake agent that prints wrong-typed lines mid-stream ----------------------------------
+
+
+def hostile(protocol: str) -> Executor:
+    """An executor of ``protocol`` whose agent is the hostile fake (fixtures/bin/fake_hostile.py)."""
+    base = [sys.executable, str(FAKE_HOSTILE), "--protocol", protocol]
+    kind = {"claude": ClaudeCodeExecutor, "acp": AcpExecutor, "codex": CodexExecutor}[protocol]
+    return kind(ExecutorOptions(base_command=base))
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("protocol", ["claude", "acp", "codex"])
+async def test_a_live_run_survives_wrong_types_mid_stream(tmp_path: pathlib.Path, protocol: str) -> None:
+    result, _ = await run_agent(hostile(protocol), tmp_path, "wrongtypes", within=20)
+    assert result.outcome == "success", errors(result)
+    # the answer after the bad lines is there, and the run ended the protocol's normal way
+    assert "after the bad lines" in texts(result, "assistant_message")
+    assert crash_entries(result.entries) == []  # the values helpers took it all; no guard needed
+    assert all(code != "process_exited" for code, _ in errors(result))
+    if protocol != "claude":  # the request whose id is a list got the spec's answer
+        assert result.raw_log is not None
+        sent = b"".join(r.data for r in read_raw_log(result.raw_log)[1] if r.stream == "stdin")
+        answers = [orjson.loads(line) for line in sent.splitlines() if b'"error"' in line]
+        assert any(a["id"] is None and a["error"]["code"] == INVALID_REQUEST for a in answers), answers
+
+
+@pytest.mark.parametrize("bad_id", [[1], {"a": 1}, 1.5, True, None])
+def test_a_request_with_an_invalid_id_gets_the_spec_answer(bad_id: Any) -> None:
+    peer = JsonRpcPeer()
+    event = peer.receive_line(
+        orjson.dumps({"jsonrpc": "2.0", "id": bad_id, "method": "fs/read_text_file"}).decode()
+    )
+    assert isinstance(event, InvalidRequest)
+    reply = orjson.loads(event.reply)
+    assert reply["id"] is None and reply["error"]["code"] == INVALID_REQUEST == -32600
+    # a response with such an id answers nothing: malformed, for the normalizer to show
+    assert isinstance(
+        peer.receive_line(orjson.dumps({"id": bad_id, "result": {}}).decode()), MalformedMessage
+    )
+
+
+def test_an_answer_to_nothing_we_asked_is_shown_once() -> None:
+    for folder in ("codex-app-server", "acp-gemini"):
+        n = normalizer(folder)
+        n.feed(b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}\n', "stdin")
+        n.feed(b'{"jsonrpc":"2.0","id":1,"result":{}}\n{"jsonrpc":"2.0","id":1,"result":{}}\n')
+        n.feed(b'{"jsonrpc":"2.0","id":"zz","error":{"code":1,"message":"m"}}\n')
+        shown = [e.type.error.message for e in n.entries if isinstance(e.type, ErrorEntry)]
+        assert shown == [
+            "The agent answered request 1, which is not pending",
+            "The agent answered request 'zz', which is not pending",
+        ], folder

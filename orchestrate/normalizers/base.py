@@ -210,6 +210,7 @@ class Normalizer(abc.ABC):
                     str(event.get("message")),
                     str(event.get("code")),
                     ts,
+                    content=str(event["line"]) if "line" in event else None,
                     stderr_tail=event.get("stderr_tail"),
                 )
             case "restart":

@@ -81,7 +81,13 @@ class ClaudeDriver(Driver):
     async def _approve(self, event: CanUseTool) -> None:
         executor = self.ctx.executor
         assert isinstance(executor, ClaudeCodeExecutor)
-        request = executor.approval_request(event, self.ctx.task, self.ctx.session_id())
+        try:
+            request = executor.approval_request(event, self.ctx.task, self.ctx.session_id())
+        except Exception as exc:  # a request we cannot read is refused: the CLI must not wait on it
+            reason = f"orchestrate could not read this permission request ({type(exc).__name__}: {exc})"
+            self.ctx.note({"type": "run_error", "code": "protocol_error", "message": reason})
+            await self._write(self.peer.deny(event.request_id, reason))
+            return
         decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
         if event.request_id not in self.peer.pending_approvals:
             return  # the CLI withdrew it (control_cancel_request) while we were asking

@@ -7,11 +7,11 @@ import contextlib
 import math
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -36,6 +36,7 @@ from .result import Outcome, RunResult
 __all__ = ["Run"]
 
 _EOF_GRACE = 5.0
+_T = TypeVar("_T", str, bytes)
 
 
 class Run:
@@ -251,8 +252,9 @@ class Run:
                     pass  # the exit is reported with its code and stderr once the process is reaped
                 except JsonRpcError:
                     driver.set_idle(True)  # the agent's error answer is in the entries already
-                except OrchestrateError as exc:
-                    message = f"starting the conversation failed: {exc}"
+                except Exception as exc:  # an answer of the wrong shape, too, ends the conversation
+                    detail = str(exc) if isinstance(exc, OrchestrateError) else f"{type(exc).__name__}: {exc}"
+                    message = f"starting the conversation failed: {detail}"
                     self._note({"type": "run_error", "code": "protocol_error", "message": message})
                     driver.set_idle(True)
                 async with anyio.create_task_group() as tg:
@@ -289,13 +291,32 @@ class Run:
                 async for chunk in chunks:
                     self._feed(chunk)
                     if chunk.stream == "stdout":
-                        await driver.on_output(chunk.data)
+                        await self._to_driver(driver.on_output, chunk.data)
                         for line in framer.feed(chunk.data):
                             if not isinstance(line, LineTooLong):
-                                await driver.on_line(line)
+                                await self._to_driver(driver.on_line, line)
         finally:
             driver.on_eof()
             eof.set()
+
+    async def _to_driver(self, handler: Callable[[_T], Awaitable[None]], data: _T) -> None:
+        # The one place the drivers' side of a line is guarded, as the normalizers' is in theirs:
+        # whatever a line does to a driver costs that line, never the run.
+        try:
+            await handler(data)
+        except Exception as exc:
+            if self.normalizer.strict:
+                raise
+            shown = data if isinstance(data, str) else data.decode("utf-8", "replace")
+            message = f"the driver could not handle a line and skipped it ({type(exc).__name__}: {exc})"
+            self._note(
+                {
+                    "type": "run_error",
+                    "code": "protocol_error",
+                    "message": message[:500],
+                    "line": shown[:2048],
+                }
+            )
 
     # Everything the normalizer sees goes through these two, which log it first: the raw log's
     # order is the normalizer's order, so a replay reproduces the live entries exactly.

@@ -23,6 +23,7 @@ from ..peers.jsonrpc import (
     IncomingNotification,
     IncomingRequest,
     IncomingResponse,
+    InvalidRequest,
     JsonRpcPeer,
     RequestId,
 )
@@ -113,11 +114,13 @@ class JsonRpcConnection:
                     waiter.done.set()
             case IncomingRequest():
                 self.task_group.start_soon(self._serve, event)
+            case InvalidRequest(reply=reply):
+                await self._send(reply)  # the normalizer shows the line; the agent hears why
             case IncomingNotification(method=method, params=params):
                 if self.on_notification is not None:
                     await self.on_notification(method, params)
             case _:
-                pass  # malformed lines are the normalizer's to show
+                pass  # malformed lines and answers to nothing we wait for are the normalizer's to show
 
     async def _serve(self, request: IncomingRequest) -> None:
         handler = self.handlers.get(request.method)
@@ -132,6 +135,9 @@ class JsonRpcConnection:
                 reply = self.peer.respond_error(request.id, exc.code, exc.message, exc.data)
             except Exception as exc:  # a failing handler still answers, so the agent never hangs
                 reply = self.peer.respond_error(request.id, INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        await self._send(reply)
+
+    async def _send(self, reply: bytes) -> None:
         with contextlib.suppress(ProcessExitedError):  # the agent is gone; nobody waits for the answer
             await self.process.write(reply)
 
