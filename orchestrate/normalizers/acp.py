@@ -66,6 +66,7 @@ class AcpNormalizer(LineNormalizer):
         super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
         self._ours: dict[Any, tuple[str, dict[str, Any]]] = {}  # our request id -> (method, params)
         self._permissions: dict[Any, tuple[str, dict[str, str]]] = {}  # agent request id -> (tool id, kinds)
+        self._permission_ids: dict[str, Any] = {}  # the same ids as our notes spell them
         self._tools: dict[str, int] = {}
         self._raw_input: dict[str, dict[str, Any]] = {}
         self._open: tuple[str, int] | None = None  # the text entry chunks are flowing into
@@ -216,6 +217,7 @@ class AcpNormalizer(LineNormalizer):
                 if isinstance(o, dict)
             }
             self._permissions[request_id] = (tool_id, kinds)
+            self._permission_ids[str(request_id)] = request_id
             self.log.update_tool(
                 self._tools[tool_id],
                 status="pending_approval",
@@ -226,6 +228,7 @@ class AcpNormalizer(LineNormalizer):
 
     def _permission_answer(self, request_id: Any, result: Any, error: Any) -> None:
         tool_id, kinds = self._permissions.pop(request_id, ("", {}))
+        self._permission_ids.pop(str(request_id), None)
         index = self._tools.get(tool_id)
         tool = self.log.tool(index) if index is not None else None
         if tool is None or index is None:
@@ -253,9 +256,9 @@ class AcpNormalizer(LineNormalizer):
         if event.get("type") != "approval":
             super().on_note(event, ts)
             return
-        tool_id = next(
-            (t for r, (t, _) in self._permissions.items() if str(r) == text(event.get("request_id"))), ""
-        )
+        # (by key, not by a scan of the pending ones: an agent may keep thousands pending)
+        request_id = self._permission_ids.get(text(event.get("request_id")))
+        tool_id = self._permissions[request_id][0] if request_id in self._permissions else ""
         index = self._tools.get(tool_id)
         if index is not None and event.get("decision") == "timed_out":
             approval = ApprovalInfo(

@@ -131,9 +131,9 @@ class EntryLog:
             text = f"{count + 1} more protocol errors were not shown (the raw log has every line)"
             if index < 0:
                 index = self.error(text, "protocol_error", ts)
-            else:
-                info = ErrorInfo(message=text, code="protocol_error")
-                self.replace(index, type=ErrorEntry(error=info), content=text)
+            else:  # (once per garbage line: built without validation, the values are ours)
+                info = ErrorInfo.model_construct(message=text, code="protocol_error", stack=None)
+                self.replace(index, type=ErrorEntry.model_construct(error=info), content=text)
             self._protocol_summary = (index, count + 1)
             return index
         self._protocol_errors += 1

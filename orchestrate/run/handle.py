@@ -3,7 +3,6 @@ caller holds.  This is the only place where reading bytes and parsing them meet.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import secrets
 import time
@@ -31,11 +30,13 @@ from ..task import Task
 from .driver import Driver, DriverContext
 from .drivers import driver_for
 from .jsonrpc import JsonRpcError
+from .patch_queue import PatchQueue
 from .result import Outcome, RunResult
 
 __all__ = ["Run"]
 
 _EOF_GRACE = 5.0
+_CHUNK_BUFFER = 16  # chunks read but not yet handled: at most 1 MiB with 64 KiB reads
 _T = TypeVar("_T", str, bytes)
 
 
@@ -58,7 +59,7 @@ class Run:
         self.normalizer: Normalizer = executor.create_normalizer()
         self.raw_log_path = task.raw_log or default_log_dir() / _log_name(executor.name)
         self._spec = executor.process_spec(task, self.approvals)  # fails early: unknown binary, bad options
-        self._send, self._recv = anyio.create_memory_object_stream[EntryPatch](math.inf)
+        self._patches = PatchQueue()
         self._done = anyio.Event()
         self._result: RunResult | None = None
         self._driver: Driver | None = None
@@ -103,15 +104,16 @@ class Run:
         try:
             await self._stack.__aexit__(et, exc, tb)
         finally:
-            self._recv.close()
+            self._patches.discard()
 
     async def patches(self) -> AsyncIterator[EntryPatch]:
         """Every entry patch of the run, live, in order; ends when the run ends.  Patches are
-        delivered once: a second iteration continues where an earlier one stopped.  After the
+        delivered once: a second iteration continues where an earlier one stopped.  A caller that
+        reads slower than the agent writes gets the latest state of each entry it has not read yet,
+        not every step in between (memory follows the entries, not the text deltas).  After the
         ``async with`` block, use :attr:`entries` or the result instead."""
-        with contextlib.suppress(anyio.ClosedResourceError):
-            async for patch in self._recv:
-                yield patch
+        while (patch := await self._patches.get()) is not None:
+            yield patch
 
     async def wait(self) -> RunResult:
         """Wait for the run to end and return its result."""
@@ -185,7 +187,7 @@ class Run:
             self._emit(self.normalizer.finish(self._last_ts))
             self._result = self._make_result()
             self._rawlog.close()
-            self._send.close()
+            self._patches.close()
             self._done.set()
 
     async def _spawn(self) -> AgentIO:
@@ -212,7 +214,9 @@ class Run:
         self._process = process
         self.pids.append(process.pid)
         process.on_write = lambda data, ts: self._feed(Chunk("stdin", data, ts))
-        chunks_in, chunks_out = anyio.create_memory_object_stream[Chunk](math.inf)
+        # Bounded: when the read loop falls behind, the pump stops reading, the pipe fills and the
+        # agent waits on its writes; a fast agent never grows our memory.
+        chunks_in, chunks_out = anyio.create_memory_object_stream[Chunk](_CHUNK_BUFFER)
         eof = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
@@ -336,7 +340,7 @@ class Run:
 
     def _emit(self, patches: list[EntryPatch]) -> None:
         for patch in patches:
-            self._send.send_nowait(patch)
+            self._patches.put(patch)
 
     def _after_exit(self, rc: int | None, stderr_tail: str) -> None:
         self._note({"type": "exit", "code": rc})

@@ -2,7 +2,9 @@
 
 Every call is bounded; when the agent dies every pending call fails at once with
 :class:`ProcessExitedError`; every request the agent makes gets exactly one answer: its handler's
-result, an error if the handler raised, or method-not-found if there is no handler.
+result, an error if the handler raised, or method-not-found if there is no handler.  At most
+:data:`MAX_SERVED` of the agent's requests are served at once: past that the read loop waits for one
+to finish, so an agent that floods us with requests waits for us instead of growing our memory.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from ..peers.jsonrpc import (
 )
 from ..process.base import AgentIO
 
-__all__ = ["JsonRpcConnection", "JsonRpcError", "RequestHandler", "RpcError"]
+__all__ = ["MAX_SERVED", "JsonRpcConnection", "JsonRpcError", "RequestHandler", "RpcError"]
+
+MAX_SERVED = 1000
 
 RequestHandler = Callable[[IncomingRequest], Awaitable[Any]]
 NotificationHandler = Callable[[str, Any], Awaitable[None]]
@@ -69,6 +73,7 @@ class JsonRpcConnection:
         task_group: TaskGroup,
         handlers: Mapping[str, RequestHandler] | None = None,
         on_notification: NotificationHandler | None = None,
+        max_served: int = MAX_SERVED,
     ) -> None:
         self.peer = peer
         self.process = process
@@ -77,6 +82,7 @@ class JsonRpcConnection:
         self.on_notification = on_notification
         self._waiters: dict[RequestId, _Waiter] = {}
         self._closed: Exception | None = None
+        self._serving = anyio.Semaphore(max_served)
 
     async def call(self, method: str, params: Any = None, limit: float | None = 60.0) -> Any:
         """Send a request and wait, at most ``limit`` seconds, for its result."""
@@ -113,6 +119,7 @@ class JsonRpcConnection:
                     waiter.response = event
                     waiter.done.set()
             case IncomingRequest():
+                await self._serving.acquire()  # released by _serve when the answer is written
                 self.task_group.start_soon(self._serve, event)
             case InvalidRequest(reply=reply):
                 await self._send(reply)  # the normalizer shows the line; the agent hears why
@@ -123,6 +130,12 @@ class JsonRpcConnection:
                 pass  # malformed lines and answers to nothing we wait for are the normalizer's to show
 
     async def _serve(self, request: IncomingRequest) -> None:
+        try:
+            await self._answer(request)
+        finally:
+            self._serving.release()
+
+    async def _answer(self, request: IncomingRequest) -> None:
         handler = self.handlers.get(request.method)
         if handler is None:
             reply = self.peer.respond_error(
