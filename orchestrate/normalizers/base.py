@@ -58,7 +58,10 @@ class EntryLog:
         self.session_id: str | None = None
         self.model: str | None = None
         self._protocol_errors = 0  # shown one by one so far
-        self._protocol_summary: tuple[int, int] | None = None  # (index, count) of those past the cap
+        # The entry counting those past the cap: its index, the count, and the count it shows (it is
+        # rebuilt when read, not once per garbage line).
+        self._protocol_summary: tuple[int, int] | None = None
+        self._summary_shown = 0
 
     @property
     def entries(self) -> list[NormalizedEntry]:
@@ -127,14 +130,13 @@ class EntryLog:
         :data:`SHOWN_LINE_CHARS` characters.  Past :data:`MAX_PROTOCOL_ERRORS` such entries, one
         summary entry counts the rest, so a flood of garbage lines costs one entry, not one each."""
         if self._protocol_errors >= MAX_PROTOCOL_ERRORS:
-            index, count = self._protocol_summary or (-1, 0)
-            text = f"{count + 1} more protocol errors were not shown (the raw log has every line)"
-            if index < 0:
-                index = self.error(text, "protocol_error", ts)
-            else:  # (once per garbage line: built without validation, the values are ours)
-                info = ErrorInfo.model_construct(message=text, code="protocol_error", stack=None)
-                self.replace(index, type=ErrorEntry.model_construct(error=info), content=text)
-            self._protocol_summary = (index, count + 1)
+            if self._protocol_summary is None:
+                index = self.error(_summary_text(1), "protocol_error", ts)
+                self._protocol_summary, self._summary_shown = (index, 1), 1
+            else:
+                index, count = self._protocol_summary
+                self._protocol_summary = (index, count + 1)
+                self._touched.setdefault(index, "replace")
             return index
         self._protocol_errors += 1
         shown = line if len(line) <= SHOWN_LINE_CHARS else line[:SHOWN_LINE_CHARS] + " [...]"
@@ -151,12 +153,18 @@ class EntryLog:
         return out
 
     def _materialize(self, index: int) -> None:
+        summary = self._protocol_summary
+        if summary is not None and summary[0] == index and summary[1] != self._summary_shown:
+            text = _summary_text(summary[1])
+            info = ErrorEntry(error=ErrorInfo(message=text, code="protocol_error"))
+            self._pending.setdefault(index, {}).update(type=info, content=text)
+            self._summary_shown = summary[1]
         changes = self._pending.pop(index, None)
         if changes:
             self._entries[index] = self._entries[index].model_copy(update=changes)
 
     def _materialize_all(self) -> None:
-        for index in list(self._pending):
+        for index in [*self._pending, *(self._protocol_summary or ())[:1]]:
             self._materialize(index)
 
 
@@ -237,6 +245,7 @@ class LineNormalizer(Normalizer):
 
     def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         super().__init__()
+        self.max_line_bytes = max_line_bytes
         self._framers = {s: LineFramer(max_line_bytes) for s in ("stdout", "stderr", "stdin")}
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
@@ -310,6 +319,10 @@ class LineNormalizer(Normalizer):
         # A partial line of the old process must not be glued to the new one's first line.
         self._flush_framers(ts)
         super().restart(reason, ts)
+
+
+def _summary_text(count: int) -> str:
+    return f"{count} more protocol errors were not shown (the raw log has every line)"
 
 
 def _describe(exc: Exception) -> str:

@@ -43,6 +43,8 @@ def rpc_id(value: Any) -> int | str | None:
 
 def json_object(line: str) -> dict[str, Any] | None:
     """``line`` parsed as a JSON object, or None when it is not JSON or not an object."""
+    if not line.lstrip().startswith("{"):
+        return None  # not an object whatever follows; and a failed parse costs an exception
     try:
         value = orjson.loads(line)
     except orjson.JSONDecodeError:

@@ -21,7 +21,7 @@ from ..entries import EntryPatch, ErrorEntry, NormalizedEntry, TokenUsage, Token
 from ..errors import OrchestrateError, ProcessExitedError, RunClosedError, SpawnError
 from ..executors.base import Capabilities, Executor
 from ..normalizers.base import Normalizer
-from ..normalizers.framing import LineFramer, LineTooLong
+from ..normalizers.framing import DEFAULT_MAX_LINE_BYTES, LineFramer, LineTooLong
 from ..process.base import AgentIO
 from ..process.pipes import AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
 from ..process.pty import PtyAgentProcess
@@ -289,7 +289,8 @@ class Run:
     async def _consume(
         self, chunks: MemoryObjectReceiveStream[Chunk], driver: Driver, eof: anyio.Event
     ) -> None:
-        framer = LineFramer()
+        # The driver's lines are cut with the normalizer's limit: one bound for a line, not two.
+        framer = LineFramer(getattr(self.normalizer, "max_line_bytes", DEFAULT_MAX_LINE_BYTES))
         try:
             async with chunks:
                 async for chunk in chunks:
