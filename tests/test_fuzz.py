@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import pathlib
 import random
-import sys
 import warnings
 import zlib
 from collections import Counter
@@ -26,10 +25,6 @@ import pytest
 
 from orchestrate import get_executor
 from orchestrate.entries import ErrorEntry, NormalizedEntry
-from orchestrate.executors.acp import AcpExecutor
-from orchestrate.executors.base import Executor, ExecutorOptions
-from orchestrate.executors.claude_code import ClaudeCodeExecutor
-from orchestrate.executors.codex import CodexExecutor
 from orchestrate.normalizers.base import Normalizer, Stream
 from orchestrate.normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
 from orchestrate.normalizers.framing import LineFramer
@@ -37,9 +32,8 @@ from orchestrate.peers.jsonrpc import INVALID_REQUEST, InvalidRequest, JsonRpcPe
 from orchestrate.process.rawlog import read_raw_log
 
 from .helpers import errors, run_agent, texts
+from .hostile import hostile
 from .test_golden import CASES, FIXTURES, FOLDERS, IDS
-
-FAKE_HOSTILE = FIXTURES / "bin" / "fake_hostile.py"
 
 SEED = 16
 MUTATIONS_PER_LINE = 3
@@ -311,13 +305,6 @@ def test_no_golden_fixture_needs_the_guard(folder: str, case: str) -> None:
 
 
 # --- live: a fake agent that prints wrong-typed lines mid-stream ----------------------------------
-
-
-def hostile(protocol: str) -> Executor:
-    """An executor of ``protocol`` whose agent is the hostile fake (fixtures/bin/fake_hostile.py)."""
-    base = [sys.executable, str(FAKE_HOSTILE), "--protocol", protocol]
-    kind = {"claude": ClaudeCodeExecutor, "acp": AcpExecutor, "codex": CodexExecutor}[protocol]
-    return kind(ExecutorOptions(base_command=base))
 
 
 @pytest.mark.anyio

@@ -118,6 +118,8 @@ class JsonRpcPeer:
     # --- incoming -----------------------------------------------------------------------------
 
     def receive_line(self, line: str) -> JsonRpcEvent:
+        if not line.lstrip().startswith("{"):  # (cheaper than the exception a failed parse builds)
+            return MalformedMessage(line, "not a JSON object")
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:
