@@ -65,6 +65,7 @@ class EntryLog:
 
     @property
     def entries(self) -> list[NormalizedEntry]:
+        self._show_summary()
         self._materialize_all()
         return self._entries
 
@@ -146,25 +147,31 @@ class EntryLog:
 
     def drain(self) -> list[EntryPatch]:
         """The patches since the last drain."""
+        self._show_summary()
         out = []
         for index, op in self._touched.items():
             out.append(EntryPatch.model_construct(op=op, index=index, entry=self.get(index)))
         self._touched.clear()
         return out
 
-    def _materialize(self, index: int) -> None:
+    def _show_summary(self) -> None:
+        """Bring the summary entry's count up to date: once per drain, not once per garbage line."""
         summary = self._protocol_summary
-        if summary is not None and summary[0] == index and summary[1] != self._summary_shown:
-            text = _summary_text(summary[1])
-            info = ErrorEntry(error=ErrorInfo(message=text, code="protocol_error"))
-            self._pending.setdefault(index, {}).update(type=info, content=text)
-            self._summary_shown = summary[1]
+        if summary is not None and summary[1] != self._summary_shown:
+            index, count = summary
+            text = _summary_text(count)
+            self.replace(
+                index, type=ErrorEntry(error=ErrorInfo(message=text, code="protocol_error")), content=text
+            )
+            self._summary_shown = count
+
+    def _materialize(self, index: int) -> None:
         changes = self._pending.pop(index, None)
         if changes:
             self._entries[index] = self._entries[index].model_copy(update=changes)
 
     def _materialize_all(self) -> None:
-        for index in [*self._pending, *(self._protocol_summary or ())[:1]]:
+        for index in list(self._pending):
             self._materialize(index)
 
 
