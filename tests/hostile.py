@@ -33,6 +33,7 @@ import json, sys, time, tempfile, pathlib
 import anyio
 from orchestrate import Run, Task
 from orchestrate.entries import EntryPatch
+from orchestrate.approvals.simple import AutoApprove
 from orchestrate.process.pipes import ShutdownPolicy
 from tests.hostile import hostile
 
@@ -54,7 +55,8 @@ async def main(args):
     task = Task(prompt=args["prompt"], cwd=cwd, raw_log=cwd / "raw.jsonl", timeout=args.get("timeout"))
     base = peak_kb()
     started = time.monotonic()
-    run = Run(executor, task, shutdown=ShutdownPolicy(0.2, 0.2, 0.5))
+    approvals = AutoApprove() if args.get("approve") else None
+    run = Run(executor, task, approvals, shutdown=ShutdownPolicy(0.2, 0.2, 0.5))
     patches = []
     async with run:
         if args.get("read_live"):

@@ -123,6 +123,20 @@ def test_pending_requests_are_bounded() -> None:
     assert run["grew_mb"] < 30, run  # 21 MB measured; 40 MB with no bound on the requests served
 
 
+def test_stderr_is_kept_as_a_tail() -> None:
+    run = measured_run("claude", "stderr=100000000")
+    assert run["outcome"] == "success" and run["texts"] == ["after the stderr"]
+    assert run["grew_mb"] < 25, run
+
+
+def test_a_terminal_with_no_limit_keeps_a_bounded_tail() -> None:
+    """ACP lets the agent leave a terminal's outputByteLimit out: we keep the last 1 MiB of its
+    30 MB, and say it was truncated, instead of all of it."""
+    run = measured_run("acp", "terminal=30000000", approve=True)
+    assert run["texts"] == ["kept 1048576 bytes, truncated=True"], run
+    assert run["grew_mb"] < 30, run
+
+
 # --- linear in the number of requests -------------------------------------------------------------
 
 

@@ -26,6 +26,8 @@ RESOURCE_NOT_FOUND = -32002
 _STARTUP_TIMEOUT = 90.0  # Gemini and Qwen take 1.5-2 s to answer initialize on an idle machine
 _CALL_TIMEOUT = 60.0
 _READ_ONLY_KINDS = {"read", "search", "fetch", "think"}
+TERMINAL_OUTPUT_BYTES = 1 << 20
+"""The output a terminal keeps (its tail) when the agent sets no ``outputByteLimit``."""
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -323,8 +325,9 @@ class AcpDriver(Driver):
         # Plain argv when args are given; a shell when the command comes as one string, as agents send it.
         spawn = argv if params.args else ["/bin/sh", "-c", params.command]
         try:
+            limit = params.output_byte_limit
             command = await ManagedCommand.start(
-                self.ctx.task_group, spawn, cwd, env, params.output_byte_limit
+                self.ctx.task_group, spawn, cwd, env, TERMINAL_OUTPUT_BYTES if limit is None else limit
             )
         except OrchestrateError as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from exc
