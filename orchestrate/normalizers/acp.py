@@ -45,7 +45,7 @@ from ..entries import (
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .diffs import diff_texts
-from .values import json_object, obj, text
+from .values import count, json_object, obj, rpc_id, text
 
 __all__ = ["AcpNormalizer"]
 
@@ -66,6 +66,7 @@ class AcpNormalizer(LineNormalizer):
         super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
         self._ours: dict[Any, tuple[str, dict[str, Any]]] = {}  # our request id -> (method, params)
         self._permissions: dict[Any, tuple[str, dict[str, str]]] = {}  # agent request id -> (tool id, kinds)
+        self._permission_ids: dict[str, Any] = {}  # the same ids as our notes spell them
         self._tools: dict[str, int] = {}
         self._raw_input: dict[str, dict[str, Any]] = {}
         self._open: tuple[str, int] | None = None  # the text entry chunks are flowing into
@@ -85,6 +86,9 @@ class AcpNormalizer(LineNormalizer):
                 self.not_json("The agent", line, ts)
             return
         method, has_id = msg.get("method"), "id" in msg
+        if has_id and rpc_id(msg["id"]) is None:
+            self.invalid_rpc_id(line, stream, ts)
+            return
         if stream == "stdin":
             self._client(msg, method, has_id, ts)
         elif isinstance(method, str) and has_id:
@@ -213,6 +217,7 @@ class AcpNormalizer(LineNormalizer):
                 if isinstance(o, dict)
             }
             self._permissions[request_id] = (tool_id, kinds)
+            self._permission_ids[str(request_id)] = request_id
             self.log.update_tool(
                 self._tools[tool_id],
                 status="pending_approval",
@@ -223,6 +228,7 @@ class AcpNormalizer(LineNormalizer):
 
     def _permission_answer(self, request_id: Any, result: Any, error: Any) -> None:
         tool_id, kinds = self._permissions.pop(request_id, ("", {}))
+        self._permission_ids.pop(str(request_id), None)
         index = self._tools.get(tool_id)
         tool = self.log.tool(index) if index is not None else None
         if tool is None or index is None:
@@ -250,9 +256,9 @@ class AcpNormalizer(LineNormalizer):
         if event.get("type") != "approval":
             super().on_note(event, ts)
             return
-        tool_id = next(
-            (t for r, (t, _) in self._permissions.items() if str(r) == text(event.get("request_id"))), ""
-        )
+        # (by key, not by a scan of the pending ones: an agent may keep thousands pending)
+        request_id = self._permission_ids.get(text(event.get("request_id")))
+        tool_id = self._permissions[request_id][0] if request_id in self._permissions else ""
         index = self._tools.get(tool_id)
         if index is not None and event.get("decision") == "timed_out":
             approval = ApprovalInfo(
@@ -305,7 +311,10 @@ class AcpNormalizer(LineNormalizer):
             self._permission_answer(msg["id"], msg.get("result"), msg.get("error"))
 
     def _response(self, request_id: Any, result: Any, error: Any, ts: datetime | None) -> None:
-        method, params = self._ours.pop(request_id, ("", {}))
+        if request_id not in self._ours:
+            self.unknown_response(request_id, result, error, ts)
+            return
+        method, params = self._ours.pop(request_id)
         if error is not None:
             self._request_failed(method, obj(error) or {"message": text(error)}, ts)
             return
@@ -363,15 +372,15 @@ class AcpNormalizer(LineNormalizer):
         usage = obj(res.get("usage"))  # the protocol's own field, where agents send it
         if quota:
             return TokenUsage(
-                input_tokens=int(quota.get("input_tokens") or 0),
-                output_tokens=int(quota.get("output_tokens") or 0),
+                input_tokens=count(quota.get("input_tokens")),
+                output_tokens=count(quota.get("output_tokens")),
             )
         if usage:
             return TokenUsage(
-                input_tokens=int(usage.get("inputTokens") or 0),
-                output_tokens=int(usage.get("outputTokens") or 0),
-                cache_read_tokens=int(usage.get("cachedReadTokens") or 0),
-                cache_write_tokens=int(usage.get("cachedWriteTokens") or 0),
+                input_tokens=count(usage.get("inputTokens")),
+                output_tokens=count(usage.get("outputTokens")),
+                cache_read_tokens=count(usage.get("cachedReadTokens")),
+                cache_write_tokens=count(usage.get("cachedWriteTokens")),
             )
         u = self._usage  # Qwen, summed over the turn's model calls
         return TokenUsage(

@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
+import orjson
+
 from ..entries import (
     EntryMetadata,
     EntryPatch,
@@ -21,11 +23,24 @@ from ..entries import (
 )
 from .framing import DEFAULT_MAX_LINE_BYTES, FramedLine, LineFramer, LineTooLong
 
-__all__ = ["OPEN_STATUSES", "EntryLog", "LineNormalizer", "Normalizer", "Stream"]
+__all__ = [
+    "MAX_PROTOCOL_ERRORS",
+    "OPEN_STATUSES",
+    "SHOWN_LINE_CHARS",
+    "EntryLog",
+    "LineNormalizer",
+    "Normalizer",
+    "Stream",
+]
 
 Stream = Literal["stdout", "stderr", "stdin"]
 TurnStatus = str  # "completed", "interrupted", "failed", or the agent's own word for a failure
 OPEN_STATUSES: frozenset[ToolStatus] = frozenset({"created", "pending_approval", "running"})
+SHOWN_LINE_CHARS = 2048
+"""How much of an offending line a protocol error shows; the raw log keeps the whole of it."""
+MAX_PROTOCOL_ERRORS = 1000
+"""Protocol error entries a run shows one by one; the ones after are counted in a single summary
+entry, so a million garbage lines cost one entry, not a million."""
 
 
 class EntryLog:
@@ -42,9 +57,15 @@ class EntryLog:
         self._touched: dict[int, Literal["add", "replace"]] = {}
         self.session_id: str | None = None
         self.model: str | None = None
+        self._protocol_errors = 0  # shown one by one so far
+        # The entry counting those past the cap: its index, the count, and the count it shows (it is
+        # rebuilt when read, not once per garbage line).
+        self._protocol_summary: tuple[int, int] | None = None
+        self._summary_shown = 0
 
     @property
     def entries(self) -> list[NormalizedEntry]:
+        self._show_summary()
         self._materialize_all()
         return self._entries
 
@@ -105,13 +126,44 @@ class EntryLog:
         info = ErrorInfo(message=message, code=code)
         return self.add(ErrorEntry(error=info), content if content is not None else message, ts, **extra)
 
+    def protocol_error(self, message: str, line: str, ts: datetime | None = None, **extra: Any) -> int:
+        """A line (or message) that breaks the protocol: an error entry showing its first
+        :data:`SHOWN_LINE_CHARS` characters.  Past :data:`MAX_PROTOCOL_ERRORS` such entries, one
+        summary entry counts the rest, so a flood of garbage lines costs one entry, not one each."""
+        if self._protocol_errors >= MAX_PROTOCOL_ERRORS:
+            if self._protocol_summary is None:
+                index = self.error(_summary_text(1), "protocol_error", ts)
+                self._protocol_summary, self._summary_shown = (index, 1), 1
+            else:
+                index, count = self._protocol_summary
+                self._protocol_summary = (index, count + 1)
+                self._touched.setdefault(index, "replace")
+            return index
+        self._protocol_errors += 1
+        shown = line if len(line) <= SHOWN_LINE_CHARS else line[:SHOWN_LINE_CHARS] + " [...]"
+        if len(line) > SHOWN_LINE_CHARS:
+            extra["line_length"] = len(line)
+        return self.error(message, "protocol_error", ts, content=shown, **extra)
+
     def drain(self) -> list[EntryPatch]:
         """The patches since the last drain."""
+        self._show_summary()
         out = []
         for index, op in self._touched.items():
             out.append(EntryPatch.model_construct(op=op, index=index, entry=self.get(index)))
         self._touched.clear()
         return out
+
+    def _show_summary(self) -> None:
+        """Bring the summary entry's count up to date: once per drain, not once per garbage line."""
+        summary = self._protocol_summary
+        if summary is not None and summary[1] != self._summary_shown:
+            index, count = summary
+            text = _summary_text(count)
+            self.replace(
+                index, type=ErrorEntry(error=ErrorInfo(message=text, code="protocol_error")), content=text
+            )
+            self._summary_shown = count
 
     def _materialize(self, index: int) -> None:
         changes = self._pending.pop(index, None)
@@ -132,6 +184,9 @@ class Normalizer(abc.ABC):
     """
 
     log: EntryLog
+    strict = False
+    """Let an exception in a handler propagate instead of becoming a ``protocol_error`` entry (for
+    tests that must see a programming error as one)."""
 
     def __init__(self) -> None:
         self.log = EntryLog()
@@ -150,7 +205,17 @@ class Normalizer(abc.ABC):
 
         Shared kinds: ``run_error`` (the run's own verdict: timeout, the process died ...) becomes an
         error entry; ``restart`` (a new process continues the run) flushes partial lines."""
-        self.on_note(event, ts)
+        try:
+            self.on_note(event, ts)
+        except Exception as exc:
+            if self.strict:
+                raise
+            self.log.protocol_error(
+                f"A client event could not be handled ({_describe(exc)})",
+                _event_text(event),
+                ts,
+                exception=type(exc).__name__,
+            )
         return self.log.drain()
 
     def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
@@ -160,6 +225,7 @@ class Normalizer(abc.ABC):
                     str(event.get("message")),
                     str(event.get("code")),
                     ts,
+                    content=str(event["line"]) if "line" in event else None,
                     stderr_tail=event.get("stderr_tail"),
                 )
             case "restart":
@@ -186,6 +252,7 @@ class LineNormalizer(Normalizer):
 
     def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         super().__init__()
+        self.max_line_bytes = max_line_bytes
         self._framers = {s: LineFramer(max_line_bytes) for s in ("stdout", "stderr", "stdin")}
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
@@ -194,7 +261,12 @@ class LineNormalizer(Normalizer):
 
     def finish(self, ts: datetime | None = None) -> list[EntryPatch]:
         self._flush_framers(ts)
-        self.close(ts)
+        try:
+            self.close(ts)
+        except Exception as exc:
+            if self.strict:
+                raise
+            self.log.protocol_error(f"Closing the run's entries failed ({_describe(exc)})", "", ts)
         return self.log.drain()
 
     def _flush_framers(self, ts: datetime | None) -> None:
@@ -204,14 +276,44 @@ class LineNormalizer(Normalizer):
     def _lines(self, lines: list[FramedLine], stream: Stream, ts: datetime | None) -> None:
         for line in lines:
             if not isinstance(line, LineTooLong):
-                self.feed_line(line, stream, ts)
+                self._line(line, stream, ts)
             elif stream == "stdout":
                 message = f"{stream} line of {line.length} bytes exceeds the limit and was dropped"
                 self.log.error(message, "line_too_long", ts, content=line.head)
 
+    def _line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+        # The one place every line goes through: whatever one line does to a handler (a field of
+        # the wrong type, a shape never seen), it costs that line only, never the run.
+        try:
+            self.feed_line(line, stream, ts)
+        except Exception as exc:
+            if self.strict:
+                raise
+            self.log.protocol_error(
+                f"A {stream} line could not be handled and was skipped ({_describe(exc)})",
+                line,
+                ts,
+                stream=stream,
+                exception=type(exc).__name__,
+            )
+
     def not_json(self, who: str, line: str, ts: datetime | None) -> None:
-        """A line where the protocol wants a JSON object: shown as a protocol error, kept whole."""
-        self.log.error(f"{who} printed a line that is not a JSON object", "protocol_error", ts, content=line)
+        """A line where the protocol wants a JSON object: shown as a protocol error."""
+        self.log.protocol_error(f"{who} printed a line that is not a JSON object", line, ts)
+
+    def invalid_rpc_id(self, line: str, stream: Stream, ts: datetime | None) -> None:
+        """A JSON-RPC message whose id is neither a string nor an integer.  From the agent it is a
+        protocol error (a request gets its -32600 answer from the peer); on our side it is that
+        answer, whose id is null by the spec, and shows nothing."""
+        if stream == "stdout":
+            self.log.protocol_error("The agent sent a JSON-RPC message with an invalid id", line, ts)
+
+    def unknown_response(self, request_id: Any, result: Any, error: Any, ts: datetime | None) -> None:
+        """An answer to a request we never sent (or answered twice): shown once, as what it is."""
+        line = _event_text(
+            {"id": request_id, "result": result} if error is None else {"id": request_id, "error": error}
+        )
+        self.log.protocol_error(f"The agent answered request {request_id!r}, which is not pending", line, ts)
 
     @abc.abstractmethod
     def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
@@ -224,3 +326,19 @@ class LineNormalizer(Normalizer):
         # A partial line of the old process must not be glued to the new one's first line.
         self._flush_framers(ts)
         super().restart(reason, ts)
+
+
+def _summary_text(count: int) -> str:
+    return f"{count} more protocol errors were not shown (the raw log has every line)"
+
+
+def _describe(exc: Exception) -> str:
+    text = f"{type(exc).__name__}: {exc}"
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _event_text(event: dict[str, Any]) -> str:
+    try:
+        return orjson.dumps(event, default=str).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return repr(event)

@@ -35,7 +35,7 @@ from ..entries import (
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .claude_tools import action_for, apply_tool_result, plan_items, result_text
-from .values import json_object
+from .values import count, json_object
 from .values import obj as _dict
 from .values import text as _s
 
@@ -104,7 +104,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             self._agent_line(obj, ts)
 
     def _agent_line(self, obj: dict[str, Any], ts: datetime | None) -> None:
-        kind = obj.get("type")
+        kind = _s(obj.get("type"))
         match kind:
             case "assistant":
                 self._assistant(obj, ts)
@@ -133,7 +133,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
     # --- system and result --------------------------------------------------------------------
 
     def _system(self, obj: dict[str, Any], ts: datetime | None) -> None:
-        sub = obj.get("subtype")
+        sub = _s(obj.get("subtype"))
         match sub:
             case "init":
                 self._init(obj, ts)
@@ -260,6 +260,8 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         block = self._blocks.get((mid, idx))
         if block is not None:
             block.has_full = True
+            if block.kind != "tool_use":
+                block = None  # announced as text or something else: the call is shown on its own
         if name == "TodoWrite":
             self._plans.add(tool_id)
             if block is None:
@@ -282,7 +284,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
 
     def _stream_event(self, obj: dict[str, Any], ts: datetime | None) -> None:
         ev = _dict(obj.get("event"))
-        parent = obj.get("parent_tool_use_id")
+        parent = _s(obj.get("parent_tool_use_id")) or None
         etype = ev.get("type")
         if etype == "message_start":
             self._stream_msg[parent] = _s(_dict(ev.get("message")).get("id"))
@@ -483,10 +485,10 @@ def _usage(obj: dict[str, Any]) -> TokenUsage:
     windows = [m.get("contextWindow") for m in _dict(obj.get("modelUsage")).values() if isinstance(m, dict)]
     cost = obj.get("total_cost_usd")
     return TokenUsage(
-        input_tokens=int(u.get("input_tokens") or 0),
-        output_tokens=int(u.get("output_tokens") or 0),
-        cache_read_tokens=int(u.get("cache_read_input_tokens") or 0),
-        cache_write_tokens=int(u.get("cache_creation_input_tokens") or 0),
+        input_tokens=count(u.get("input_tokens")),
+        output_tokens=count(u.get("output_tokens")),
+        cache_read_tokens=count(u.get("cache_read_input_tokens")),
+        cache_write_tokens=count(u.get("cache_creation_input_tokens")),
         total_cost_usd=float(cost) if isinstance(cost, int | float) else None,
         context_window=next((int(w) for w in windows if isinstance(w, int)), None),
     )

@@ -40,7 +40,7 @@ from ..entries import (
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .codex_items import display_command, file_change
-from .values import json_object
+from .values import count, json_object, rpc_id
 from .values import obj as _dict
 from .values import text as _s
 
@@ -111,6 +111,9 @@ class CodexAppServerNormalizer(LineNormalizer):
                 self.not_json("The agent", line, ts)
             return
         method, has_id = obj.get("method"), "id" in obj
+        if has_id and rpc_id(obj["id"]) is None:
+            self.invalid_rpc_id(line, stream, ts)
+            return
         if stream == "stdin":
             if isinstance(method, str) and has_id:
                 self._our_requests[obj["id"]] = method
@@ -144,7 +147,7 @@ class CodexAppServerNormalizer(LineNormalizer):
                 self._turn_completed(_dict(p.get("turn")), ts)
             case "thread/tokenUsage/updated":
                 usage = _dict(p.get("tokenUsage"))
-                self._total = {k: int(_dict(usage.get("total")).get(k) or 0) for k in _TOKEN_FIELDS}
+                self._total = {k: count(_dict(usage.get("total")).get(k)) for k in _TOKEN_FIELDS}
                 self._window = usage.get("modelContextWindow") or self._window
             case "turn/diff/updated":
                 self._turn_diff(_s(p.get("turnId")), _s(p.get("diff")), ts)
@@ -171,7 +174,10 @@ class CodexAppServerNormalizer(LineNormalizer):
             self.log.add(SystemMessage(), "Interrupt requested", ts)
 
     def _response(self, request_id: Any, result: Any, error: Any, ts: datetime | None) -> None:
-        method = self._our_requests.pop(request_id, "")
+        if request_id not in self._our_requests:
+            self.unknown_response(request_id, result, error, ts)
+            return
+        method = self._our_requests.pop(request_id)
         if error is not None:
             message = _s(_dict(error).get("message")) or _s(error)
             code = "resume_failed" if method in ("thread/resume", "thread/fork") else "protocol_error"
@@ -326,9 +332,10 @@ class CodexAppServerNormalizer(LineNormalizer):
     def _command(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
         command = display_command(_s(item.get("command")))
         index = self._items.get(item_id)
-        if index is None:
+        tool = self.log.tool(index) if index is not None else None
+        if index is None or tool is None:  # (an id that was a message's: the call gets its own entry)
             index = self._add_tool(item_id, "commandExecution", CommandRun(command=command), ts)
-        tool = self.log.tool(index)
+            tool = self.log.tool(index)
         assert tool is not None
         status = _s(item.get("status"))
         if not completed and status == "inProgress":
@@ -401,9 +408,10 @@ class CodexAppServerNormalizer(LineNormalizer):
         declined: bool = False,
     ) -> None:
         index = self._items.get(item_id)
-        if index is None:
+        tool = self.log.tool(index) if index is not None else None
+        if index is None or tool is None:  # (an id that was a message's: the call gets its own entry)
             index = self._add_tool(item_id, name, action, ts)
-        tool = self.log.tool(index)
+            tool = self.log.tool(index)
         assert tool is not None
         if not completed:
             self.log.update_tool(

@@ -40,7 +40,7 @@ from ..entries import (
 from .actions import describe
 from .base import LineNormalizer, Stream
 from .codex_items import display_command
-from .values import json_object
+from .values import count, json_object
 from .values import obj as _dict
 from .values import text as _s
 
@@ -205,7 +205,7 @@ class CodexExecNormalizer(LineNormalizer):
         self._turn_open = False
         self.turn_statuses.append(status)
         if usage:
-            total = {k: int(usage.get(k) or 0) for k in _USAGE_FIELDS}
+            total = {k: count(usage.get(k)) for k in _USAGE_FIELDS}
             base = self._previous_total or dict.fromkeys(_USAGE_FIELDS, 0)
             turn = {k: total[k] - base[k] for k in _USAGE_FIELDS}
             cumulative = self._previous_total is None and self._resumed

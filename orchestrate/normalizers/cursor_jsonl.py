@@ -44,7 +44,7 @@ from ..entries import (
 from .actions import describe
 from .base import LineNormalizer, Stream
 from .diffs import diff_texts
-from .values import json_object, obj, text
+from .values import count, json_object, obj, text
 
 __all__ = ["CursorNormalizer"]
 
@@ -214,10 +214,10 @@ class CursorNormalizer(LineNormalizer):
         self.log.add(
             TokenUsageEntry(
                 usage=TokenUsage(
-                    input_tokens=int(usage.get("inputTokens") or 0),
-                    output_tokens=int(usage.get("outputTokens") or 0),
-                    cache_read_tokens=int(usage.get("cacheReadTokens") or 0),
-                    cache_write_tokens=int(usage.get("cacheWriteTokens") or 0),
+                    input_tokens=count(usage.get("inputTokens")),
+                    output_tokens=count(usage.get("outputTokens")),
+                    cache_read_tokens=count(usage.get("cacheReadTokens")),
+                    cache_write_tokens=count(usage.get("cacheWriteTokens")),
                 )
             ),
             "",

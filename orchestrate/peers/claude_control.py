@@ -159,7 +159,7 @@ class ClaudeControlPeer:
                 self.pending_approvals.discard(request_id)
                 return [ControlCancelled(request_id)]
             case "control_response":
-                return self._incoming_response(obj.get("response") or {})
+                return self._incoming_response(_dict(obj.get("response")))
             case "result":
                 return [TurnEnded(bool(obj.get("is_error")), str(obj.get("subtype")))]
             case "system" if obj.get("subtype") == "session_state_changed":
@@ -168,21 +168,18 @@ class ClaudeControlPeer:
 
     def _incoming_request(self, obj: dict[str, Any]) -> list[PeerEvent]:
         request_id = str(obj.get("request_id"))
-        req = obj.get("request") if isinstance(obj.get("request"), dict) else {}
-        assert isinstance(req, dict)
+        req = _dict(obj.get("request"))
         subtype = str(req.get("subtype"))
         if subtype == "can_use_tool":
             self.pending_approvals.add(request_id)
-            args = req.get("input") if isinstance(req.get("input"), dict) else {}
-            assert isinstance(args, dict)
             return [
                 CanUseTool(
                     request_id,
                     str(req.get("tool_name")),
-                    args,
-                    req.get("tool_use_id"),
-                    req.get("description"),
-                    req.get("blocked_path"),
+                    _dict(req.get("input")),
+                    _str(req.get("tool_use_id")),
+                    _str(req.get("description")),
+                    _str(req.get("blocked_path")),
                 )
             ]
         return [
@@ -198,10 +195,19 @@ class ClaudeControlPeer:
         if request_id not in self._sent:
             return []  # an echo of our own answer, or not ours at all
         self._sent.discard(request_id)
-        body = resp.get("response") if isinstance(resp.get("response"), dict) else {}
-        assert isinstance(body, dict)
+        body = _dict(resp.get("response"))
         ok = resp.get("subtype") == "success"
         return [ControlAnswered(request_id, ok, body, None if ok else str(resp.get("error")))]
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    """A field the CLI should send as an object; anything else reads as an empty one."""
+    return value if isinstance(value, dict) else {}
+
+
+def _str(value: Any) -> str | None:
+    """An optional string field; a value of another type reads as absent."""
+    return value if isinstance(value, str) else None
 
 
 def _line(obj: dict[str, Any]) -> bytes:

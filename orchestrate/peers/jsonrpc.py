@@ -4,6 +4,9 @@ Tolerant where real agents are loose: Codex omits ``"jsonrpc"`` on everything it
 its own requests from 0 in a space separate from ours, so a message is told apart by its shape
 (``method`` + ``id`` is a request to us, ``method`` alone a notification, ``id`` + ``result`` or
 ``error`` a response to us), never by the id's value alone.
+
+An id must be a string or an integer: a request with any other id (a list, an object, a fraction,
+a boolean, null) gets the spec's answer, -32600 Invalid Request with a null id, and is not served.
 """
 
 from __future__ import annotations
@@ -16,15 +19,18 @@ import orjson
 __all__ = [
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
+    "INVALID_REQUEST",
     "METHOD_NOT_FOUND",
     "IncomingNotification",
     "IncomingRequest",
     "IncomingResponse",
+    "InvalidRequest",
     "JsonRpcEvent",
     "JsonRpcPeer",
     "MalformedMessage",
 ]
 
+INVALID_REQUEST = -32600
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
@@ -64,7 +70,16 @@ class MalformedMessage:
     reason: str
 
 
-JsonRpcEvent = IncomingRequest | IncomingNotification | IncomingResponse | MalformedMessage
+@dataclass(frozen=True)
+class InvalidRequest:
+    """A request we cannot serve as sent (its id is not a string or an integer); ``reply`` is the
+    error answer to write, so the agent hears why."""
+
+    line: str
+    reply: bytes
+
+
+JsonRpcEvent = IncomingRequest | IncomingNotification | IncomingResponse | InvalidRequest | MalformedMessage
 
 
 class JsonRpcPeer:
@@ -89,7 +104,7 @@ class JsonRpcPeer:
     def respond(self, request_id: RequestId, result: Any) -> bytes:
         return self._line({"id": request_id, "result": result})
 
-    def respond_error(self, request_id: RequestId, code: int, message: str, data: Any = None) -> bytes:
+    def respond_error(self, request_id: RequestId | None, code: int, message: str, data: Any = None) -> bytes:
         error: dict[str, Any] = {"code": code, "message": message}
         if data is not None:
             error["data"] = data
@@ -103,6 +118,8 @@ class JsonRpcPeer:
     # --- incoming -----------------------------------------------------------------------------
 
     def receive_line(self, line: str) -> JsonRpcEvent:
+        if not line.lstrip().startswith("{"):  # (cheaper than the exception a failed parse builds)
+            return MalformedMessage(line, "not a JSON object")
         try:
             obj = orjson.loads(line)
         except orjson.JSONDecodeError:
@@ -113,7 +130,12 @@ class JsonRpcPeer:
 
     def receive(self, obj: dict[str, Any], line: str = "") -> JsonRpcEvent:
         method = obj.get("method")
-        has_id = "id" in obj and isinstance(obj["id"], int | str) and not isinstance(obj["id"], bool)
+        has_id = "id" in obj and _valid_id(obj["id"])
+        if "id" in obj and not has_id:
+            if isinstance(method, str):
+                reason = f"Invalid Request: id {obj['id']!r} is not a string or an integer"
+                return InvalidRequest(line, self.respond_error(None, INVALID_REQUEST, reason[:200]))
+            return MalformedMessage(line, "a message whose id is not a string or an integer")
         if isinstance(method, str):
             if has_id:
                 return IncomingRequest(obj["id"], method, obj.get("params"))
@@ -127,6 +149,10 @@ class JsonRpcPeer:
                 error = {"code": INTERNAL_ERROR, "message": str(error)}
             return IncomingResponse(obj["id"], ours, obj.get("result"), error)
         return MalformedMessage(line, "neither a request, a notification nor a response")
+
+
+def _valid_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
 
 
 def _params(params: Any) -> dict[str, Any]:

@@ -85,7 +85,13 @@ class ClaudeDriver(Driver):
     async def _approve(self, event: CanUseTool) -> None:
         executor = self.ctx.executor
         assert isinstance(executor, ClaudeCodeExecutor)
-        request = executor.approval_request(event, self.ctx.task, self.ctx.session_id())
+        try:
+            request = executor.approval_request(event, self.ctx.task, self.ctx.session_id())
+        except Exception as exc:  # a request we cannot read is refused: the CLI must not wait on it
+            reason = f"orchestrate could not read this permission request ({type(exc).__name__}: {exc})"
+            self.ctx.note({"type": "run_error", "code": "protocol_error", "message": reason})
+            await self._write(self.peer.deny(event.request_id, reason))
+            return
         decision: ApprovalDecision | None = None
         with anyio.CancelScope() as scope:
             self._asking[event.request_id] = scope

@@ -78,9 +78,9 @@ class CodexDriver(Driver):
         # Runs on the read loop: it must not await the agent's answers, so new turns go to background.
         p = params if isinstance(params, dict) else {}
         if method == "turn/started":
-            self.turn_id = str((p.get("turn") or {}).get("id") or self.turn_id)
+            self.turn_id = str(_dict(p.get("turn")).get("id") or self.turn_id)
         elif method == "item/started":
-            item = p.get("item") or {}
+            item = _dict(p.get("item"))
             self._items[str(item.get("id"))] = item
         elif method == "serverRequest/resolved":
             self._withdraw(lambda rid: str(rid) == str(p.get("requestId")))
@@ -127,3 +127,7 @@ def codex_decision(decision: ApprovalDecision) -> str:
     if decision.status == "timed_out" or decision.interrupt:
         return "cancel"
     return "decline"
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}

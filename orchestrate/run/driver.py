@@ -91,13 +91,15 @@ class Driver(abc.ABC):
 
     def background(self, work: Callable[[], Awaitable[None]], what: str) -> None:
         """Run ``work`` beside the read loop (it may await the agent's answers, which the read loop
-        delivers); a failure becomes a ``run_error`` entry instead of tearing the run down."""
+        delivers); a failure becomes a ``run_error`` entry instead of tearing the run down (an
+        answer of the wrong shape fails with a KeyError or TypeError as surely as an error does)."""
 
         async def guarded() -> None:
             try:
                 await work()
-            except OrchestrateError as exc:
-                self.ctx.note({"type": "run_error", "code": "protocol_error", "message": f"{what}: {exc}"})
+            except Exception as exc:
+                detail = str(exc) if isinstance(exc, OrchestrateError) else f"{type(exc).__name__}: {exc}"
+                self.ctx.note({"type": "run_error", "code": "protocol_error", "message": f"{what}: {detail}"})
                 self.set_idle(True)
 
         self.ctx.task_group.start_soon(guarded)

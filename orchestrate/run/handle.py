@@ -3,15 +3,14 @@ caller holds.  This is the only place where reading bytes and parsing them meet.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import secrets
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream
@@ -23,7 +22,7 @@ from ..entries import EntryPatch, ErrorEntry, NormalizedEntry, TokenUsage, Token
 from ..errors import OrchestrateError, ProcessExitedError, RunClosedError, SpawnError
 from ..executors.base import Capabilities, Executor
 from ..normalizers.base import Normalizer
-from ..normalizers.framing import LineFramer, LineTooLong
+from ..normalizers.framing import DEFAULT_MAX_LINE_BYTES, LineFramer, LineTooLong
 from ..process.base import AgentIO
 from ..process.pipes import AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
 from ..process.pty import PtyAgentProcess
@@ -32,11 +31,14 @@ from ..task import Task
 from .driver import Driver, DriverContext
 from .drivers import driver_for
 from .jsonrpc import JsonRpcError
+from .patch_queue import PatchQueue
 from .result import Outcome, RunResult
 
 __all__ = ["Run"]
 
 _EOF_GRACE = 5.0
+_CHUNK_BUFFER = 16  # chunks read but not yet handled: at most 1 MiB with 64 KiB reads
+_T = TypeVar("_T", str, bytes)
 
 
 class Run:
@@ -59,7 +61,7 @@ class Run:
         self.normalizer: Normalizer = executor.create_normalizer()
         self.raw_log_path = task.raw_log or default_log_dir() / _log_name(executor.name)
         self._spec = executor.process_spec(task, self.approvals)  # fails early: unknown binary, bad options
-        self._send, self._recv = anyio.create_memory_object_stream[EntryPatch](math.inf)
+        self._patches = PatchQueue()
         self._done = anyio.Event()
         self._result: RunResult | None = None
         self._driver: Driver | None = None
@@ -104,15 +106,16 @@ class Run:
         try:
             await self._stack.__aexit__(et, exc, tb)
         finally:
-            self._recv.close()
+            self._patches.discard()
 
     async def patches(self) -> AsyncIterator[EntryPatch]:
         """Every entry patch of the run, live, in order; ends when the run ends.  Patches are
-        delivered once: a second iteration continues where an earlier one stopped.  After the
+        delivered once: a second iteration continues where an earlier one stopped.  A caller that
+        reads slower than the agent writes gets the latest state of each entry it has not read yet,
+        not every step in between (memory follows the entries, not the text deltas).  After the
         ``async with`` block, use :attr:`entries` or the result instead."""
-        with contextlib.suppress(anyio.ClosedResourceError):
-            async for patch in self._recv:
-                yield patch
+        while (patch := await self._patches.get()) is not None:
+            yield patch
 
     async def wait(self) -> RunResult:
         """Wait for the run to end and return its result."""
@@ -186,7 +189,7 @@ class Run:
             self._emit(self.normalizer.finish(self._last_ts))
             self._result = self._make_result()
             self._rawlog.close()
-            self._send.close()
+            self._patches.close()
             self._done.set()
 
     async def _spawn(self) -> AgentIO:
@@ -213,7 +216,9 @@ class Run:
         self._process = process
         self.pids.append(process.pid)
         process.on_write = lambda data, ts: self._feed(Chunk("stdin", data, ts))
-        chunks_in, chunks_out = anyio.create_memory_object_stream[Chunk](math.inf)
+        # Bounded: when the read loop falls behind, the pump stops reading, the pipe fills and the
+        # agent waits on its writes; a fast agent never grows our memory.
+        chunks_in, chunks_out = anyio.create_memory_object_stream[Chunk](_CHUNK_BUFFER)
         eof = anyio.Event()
         try:
             async with anyio.create_task_group() as tg:
@@ -253,8 +258,9 @@ class Run:
                     pass  # the exit is reported with its code and stderr once the process is reaped
                 except JsonRpcError:
                     driver.set_idle(True)  # the agent's error answer is in the entries already
-                except OrchestrateError as exc:
-                    message = f"starting the conversation failed: {exc}"
+                except Exception as exc:  # an answer of the wrong shape, too, ends the conversation
+                    detail = str(exc) if isinstance(exc, OrchestrateError) else f"{type(exc).__name__}: {exc}"
+                    message = f"starting the conversation failed: {detail}"
                     self._note({"type": "run_error", "code": "protocol_error", "message": message})
                     driver.set_idle(True)
                 async with anyio.create_task_group() as tg:
@@ -285,19 +291,39 @@ class Run:
     async def _consume(
         self, chunks: MemoryObjectReceiveStream[Chunk], driver: Driver, eof: anyio.Event
     ) -> None:
-        framer = LineFramer()
+        # The driver's lines are cut with the normalizer's limit: one bound for a line, not two.
+        framer = LineFramer(getattr(self.normalizer, "max_line_bytes", DEFAULT_MAX_LINE_BYTES))
         try:
             async with chunks:
                 async for chunk in chunks:
                     self._feed(chunk)
                     if chunk.stream == "stdout":
-                        await driver.on_output(chunk.data)
+                        await self._to_driver(driver.on_output, chunk.data)
                         for line in framer.feed(chunk.data):
                             if not isinstance(line, LineTooLong):
-                                await driver.on_line(line)
+                                await self._to_driver(driver.on_line, line)
         finally:
             driver.on_eof()
             eof.set()
+
+    async def _to_driver(self, handler: Callable[[_T], Awaitable[None]], data: _T) -> None:
+        # The one place the drivers' side of a line is guarded, as the normalizers' is in theirs:
+        # whatever a line does to a driver costs that line, never the run.
+        try:
+            await handler(data)
+        except Exception as exc:
+            if self.normalizer.strict:
+                raise
+            shown = data if isinstance(data, str) else data.decode("utf-8", "replace")
+            message = f"the driver could not handle a line and skipped it ({type(exc).__name__}: {exc})"
+            self._note(
+                {
+                    "type": "run_error",
+                    "code": "protocol_error",
+                    "message": message[:500],
+                    "line": shown[:2048],
+                }
+            )
 
     # Everything the normalizer sees goes through these two, which log it first: the raw log's
     # order is the normalizer's order, so a replay reproduces the live entries exactly.
@@ -317,7 +343,7 @@ class Run:
 
     def _emit(self, patches: list[EntryPatch]) -> None:
         for patch in patches:
-            self._send.send_nowait(patch)
+            self._patches.put(patch)
 
     def _after_exit(self, rc: int | None, stderr_tail: str) -> None:
         self._note({"type": "exit", "code": rc})

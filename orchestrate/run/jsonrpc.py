@@ -4,7 +4,9 @@ Every call is bounded; when the agent dies every pending call fails at once with
 :class:`ProcessExitedError`; every request the agent makes gets exactly one answer: its handler's
 result, an error if the handler raised, or method-not-found if there is no handler.  The one
 exception is a request the agent itself takes back (:meth:`JsonRpcConnection.withdraw`): its
-handler is cancelled and it gets the answer the protocol asks for then, which may be none.
+handler is cancelled and it gets the answer the protocol asks for then, which may be none.  At most
+:data:`MAX_SERVED` of the agent's requests are served at once: past that the read loop waits for one
+to finish, so an agent that floods us with requests waits for us instead of growing our memory.
 """
 
 from __future__ import annotations
@@ -25,12 +27,15 @@ from ..peers.jsonrpc import (
     IncomingNotification,
     IncomingRequest,
     IncomingResponse,
+    InvalidRequest,
     JsonRpcPeer,
     RequestId,
 )
 from ..process.base import AgentIO
 
-__all__ = ["NO_ANSWER", "JsonRpcConnection", "JsonRpcError", "RequestHandler", "RpcError"]
+__all__ = ["MAX_SERVED", "NO_ANSWER", "JsonRpcConnection", "JsonRpcError", "RequestHandler", "RpcError"]
+
+MAX_SERVED = 1000
 
 RequestHandler = Callable[[IncomingRequest], Awaitable[Any]]
 NotificationHandler = Callable[[str, Any], Awaitable[None]]
@@ -83,6 +88,7 @@ class JsonRpcConnection:
         task_group: TaskGroup,
         handlers: Mapping[str, RequestHandler] | None = None,
         on_notification: NotificationHandler | None = None,
+        max_served: int = MAX_SERVED,
     ) -> None:
         self.peer = peer
         self.process = process
@@ -92,6 +98,7 @@ class JsonRpcConnection:
         self._waiters: dict[RequestId, _Waiter] = {}
         self._serving: dict[RequestId, _Serving] = {}
         self._closed: Exception | None = None
+        self._limit = anyio.Semaphore(max_served)
 
     async def call(self, method: str, params: Any = None, limit: float | None = 60.0) -> Any:
         """Send a request and wait, at most ``limit`` seconds, for its result."""
@@ -128,14 +135,17 @@ class JsonRpcConnection:
                     waiter.response = event
                     waiter.done.set()
             case IncomingRequest(id=request_id, method=method):
+                await self._limit.acquire()  # released by _serve when the answer is written
                 # Registered before its task starts, so a withdrawal on the very next line finds it.
                 serving = self._serving[request_id] = _Serving(method)
                 self.task_group.start_soon(self._serve, event, serving)
+            case InvalidRequest(reply=reply):
+                await self._send(reply)  # the normalizer shows the line; the agent hears why
             case IncomingNotification(method=method, params=params):
                 if self.on_notification is not None:
                     await self.on_notification(method, params)
             case _:
-                pass  # malformed lines are the normalizer's to show
+                pass  # malformed lines and answers to nothing we wait for are the normalizer's to show
 
     def serving(self, method: str) -> list[RequestId]:
         """The agent's requests of ``method`` that are not answered yet."""
@@ -158,17 +168,22 @@ class JsonRpcConnection:
         return True
 
     async def _serve(self, request: IncomingRequest, serving: _Serving) -> None:
-        reply: bytes | None = None
         try:
-            with serving.scope:
-                reply = await self._answer(request)
+            reply: bytes | None = None
+            try:
+                with serving.scope:
+                    reply = await self._answer(request)
+            finally:
+                if self._serving.get(request.id) is serving:  # an agent may reuse an id; keep the newer
+                    del self._serving[request.id]
+            if serving.scope.cancel_called:
+                reply = self._reply(request.id, serving.answer)
+            if reply is not None:
+                await self._send(reply)
         finally:
-            if self._serving.get(request.id) is serving:  # an agent may reuse an id; keep the newer
-                del self._serving[request.id]
-        if serving.scope.cancel_called:
-            reply = self._reply(request.id, serving.answer)
-        if reply is None:
-            return
+            self._limit.release()
+
+    async def _send(self, reply: bytes) -> None:
         with contextlib.suppress(ProcessExitedError):  # the agent is gone; nobody waits for the answer
             await self.process.write(reply)
 
