@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
-import re2  # type: ignore[import-untyped]
+import re2
 
 __all__ = ["MARK", "MIN_VALUE", "Redactor", "StreamRedactor", "is_secret_name", "redaction_enabled"]
 
@@ -82,7 +82,10 @@ _KINDS: list[tuple[bytes, bytes]] = [
     (rb"AIza[A-Za-z0-9_-]{35}", _token(rb"AIza", rb"[A-Za-z0-9_-]{35}")),
     (rb"npm_[A-Za-z0-9]{36}", _token(rb"npm_", rb"[A-Za-z0-9]{36}")),
     (rb"hf_[A-Za-z]{30}", _token(rb"hf_", rb"[A-Za-z]{30,}")),
-    (rb"eyJ[A-Za-z0-9_-]{5,}\.eyJ", _token(rb"eyJ", rb"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}(?:\.[A-Za-z0-9_-]+)?")),
+    (
+        rb"eyJ[A-Za-z0-9_-]{5,}\.eyJ",
+        _token(rb"eyJ", rb"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}(?:\.[A-Za-z0-9_-]+)?"),
+    ),
     # From here on only the group v<n> is the secret; the rest says why.  A name is found by its
     # word, wherever in the name (OPENAI_API_KEY=, "apiKey":), except AUTH, which starts a name.
     (_NAME_WORD + rb"[A-Z0-9_]*=", _NAME_WORD + rb"[A-Z0-9_]*" + _VALUE),
