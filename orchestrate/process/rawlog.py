@@ -147,13 +147,12 @@ class RawLogWriter:
         """Write what is batched (not a partial line: it waits for its end)."""
         if self._file is None or not self._buf:
             return
+        batch, self._buf = self._buf, bytearray()
+        self._flushed_at = time.monotonic()
         try:
-            _write_all(self._file, self._buf)
+            _write_all(self._file, batch)
         except (OSError, ValueError) as exc:
             self._fail("could not be written", exc)
-            return
-        self._buf.clear()
-        self._flushed_at = time.monotonic()
 
     def close(self) -> None:
         """Write everything, partial lines included, and close the file."""

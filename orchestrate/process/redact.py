@@ -54,15 +54,16 @@ def redaction_enabled(env: Mapping[str, str]) -> bool:
 
 # Each kind of secret twice: an anchor for RE2's linear-time scan of everything written, and the
 # exact pattern, which Python's re tries only where an anchor starts (so an anchor must start where
-# its exact pattern does, and find at least what it finds).  The "a token starts here" check is a
-# lookbehind placed after the literal ("task-..." holds no "sk-...").
+# its exact pattern does, and find at least what it finds).  A token starts where no token character
+# precedes it ("task-..." holds no "sk-..."), or after a JSON escape ("\nsk-...").
 _NAME_WORD = rb"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE)"
 _JSON_WORD = rb"(?i:api[_-]?key|secret|passw(?:or)?d|token|private[_-]?key|credentials?)"
 _VALUE = rb"=(?:\\?[\"'])?(?P<v1>[^\s\"'\\,;&|<>()`]{6,})"
+_ESCAPED = rb"(?<=\\[nrtbf])"
 
 
-def _token(prefix: bytes, rest: bytes) -> bytes:
-    return prefix + rb"(?<![A-Za-z0-9_-]" + prefix + rb")" + rest
+def _token(prefix: bytes, rest: bytes, before: bytes = rb"A-Za-z0-9_-") -> bytes:
+    return rb"(?:(?<![" + before + rb"])|" + _ESCAPED + rb")" + prefix + rest
 
 
 _KINDS: list[tuple[bytes, bytes]] = [
@@ -73,12 +74,12 @@ _KINDS: list[tuple[bytes, bytes]] = [
         rb"(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|(?=[\"\r\n])|\Z)",
     ),
     (rb"sk-[A-Za-z0-9_-]{20}", _token(rb"sk-", rb"[A-Za-z0-9_-]{20,}")),
-    (rb"[sr]k_(?:live|test)_[A-Za-z0-9]{16}", rb"[sr]k_(?:live|test)_[A-Za-z0-9]{16,}"),
-    (rb"gh[pousr]_[A-Za-z0-9]{30}", rb"gh[pousr]_(?<![A-Za-z0-9_-]gh._)[A-Za-z0-9]{30,}"),
+    (rb"[sr]k_(?:live|test)_[A-Za-z0-9]{16}", _token(rb"[sr]k_(?:live|test)_", rb"[A-Za-z0-9]{16,}")),
+    (rb"gh[pousr]_[A-Za-z0-9]{30}", _token(rb"gh[pousr]_", rb"[A-Za-z0-9]{30,}")),
     (rb"github_pat_[A-Za-z0-9_]{20}", _token(rb"github_pat_", rb"[A-Za-z0-9_]{20,}")),
     (rb"glpat-[A-Za-z0-9_-]{20}", _token(rb"glpat-", rb"[A-Za-z0-9_-]{20,}")),
-    (rb"A[KS]IA[A-Z0-9]{16}", rb"A[KS]IA(?<![A-Za-z0-9]A[KS]IA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-    (rb"xox[abposr]-[A-Za-z0-9-]{10}", rb"xox[abposr]-(?<![A-Za-z0-9_-]xox.-)[A-Za-z0-9-]{10,}"),
+    (rb"A[KS]IA[A-Z0-9]{16}", _token(rb"A[KS]IA", rb"[A-Z0-9]{16}(?![A-Za-z0-9])", rb"A-Za-z0-9")),
+    (rb"xox[abposr]-[A-Za-z0-9-]{10}", _token(rb"xox[abposr]-", rb"[A-Za-z0-9-]{10,}")),
     (rb"AIza[A-Za-z0-9_-]{35}", _token(rb"AIza", rb"[A-Za-z0-9_-]{35}")),
     (rb"npm_[A-Za-z0-9]{36}", _token(rb"npm_", rb"[A-Za-z0-9]{36}")),
     (rb"hf_[A-Za-z]{30}", _token(rb"hf_", rb"[A-Za-z]{30,}")),
@@ -89,7 +90,7 @@ _KINDS: list[tuple[bytes, bytes]] = [
     # From here on only the group v<n> is the secret; the rest says why.  A name is found by its
     # word, wherever in the name (OPENAI_API_KEY=, "apiKey":), except AUTH, which starts a name.
     (_NAME_WORD + rb"[A-Z0-9_]*=", _NAME_WORD + rb"[A-Z0-9_]*" + _VALUE),
-    (rb"AUTH[A-Z0-9_]*=", rb"AUTH(?<![A-Za-z0-9_]AUTH)[A-Z0-9_]*" + _VALUE),
+    (rb"AUTH[A-Z0-9_]*=", _token(rb"AUTH", rb"[A-Z0-9_]*" + _VALUE, rb"A-Za-z0-9_")),
     (
         _JSON_WORD + rb"\\?\"\s*:",
         _JSON_WORD + rb"\\?\"\s*:\s*\\?\""
@@ -229,7 +230,7 @@ class StreamRedactor:
         self._redactor = redactor
         self._max_hold = max_hold
         # What a spill keeps back: room for any secret whose start has not matched yet.
-        self._carry = min(max_hold // 2, max(1024, 2 * redactor.longest + 16))
+        self._carry = max(1024, 2 * redactor.longest + 16)
         self._held = bytearray()
         self._in_pem = False
 
@@ -256,9 +257,11 @@ class StreamRedactor:
     def _spill(self) -> bytes:
         # A very long line: hand on most of it, keeping back what could be the start of a secret.
         data = bytes(self._held)
-        cut = self._redactor.safe_cut(data, len(data) - self._carry)
+        cut = len(data) - self._carry
         if cut <= 0:
-            cut = len(data)
+            return b""
+        # 0: one secret fills the hold; cut through it (each side is redacted as far as it matches).
+        cut = self._redactor.safe_cut(data, cut) or cut
         self._held = bytearray(data[cut:])
         return self._redactor.scrub(data[:cut])
 
