@@ -647,3 +647,38 @@ def test_the_cli_survives_a_file_size_limit_hit_mid_run(tmp_path: Path) -> None:
     assert answer.endswith("padding " * 2000)  # the whole answer reached the caller
     assert 0 < log.stat().st_size <= limit
     assert no_secret(log.read_bytes(), *SECRETS)
+
+
+# --- no secret on the command line ----------------------------------------------------------------
+
+
+def test_codex_mcp_secrets_go_through_the_environment_not_argv(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orchestrate.executors.codex import CodexExecExecutor, CodexExecutor
+
+    monkeypatch.setenv("CLASHING_TOKEN", "the-callers-own-value")
+    servers = {
+        "github": {
+            "command": "github-mcp",
+            "env": {"GITHUB_PERSONAL_ACCESS_TOKEN": FAKE_KEYS["github classic"], "LOG_LEVEL": "debug"},
+        },
+        "other": {
+            "command": "other-mcp",
+            "env": {"CLASHING_TOKEN": "a-different-value-1", "API_KEY": "k" * 12},
+        },
+        "twin": {"command": "twin-mcp", "env": {"API_KEY": "another-value-2"}},
+    }
+    options = ExecutorOptions(base_command="codex", mcp_servers=servers)
+    for executor in (CodexExecutor(options), CodexExecExecutor(options)):
+        spec = executor.process_spec(Task(prompt="p", cwd=tmp_path))
+        argv = " ".join(spec.argv)
+        assert FAKE_KEYS["github classic"] not in argv and "k" * 12 not in argv
+        assert spec.env["GITHUB_PERSONAL_ACCESS_TOKEN"] == FAKE_KEYS["github classic"]
+        assert spec.env["API_KEY"] == "k" * 12
+        assert 'mcp_servers.github.env_vars=["GITHUB_PERSONAL_ACCESS_TOKEN"]' in spec.argv
+        assert 'mcp_servers.github.env.LOG_LEVEL="debug"' in spec.argv  # not a secret: left as it was
+        # A name the caller's environment (or another server) sets otherwise cannot be forwarded.
+        assert 'mcp_servers.other.env.CLASHING_TOKEN="a-different-value-1"' in spec.argv
+        assert spec.env["CLASHING_TOKEN"] == "the-callers-own-value"
+        assert 'mcp_servers.twin.env.API_KEY="another-value-2"' in spec.argv
