@@ -17,12 +17,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrate import Run, Task
+from orchestrate import AutoDeny, Run, Task
 from orchestrate.entries import ErrorEntry
 from orchestrate.executors.base import ExecutorOptions
 from orchestrate.executors.claude_code import ClaudeCodeExecutor
@@ -31,7 +32,7 @@ from orchestrate.process.redact import MARK, Redactor, StreamRedactor, redaction
 from orchestrate.replay import replay
 from orchestrate.run import RunResult
 
-from .helpers import FAST
+from .helpers import CLI_BIN, FAST, needs_cli
 
 pytestmark = pytest.mark.anyio
 
@@ -682,3 +683,52 @@ def test_codex_mcp_secrets_go_through_the_environment_not_argv(
         assert 'mcp_servers.other.env.CLASHING_TOKEN="a-different-value-1"' in spec.argv
         assert spec.env["CLASHING_TOKEN"] == "the-callers-own-value"
         assert 'mcp_servers.twin.env.API_KEY="another-value-2"' in spec.argv
+
+
+# An MCP server that writes down the token it was started with, then answers just enough MCP.
+MCP_SERVER = r"""
+import json, os, sys
+with open(sys.argv[1], "w") as f:
+    f.write(os.environ.get("FAKE_MCP_TOKEN", "<unset>"))
+for raw in sys.stdin:
+    msg = json.loads(raw)
+    if "id" not in msg:
+        continue
+    result = {}
+    if msg.get("method") == "initialize":
+        result = {"protocolVersion": msg["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "fake", "version": "0"}}
+    elif msg.get("method") == "tools/list":
+        result = {"tools": []}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+"""
+
+
+@pytest.mark.real_cli
+@needs_cli("codex")
+async def test_real_codex_forwards_an_mcp_secret_it_never_saw_on_its_command_line(tmp_path: Path) -> None:
+    from orchestrate.executors.codex import CodexExecutor
+    from orchestrate.testing import Scenario, ScriptedModelServer
+    from orchestrate.testing.offline import Scratch, codex_offline_env
+
+    server_script, seen = tmp_path / "mcp_server.py", tmp_path / "seen-token"
+    server_script.write_text(MCP_SERVER)
+    token = FAKE_KEYS["github classic"]
+    mcp = {
+        "fake": {
+            "command": sys.executable,
+            "args": [str(server_script), str(seen)],
+            "env": {"FAKE_MCP_TOKEN": token},
+        }
+    }
+    executor = CodexExecutor(ExecutorOptions(base_command=[str(CLI_BIN / "codex")], mcp_servers=mcp))
+    steps = [{"text": "Hello from the scripted model."}]
+    with Scratch.create() as scratch, ScriptedModelServer(Scenario.from_obj({"steps": steps})) as model:
+        task = Task(prompt="hi", cwd=scratch.work, env=codex_offline_env(model, scratch), timeout=90)
+        with anyio.fail_after(120):
+            async with Run(executor, task, AutoDeny()) as run:
+                result = await run.wait()
+    assert result.outcome == "success", result.error
+    assert all(token not in arg for arg in run._spec.argv)
+    assert seen.read_text() == token  # the server got it all the same
+    assert result.raw_log is not None and token.encode() not in result.raw_log.read_bytes()
