@@ -98,11 +98,11 @@ _KINDS: list[tuple[bytes, bytes]] = [
         rb"(?![A-Z0-9_]+\\?\")(?P<v2>(?:[^\"\\\s]|\\[^\"\s]){8,}?)\\?\"",
     ),
     (
-        rb"(?i:authorization)",
+        rb"(?i:authorization)\\?\"?\s*[:=]",
         rb"(?i:authorization)\\?\"?\s*[:=]\s*\\?\"?\s*(?:(?i:bearer|basic|token)\s+)?"
         rb"(?P<v3>[A-Za-z0-9._~+/=-]{8,})",
     ),
-    (rb"(?i:bearer)", rb"(?i:bearer)\s+(?P<v4>[A-Za-z0-9._~+/=-]{20,})"),
+    (rb"(?i:bearer)\s+[A-Za-z0-9._~+/=-]{20}", rb"(?i:bearer)\s+(?P<v4>[A-Za-z0-9._~+/=-]{20,})"),
     (rb"://[^\s/:@\"'\\]+:[^\s/@\"'\\]+@", rb"://[^\s/:@\"'\\]{1,256}:(?P<v5>[^\s/@\"'\\]{3,256})@"),
 ]
 _GROUPS = ("v1", "v2", "v3", "v4", "v5")
@@ -134,8 +134,6 @@ class Redactor:
     def scrub(self, data: bytes) -> bytes:
         """``data`` with every secret replaced; JSON stays valid where a substitution allows it (use
         :meth:`scrub_line` for a whole line, which always keeps it valid)."""
-        if self.finds(data) is None:
-            return data
         spans = self._spans(data)
         if not spans:
             return data
