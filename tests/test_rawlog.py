@@ -32,7 +32,7 @@ from orchestrate.process.redact import MARK, Redactor, StreamRedactor, redaction
 from orchestrate.replay import replay
 from orchestrate.run import RunResult
 
-from .helpers import CLI_BIN, FAST, needs_cli
+from .helpers import CLI_BIN, FAST, needs_cli, wait_for
 
 pytestmark = pytest.mark.anyio
 
@@ -512,6 +512,7 @@ for raw in sys.stdin.buffer:
     elif msg.get("type") == "user":
         emit({"type": "system", "subtype": "init", "session_id": "s1", "model": "fake",
               "cwd": os.getcwd(), "tools": ["Bash"], "permissionMode": "default"})
+        time.sleep(float(os.environ.get("FAKE_PAUSE", "0")))
         env = os.environ["FAKE_ENV_OUTPUT"]
         text = "ran env:\n" + env + "\nthe password is " + os.environ["FAKE_DB_PASSWORD"] + "."
         text += "\n" + "padding " * int(os.environ.get("FAKE_PADDING", "0"))
@@ -649,6 +650,37 @@ def test_the_cli_survives_a_file_size_limit_hit_mid_run(tmp_path: Path) -> None:
     assert 0 < log.stat().st_size <= limit
     assert no_secret(log.read_bytes(), *SECRETS)
 
+
+
+async def test_records_reach_the_disk_while_the_agent_is_quiet_and_at_a_turns_end(tmp_path: Path) -> None:
+    log = tmp_path / "run.jsonl"
+
+    async def on_disk(needle: bytes, within: float) -> None:
+        with anyio.fail_after(within):
+            while needle not in log.read_bytes():  # noqa: ASYNC110 - a file has no event to wait on
+                await anyio.sleep(0.05)
+
+    async def during(run: Run) -> None:
+        await wait_for(run, lambda e: e.type.kind == "system_message")
+        # The agent is silent for 3 s after its first line: the batch reaches the disk before that.
+        await on_disk(rb'subtype\": \"init', within=2)
+        await wait_for(run, lambda e: e.type.kind == "token_usage")
+        await on_disk(rb'type\": \"result', within=0.01)  # written at the turn's end, not later
+        await run.end_input()
+
+    task = Task(
+        prompt="run env",
+        cwd=tmp_path,
+        env={"FAKE_ENV_OUTPUT": ENV_OUTPUT, "FAKE_DB_PASSWORD": DB_PASSWORD, "FAKE_PAUSE": "3"},
+        raw_log=log,
+        keep_open=True,
+    )
+    run = Run(env_agent(tmp_path), task, shutdown=FAST)
+    with anyio.fail_after(30):
+        async with run:
+            await during(run)
+            result = await run.wait()
+    assert result.outcome == "success"
 
 # --- no secret on the command line ----------------------------------------------------------------
 
