@@ -651,7 +651,6 @@ def test_the_cli_survives_a_file_size_limit_hit_mid_run(tmp_path: Path) -> None:
     assert no_secret(log.read_bytes(), *SECRETS)
 
 
-
 async def test_records_reach_the_disk_while_the_agent_is_quiet_and_at_a_turns_end(tmp_path: Path) -> None:
     log = tmp_path / "run.jsonl"
 
@@ -663,9 +662,9 @@ async def test_records_reach_the_disk_while_the_agent_is_quiet_and_at_a_turns_en
     async def during(run: Run) -> None:
         await wait_for(run, lambda e: e.type.kind == "system_message")
         # The agent is silent for 3 s after its first line: the batch reaches the disk before that.
-        await on_disk(rb'subtype\": \"init', within=2)
+        await on_disk(rb"subtype\": \"init", within=2)
         await wait_for(run, lambda e: e.type.kind == "token_usage")
-        await on_disk(rb'type\": \"result', within=0.01)  # written at the turn's end, not later
+        await on_disk(rb"type\": \"result", within=0.01)  # written at the turn's end, not later
         await run.end_input()
 
     task = Task(
@@ -681,6 +680,7 @@ async def test_records_reach_the_disk_while_the_agent_is_quiet_and_at_a_turns_en
             await during(run)
             result = await run.wait()
     assert result.outcome == "success"
+
 
 # --- no secret on the command line ----------------------------------------------------------------
 
