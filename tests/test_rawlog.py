@@ -14,6 +14,7 @@ import shlex
 import stat
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -649,6 +650,34 @@ def test_the_cli_survives_a_file_size_limit_hit_mid_run(tmp_path: Path) -> None:
     assert answer.endswith("padding " * 2000)  # the whole answer reached the caller
     assert 0 < log.stat().st_size <= limit
     assert no_secret(log.read_bytes(), *SECRETS)
+
+
+@pytest.fixture
+def tiny_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 64 kB tmpfs: a real full disk (needs root and a machine that lets us mount)."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)], capture_output=True, check=False
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False)
+
+
+async def test_a_disk_that_fills_up_mid_run_is_an_error_entry_and_the_run_completes(tiny_disk: Path) -> None:
+    log = tiny_disk / "runs" / "run.jsonl"
+    result, _ = await run_env_agent(tiny_disk.parent, raw_log=log, env={"FAKE_PADDING": "20000"})
+    assert result.outcome == "success" and result.cli_exit_code == 0
+    errors = [e for e in result.entries if isinstance(e.type, ErrorEntry)]
+    assert [e.type.error.code for e in errors] == [RAW_LOG_FAILED]
+    assert "No space left on device" in errors[0].content
+    assert final_text(result).endswith("padding " * 20000)  # the caller lost nothing
+    assert 0 < log.stat().st_size <= 64 * 1024
+    assert stat.S_IMODE((tiny_disk / "runs").stat().st_mode) == 0o700
 
 
 async def test_records_reach_the_disk_while_the_agent_is_quiet_and_at_a_turns_end(tmp_path: Path) -> None:
