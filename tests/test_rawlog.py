@@ -14,6 +14,7 @@ import shlex
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -113,11 +114,14 @@ def test_secret_looking_assignments_are_redacted_as_env_prints_them() -> None:
         "export MY_SERVICE_TOKEN='abcdef123456'\n"
         "DB_PASSWORD=hunter2hunter2\n"
         "AUTH_HEADER=whatever-value-1\n"
+        "GCP_CREDENTIALS=some-credential-9\n"
+        "PRIVATE_THING=some-private-8\n"
         "MAX_TOKENS=4096\n"
         "PATH=/usr/bin\n"
     )
     out = Redactor().scrub_line(json_line({"output": env_output})).decode()
-    for value in ("not-a-known-format-123", "abcdef123456", "hunter2hunter2", "whatever-value-1"):
+    secrets = ("not-a-known-format-123", "abcdef123456", "hunter2hunter2", "whatever-value-1")
+    for value in (*secrets, "some-credential-9", "some-private-8"):
         assert value not in out
     for kept in ("HOME=/home/dev", "MAX_TOKENS=4096", "PATH=/usr/bin", "OPENAI_API_KEY=[REDACTED]"):
         assert kept in out
@@ -177,6 +181,29 @@ def test_the_agents_own_secret_values_are_redacted_wherever_they_appear() -> Non
     assert redactor.scrub_line(b"line-two-of-it\n") == b"[REDACTED]\n"
     kept = b"1234567 https://example.invalid/not-secret\n"
     assert redactor.scrub_line(kept) == kept
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        b"KEY=" * 100_000,
+        b"KEY" * 100_000 + b"=",
+        b"-----BEGIN PRIVATE KEY-----" * 15_000,
+        b"AKIA" * 100_000,
+        b'"token": "' * 40_000,
+        b"authorization: " * 25_000,
+        b"eyJaaaaaa.eyJ" * 30_000,
+        b"://a:b" * 60_000 + b"@",
+    ],
+    ids=["assignments", "long-name", "pem", "aws", "json", "authorization", "jwt", "url"],
+)
+def test_hostile_output_is_scrubbed_in_linear_time(hostile: bytes) -> None:
+    # Each is about 400 kB of anchors; one try per anchor from the start made these minutes long.
+    redactor = Redactor.for_environment({"X_TOKEN": "abcdefghijkl"})
+    started = time.monotonic()
+    out = redactor.scrub_line(hostile + b"\n")
+    assert time.monotonic() - started < 5
+    assert out.endswith(b"\n")
 
 
 @settings(max_examples=150, deadline=None)

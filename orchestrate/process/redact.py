@@ -66,44 +66,53 @@ def _token(prefix: bytes, rest: bytes, before: bytes = rb"A-Za-z0-9_-") -> bytes
     return rb"(?:(?<![" + before + rb"])|" + _ESCAPED + rb")" + prefix + rest
 
 
-_KINDS: list[tuple[bytes, bytes]] = [
+# (the bytes a match can start with, anchor, exact pattern)
+_KINDS: list[tuple[bytes, bytes, bytes]] = [
     # PEM: to its END line, or, cut by the end of a JSON string or of a line, as far as it goes.
     (
+        b"-",
         rb"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----",
         rb"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY-----(?:[^\"\\\r\n]|\\.)*?"
         rb"(?:-----END[A-Z0-9 ]{0,40}PRIVATE KEY-----|(?=[\"\r\n])|\Z)",
     ),
-    (rb"sk-[A-Za-z0-9_-]{20}", _token(rb"sk-", rb"[A-Za-z0-9_-]{20,}")),
-    (rb"[sr]k_(?:live|test)_[A-Za-z0-9]{16}", _token(rb"[sr]k_(?:live|test)_", rb"[A-Za-z0-9]{16,}")),
-    (rb"gh[pousr]_[A-Za-z0-9]{30}", _token(rb"gh[pousr]_", rb"[A-Za-z0-9]{30,}")),
-    (rb"github_pat_[A-Za-z0-9_]{20}", _token(rb"github_pat_", rb"[A-Za-z0-9_]{20,}")),
-    (rb"glpat-[A-Za-z0-9_-]{20}", _token(rb"glpat-", rb"[A-Za-z0-9_-]{20,}")),
-    (rb"A[KS]IA[A-Z0-9]{16}", _token(rb"A[KS]IA", rb"[A-Z0-9]{16}(?![A-Za-z0-9])", rb"A-Za-z0-9")),
-    (rb"xox[abposr]-[A-Za-z0-9-]{10}", _token(rb"xox[abposr]-", rb"[A-Za-z0-9-]{10,}")),
-    (rb"AIza[A-Za-z0-9_-]{35}", _token(rb"AIza", rb"[A-Za-z0-9_-]{35}")),
-    (rb"npm_[A-Za-z0-9]{36}", _token(rb"npm_", rb"[A-Za-z0-9]{36}")),
-    (rb"hf_[A-Za-z]{30}", _token(rb"hf_", rb"[A-Za-z]{30,}")),
+    (b"s", rb"sk-[A-Za-z0-9_-]{20}", _token(rb"sk-", rb"[A-Za-z0-9_-]{20,}")),
+    (b"sr", rb"[sr]k_(?:live|test)_[A-Za-z0-9]{16}", _token(rb"[sr]k_(?:live|test)_", rb"[A-Za-z0-9]{16,}")),
+    (b"g", rb"gh[pousr]_[A-Za-z0-9]{30}", _token(rb"gh[pousr]_", rb"[A-Za-z0-9]{30,}")),
+    (b"g", rb"github_pat_[A-Za-z0-9_]{20}", _token(rb"github_pat_", rb"[A-Za-z0-9_]{20,}")),
+    (b"g", rb"glpat-[A-Za-z0-9_-]{20}", _token(rb"glpat-", rb"[A-Za-z0-9_-]{20,}")),
+    (b"A", rb"A[KS]IA[A-Z0-9]{16}", _token(rb"A[KS]IA", rb"[A-Z0-9]{16}(?![A-Za-z0-9])", rb"A-Za-z0-9")),
+    (b"x", rb"xox[abposr]-[A-Za-z0-9-]{10}", _token(rb"xox[abposr]-", rb"[A-Za-z0-9-]{10,}")),
+    (b"A", rb"AIza[A-Za-z0-9_-]{35}", _token(rb"AIza", rb"[A-Za-z0-9_-]{35}")),
+    (b"n", rb"npm_[A-Za-z0-9]{36}", _token(rb"npm_", rb"[A-Za-z0-9]{36}")),
+    (b"h", rb"hf_[A-Za-z]{30}", _token(rb"hf_", rb"[A-Za-z]{30,}")),
     (
+        b"e",
         rb"eyJ[A-Za-z0-9_-]{5,}\.eyJ",
         _token(rb"eyJ", rb"[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}(?:\.[A-Za-z0-9_-]+)?"),
     ),
     # From here on only the group v<n> is the secret; the rest says why.  A name is found by its
     # word, wherever in the name (OPENAI_API_KEY=, "apiKey":), except AUTH, which starts a name.
-    (_NAME_WORD + rb"[A-Z0-9_]*=", _NAME_WORD + rb"[A-Z0-9_]*" + _VALUE),
-    (rb"AUTH[A-Z0-9_]*=", _token(rb"AUTH", rb"[A-Z0-9_]*" + _VALUE, rb"A-Za-z0-9_")),
+    (b"KTSPC", _NAME_WORD + rb"[A-Z0-9_]{0,64}=", _NAME_WORD + rb"[A-Z0-9_]{0,64}" + _VALUE),
+    (b"A", rb"AUTH[A-Z0-9_]{0,64}=", _token(rb"AUTH", rb"[A-Z0-9_]{0,64}" + _VALUE, rb"A-Za-z0-9_")),
     (
+        b"aAsSpPtTcC",
         _JSON_WORD + rb"\\?\"\s*:",
         _JSON_WORD + rb"\\?\"\s*:\s*\\?\""
         # a value, not a variable's name ("env_key": "OPENAI_API_KEY")
         rb"(?![A-Z0-9_]+\\?\")(?P<v2>(?:[^\"\\\s]|\\[^\"\s]){8,}?)\\?\"",
     ),
     (
+        b"aA",
         rb"(?i:authorization)\\?\"?\s*[:=]",
         rb"(?i:authorization)\\?\"?\s*[:=]\s*\\?\"?\s*(?:(?i:bearer|basic|token)\s+)?"
         rb"(?P<v3>[A-Za-z0-9._~+/=-]{8,})",
     ),
-    (rb"(?i:bearer)\s+[A-Za-z0-9._~+/=-]{20}", rb"(?i:bearer)\s+(?P<v4>[A-Za-z0-9._~+/=-]{20,})"),
-    (rb"://[^\s/:@\"'\\]+:[^\s/@\"'\\]+@", rb"://[^\s/:@\"'\\]{1,256}:(?P<v5>[^\s/@\"'\\]{3,256})@"),
+    (b"bB", rb"(?i:bearer)\s+[A-Za-z0-9._~+/=-]{20}", rb"(?i:bearer)\s+(?P<v4>[A-Za-z0-9._~+/=-]{20,})"),
+    (
+        b":",
+        rb"://[^\s/:@\"'\\]{1,256}:[^\s/@\"'\\]{3,256}@",
+        rb"://[^\s/:@\"'\\]{1,256}:(?P<v5>[^\s/@\"'\\]{3,256})@",
+    ),
 ]
 _GROUPS = ("v1", "v2", "v3", "v4", "v5")
 
@@ -116,8 +125,14 @@ class Redactor:
     def __init__(self, values: Iterable[str] = ()) -> None:
         literals = sorted({form for v in values for form in _forms(v)}, key=len, reverse=True)
         self.longest = max((len(v) for v in literals), default=0)
-        self._anchors = re2.compile(b"|".join([re2.escape(v) for v in literals] + [a for a, _ in _KINDS]))
-        self._exact = [re.compile(re.escape(v)) for v in literals] + [re.compile(e) for _, e in _KINDS]
+        self._anchors = re2.compile(b"|".join([re2.escape(v) for v in literals] + [a for _, a, _ in _KINDS]))
+        # The exact patterns by the byte a match starts with: an anchor tries only its own few.
+        kinds = [(v[:1], re.compile(re.escape(v))) for v in literals]
+        kinds += [(first, re.compile(exact)) for first, _, exact in _KINDS]
+        self._exact: dict[int, list[re.Pattern[bytes]]] = {}
+        for first, pattern in kinds:
+            for byte in first:
+                self._exact.setdefault(byte, []).append(pattern)
 
     @classmethod
     def for_environment(cls, *envs: Mapping[str, str], extra: Iterable[str] = ()) -> Redactor:
@@ -153,12 +168,14 @@ class Redactor:
         context included.  Every anchor is a candidate start: each exact pattern is tried there."""
         found: list[tuple[int, int]] = []
         while (hit := self._anchors.search(data, pos)) is not None:
-            at = hit.start()
-            for pattern in self._exact:
+            at = pos = hit.start()
+            for pattern in self._exact.get(data[at], ()):
                 m = pattern.match(data, at)
                 if m is not None:
                     found.append(m.span() if whole else _span(m))
-            pos = at + 1
+                    pos = max(pos, m.end())
+            # Past what matched: anchors inside it (a hostile "KEY=KEY=...") are not tried one by one.
+            pos = max(pos, at + 1)
         found.sort()
         merged: list[tuple[int, int]] = []
         for start, end in found:
