@@ -22,7 +22,7 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from orchestrate import AutoDeny, Run, Task
@@ -206,7 +206,7 @@ def test_hostile_output_is_scrubbed_in_linear_time(hostile: bytes) -> None:
     assert out.endswith(b"\n")
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     prefix=st.text(max_size=20),
     suffix=st.text(max_size=20),
@@ -228,7 +228,7 @@ def test_a_json_line_stays_valid_json_whatever_surrounds_the_secret(
     assert key not in parsed["text"] and token not in parsed["text"]
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_a_secret_cut_across_chunks_is_redacted_exactly_as_if_whole(data: st.DataObject) -> None:
     keys = list(FAKE_KEYS.values())
