@@ -26,6 +26,10 @@ class Task(BaseModel):
     timeout: float | None = Field(default=None, gt=0, description="seconds for the whole run")
     approval_timeout: float | None = Field(default=600.0, gt=0, description="seconds per approval")
     raw_log: Path | None = Field(default=None, description="where to write the raw log")
+    redact_raw_log: bool = Field(
+        default=True,
+        description="replace secrets in the raw log with [REDACTED] (off also by ORCHESTRATE_REDACT=0)",
+    )
     keep_open: bool = Field(
         default=False,
         description="keep the agent alive when it goes idle, for follow-up messages, until end_input()",

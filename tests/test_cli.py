@@ -213,8 +213,12 @@ def test_replay_errors(tmp_path: Path) -> None:
     assert orchestrate("replay", str(tmp_path / "missing"), "--executor", "claude-code").returncode == 2
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type":"header","format":"orchestrate-rawlog","version":1}\n{"type":"chunk"}\n')
-    done = orchestrate("replay", str(bad), "--executor", "claude-code")
-    assert done.returncode == 2 and "not a raw log record" in done.stderr
+    done = orchestrate("replay", str(bad), "--executor", "claude-code", "--output", "jsonl")
+    # A damaged line is an error entry, not the end of the replay; the exit code tells a script.
+    assert done.returncode == 1 and "1 line(s) could not be read" in done.stderr
+    (entry,) = final_entries(done.stdout)
+    assert entry["type"]["error"]["code"] == "raw_log_damaged"  # type: ignore[index]
+    assert "bad.jsonl:2 is not a raw log record" in entry["content"]  # type: ignore[operator]
 
 
 def test_schema_command_prints_the_schema() -> None:

@@ -1,9 +1,9 @@
 """The ``orchestrate`` command.  It parses options and calls the library; it holds no logic of its own.
 
 Exit codes: 0 success, 1 the agent reported failure (or the run timed out, or a permission was
-refused because nobody could answer it), 2 usage error (``--approvals ask`` with no terminal
-included), 3 executor not available, 128 + the signal when one stopped the run: 130 interrupted
-(Ctrl-C), 143 SIGTERM, 129 SIGHUP.
+refused because nobody could answer it; for replay, lines of the log could not be read), 2 usage
+error (``--approvals ask`` with no terminal included), 3 executor not available, 128 + the signal
+when one stopped the run: 130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from rich.table import Table
 
 from ..approvals import ApprovalService, AutoApprove, AutoDeny, RulePolicy, TerminalPrompt
 from ..approvals.prompt import NoTerminalError
-from ..entries import EntryPatch, entry_json_schema
+from ..entries import EntryPatch, ErrorEntry, entry_json_schema
 from ..errors import (
     ConfigError,
     ExecutorUnavailableError,
@@ -39,6 +39,7 @@ from ..executors.base import ExecutorOptions
 from ..executors.config import load_mcp_servers, parse_config_overrides
 from ..process.containment import kill_all
 from ..process.env import parse_env_overrides
+from ..process.rawlog import DAMAGED
 from ..registry import default_registry
 from ..replay import normalizer_for_file, replay
 from ..run import Run, RunResult
@@ -125,6 +126,11 @@ def main() -> None:
     help="Terminal agents: seconds the screen must be still for a turn to be over.",
 )
 @click.option("--record", type=click.Path(dir_okay=False, path_type=Path), help="Write the raw log here.")
+@click.option(
+    "--no-redact",
+    is_flag=True,
+    help="Keep secrets in the raw log (for debugging; also ORCHESTRATE_REDACT=0).",
+)
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds for the whole run.")
 @click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
 @click.argument("prompt")
@@ -146,6 +152,7 @@ def run(
     mcp_config: Path | None,
     stable_seconds: float | None,
     record: Path | None,
+    no_redact: bool,
     timeout: float | None,
     output: str,
     prompt: str,
@@ -180,6 +187,7 @@ def run(
             timeout=timeout,
             approval_timeout=approval_timeout,
             raw_log=record,
+            redact_raw_log=not no_redact,
         )
         try:
             result = anyio.run(_run_live, Run(executor, task, service), _sink(output), asker)
@@ -434,7 +442,8 @@ async def _availability() -> list[dict[str, Any]]:
 @click.option("--executor", "-e", "executor_name", required=True)
 @click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
 def replay_cmd(file: Path, executor_name: str, output: str) -> None:
-    """Normalize FILE, a raw log of ours or a plain stdout capture of the CLI."""
+    """Normalize FILE, a raw log of ours or a plain stdout capture of the CLI.  Exits 1 if some
+    lines of the log could not be read (each is an error entry; the rest is replayed)."""
     try:
         normalizer = normalizer_for_file(file, default_registry.get(executor_name)())
         sink = _sink(output)
@@ -444,6 +453,12 @@ def replay_cmd(file: Path, executor_name: str, output: str) -> None:
         raise _translate(exc) from exc
     if output == "text":
         click.echo()
+    # A damaged line is an entry and the rest is replayed; the exit code still tells a script.
+    errors = [e.type.error for e in normalizer.entries if isinstance(e.type, ErrorEntry)]
+    damaged = [e for e in errors if e.code == DAMAGED]
+    if damaged:
+        click.echo(f"{file}: {len(damaged)} line(s) could not be read and were skipped", err=True)
+        sys.exit(1)
 
 
 @main.command()

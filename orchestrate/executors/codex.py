@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -15,10 +16,11 @@ from ..normalizers.base import Normalizer
 from ..normalizers.codex_app_server import CodexAppServerNormalizer
 from ..normalizers.codex_exec_jsonl import CodexExecNormalizer
 from ..normalizers.codex_items import display_command
+from ..process.redact import is_secret_name
 from ..task import Task
 from .base import Capabilities, Executor
 
-__all__ = ["CodexExecExecutor", "CodexExecutor", "config_overrides"]
+__all__ = ["CodexExecExecutor", "CodexExecutor", "config_overrides", "forward_mcp_secrets"]
 
 DEFAULT_SANDBOX = "workspace-write"
 DEFAULT_APPROVAL_POLICY = "untrusted"
@@ -41,6 +43,39 @@ def config_overrides(config: dict[str, Any], mcp_servers: dict[str, dict[str, An
     if mcp_servers:
         walk("mcp_servers", mcp_servers)
     return [arg for key, value in flat for arg in ("-c", f"{key}={orjson.dumps(value).decode()}")]
+
+
+def forward_mcp_secrets(
+    mcp_servers: dict[str, dict[str, Any]], environment: Mapping[str, str]
+) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+    """MCP servers with their secret-looking ``env`` values taken off the command line (where any
+    user can read them in ``ps``): each becomes a variable of Codex's own environment that Codex
+    forwards to the server by name (``env_vars``, Codex >= 0.169).  A name that ``environment`` (or
+    another server) already sets to another value stays in ``env``.  Returns the servers and the
+    variables to add."""
+    servers: dict[str, dict[str, Any]] = {}
+    moved: dict[str, str] = {}
+    for name, spec in mcp_servers.items():
+        env = spec.get("env")
+        if not isinstance(env, dict):
+            servers[name] = spec
+            continue
+        kept: dict[str, Any] = {}
+        forwarded: list[str] = []
+        for key, value in env.items():
+            free = environment.get(key, value) == value and moved.get(key, value) == value
+            if isinstance(value, str) and is_secret_name(key) and free:
+                moved[key] = value
+                forwarded.append(key)
+            else:
+                kept[key] = value
+        out = {k: v for k, v in spec.items() if k != "env"}
+        if kept:
+            out["env"] = kept
+        if forwarded:
+            out["env_vars"] = [*(spec.get("env_vars") or []), *forwarded]
+        servers[name] = out
+    return servers, moved
 
 
 class _CodexBase(Executor):
@@ -79,8 +114,14 @@ class _CodexBase(Executor):
     def sandbox(self) -> str:
         return self.options.sandbox or DEFAULT_SANDBOX
 
-    def overrides(self) -> list[str]:
-        return config_overrides(self.options.config, self.options.mcp_servers)
+    def overrides(self, task: Task) -> list[str]:
+        return config_overrides(self.options.config, self._mcp(task)[0])
+
+    def env_additions(self, task: Task) -> dict[str, str]:
+        return self._mcp(task)[1]
+
+    def _mcp(self, task: Task) -> tuple[dict[str, dict[str, Any]], dict[str, str]]:
+        return forward_mcp_secrets(self.options.mcp_servers, {**os.environ, **self.options.env, **task.env})
 
 
 class CodexExecutor(_CodexBase):
@@ -100,7 +141,7 @@ class CodexExecutor(_CodexBase):
     )
 
     def build_argv(self, task: Task) -> list[str]:
-        return [*self.base_command(), "app-server", *self.overrides(), *self.options.extra_args]
+        return [*self.base_command(), "app-server", *self.overrides(task), *self.options.extra_args]
 
     def create_normalizer(self) -> CodexAppServerNormalizer:
         return CodexAppServerNormalizer()
@@ -189,7 +230,7 @@ class CodexExecExecutor(_CodexBase):
         model = task.model or self.options.model
         if model:
             argv += ["-m", model]
-        argv += [*self.overrides(), *self.options.extra_args]
+        argv += [*self.overrides(task), *self.options.extra_args]
         # exec-level flags go before `resume`, which takes none of its own (protocols/codex.md §3).
         if task.resume:
             argv += ["resume", task.resume]

@@ -4,6 +4,7 @@ caller holds.  This is the only place where reading bytes and parsing them meet.
 from __future__ import annotations
 
 import math
+import os
 import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -26,7 +27,8 @@ from ..normalizers.framing import DEFAULT_MAX_LINE_BYTES, LineFramer, LineTooLon
 from ..process.base import AgentIO
 from ..process.pipes import AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
 from ..process.pty import PtyAgentProcess
-from ..process.rawlog import RawLogWriter, default_log_dir
+from ..process.rawlog import FLUSH_SECONDS, RAW_LOG_FAILED, RawLogWriter, default_log_dir
+from ..process.redact import Redactor, redaction_enabled
 from ..task import Task
 from .driver import Driver, DriverContext
 from .drivers import driver_for
@@ -84,7 +86,8 @@ class Run:
             "cwd": str(self._spec.cwd),
             "started": datetime.now(UTC).isoformat(),
         }
-        self._rawlog = RawLogWriter(self.raw_log_path, header)
+        self._rawlog = self._open_log(header)
+        self._logged()
         try:
             self._prepare(self._spec, self.task)
             # Spawned here, not in the loop, so a CLI that cannot start raises SpawnError to the caller.
@@ -95,6 +98,7 @@ class Run:
         self._stack = AsyncExitStack()
         tg = await self._stack.enter_async_context(anyio.create_task_group())
         tg.start_soon(self._main, first)
+        tg.start_soon(self._flush_log)
         return self
 
     async def __aexit__(
@@ -186,9 +190,10 @@ class Run:
                 )
                 await self._attempt(fresh, None)
         finally:  # no await in here: it runs to the end even when the run is being cancelled
+            self._rawlog.close()
+            self._logged()  # a failure to write the last records is still an entry
             self._emit(self.normalizer.finish(self._last_ts))
             self._result = self._make_result()
-            self._rawlog.close()
             self._patches.close()
             self._done.set()
 
@@ -333,6 +338,7 @@ class Run:
             self._rawlog.chunk(chunk.stream, chunk.data, chunk.ts)
         self._last_ts = _ts(chunk.ts)
         self._emit(self.normalizer.feed(chunk.data, chunk.stream, self._last_ts))
+        self._logged()
 
     def _note(self, event: dict[str, Any]) -> None:
         now = time.time()
@@ -340,6 +346,49 @@ class Run:
             self._rawlog.event(event, now)
         self._last_ts = _ts(now)
         self._emit(self.normalizer.note(event, self._last_ts))
+        self._logged()
+
+    # The raw log: private, redacted unless asked otherwise, batched; it never takes the run down.
+
+    def _open_log(self, header: dict[str, Any]) -> RawLogWriter:
+        redactor = None
+        if self.task.redact_raw_log and redaction_enabled(os.environ):
+            mcp_envs = [
+                {k: v for k, v in (spec.get("env") or {}).items() if isinstance(v, str)}
+                for spec in self.executor.options.mcp_servers.values()
+                if isinstance(spec, dict)
+            ]
+            redactor = Redactor.for_environment(os.environ, self._spec.env, *mcp_envs)
+        return RawLogWriter(
+            self.raw_log_path,
+            header,
+            redactor=redactor,
+            screen=self.executor.transport == "pty",  # every note reads the screen as it is
+            private_dir=self.task.raw_log is None,
+        )
+
+    def _logged(self) -> None:
+        """After each record: write the batch at a turn's end, and report a failed log once."""
+        log = self._rawlog
+        if log is None:
+            return
+        if len(self.normalizer.turn_statuses) != self._turns:
+            self._turns = len(self.normalizer.turn_statuses)
+            log.flush()
+        failure = log.take_failure()
+        if failure is not None:  # noted after the log is off: this note is shown, not written
+            self._note({"type": "run_error", "code": RAW_LOG_FAILED, "message": failure})
+
+    async def _flush_log(self) -> None:
+        # Records wait in memory for a turn's end; a quiet agent's last ones reach the disk anyway.
+        while not self._done.is_set():
+            with anyio.move_on_after(FLUSH_SECONDS):
+                await self._done.wait()
+            if self._rawlog is not None and not self._done.is_set():
+                self._rawlog.flush()
+                self._logged()
+
+    _turns = 0
 
     def _emit(self, patches: list[EntryPatch]) -> None:
         for patch in patches:
@@ -383,7 +432,7 @@ class Run:
             entries=entries,
             tool_results=tools,
             token_usage=_total_usage(entries),
-            raw_log=self.raw_log_path,
+            raw_log=self.raw_log_path if self._rawlog is not None and self._rawlog.opened else None,
             stderr_tail=self._stderr_tail,
             error=_last_error(entries),
         )
