@@ -660,7 +660,8 @@ def test_the_cli_survives_a_file_size_limit_hit_mid_run(tmp_path: Path) -> None:
         [
             sys.executable, "-m", "orchestrate", "run", "-e", "claude-code",
             "--base-command", f"{shlex.quote(sys.executable)} {shlex.quote(str(script))}",
-            "--cwd", str(tmp_path), "--record", str(log), "--output", "jsonl", "run env",
+            "--approvals", "deny", "--cwd", str(tmp_path), "--record", str(log),
+            "--output", "jsonl", "run env",
         ],
         capture_output=True,
         text=True,
