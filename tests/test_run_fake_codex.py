@@ -133,11 +133,22 @@ async def test_interrupt_during_streaming(tmp_path: Path) -> None:
 
 
 async def test_follow_up_while_busy_becomes_the_next_turn(tmp_path: Path) -> None:
-    async def during(run: Run) -> None:
-        await wait_for(run, lambda e: e.type.kind == "assistant_message")
-        await run.send_message("plain please")
+    # The follow-up is sent while the turn waits on its approval, so the turn is surely busy (sent
+    # after the first text instead, a fast turn could end first and the test would race it).
+    sent = anyio.Event()
 
-    result = await run_fake(tmp_path, "command", AutoApprove(), during=during)
+    class ApproveOnceSent:
+        async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+            with anyio.fail_after(10):
+                await sent.wait()
+            return ApprovalDecision.approve()
+
+    async def during(run: Run) -> None:
+        await wait_for(run, tool_status("pending_approval"))
+        await run.send_message("plain please")
+        sent.set()
+
+    result = await run_fake(tmp_path, "command", ApproveOnceSent(), during=during)
     assert texts(result, "user_message") == ["command", "plain please"]
     assert result.final_text == "hello from fake codex" and result.outcome == "success"
     assert len(texts(result, "token_usage")) == 2
