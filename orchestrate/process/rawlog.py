@@ -306,7 +306,8 @@ def _damaged(path: Path, n: int, line: bytes, exc: Exception) -> RawRecord:
     what = "is cut short" if not line.endswith(b"\n") else "is not a raw log record"
     shown = line.decode("utf-8", "replace").strip()
     message = f"{path.name}:{n} {what} ({exc}); it was skipped: {shown[:_SHOWN]}"
-    return RawRecord(ts=None, event={"type": "run_error", "code": DAMAGED, "message": message, "line_number": n})
+    event = {"type": "run_error", "code": DAMAGED, "message": message, "line_number": n}
+    return RawRecord(ts=None, event=event)
 
 
 def _record(rec: dict[str, Any]) -> RawRecord:
