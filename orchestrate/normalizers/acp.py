@@ -148,8 +148,7 @@ class AcpNormalizer(LineNormalizer):
             self._system(f"Mode: {chunk[len(_MODE_MARK) :].strip()}", ts)
             return
         if self._open is not None and self._open[0] == kind:
-            index = self._open[1]
-            self.log.replace(index, content=self.log.get(index).content + chunk)
+            self.log.append_text(self._open[1], chunk)
             return
         type_ = {"agent_message_chunk": AssistantMessage, "agent_thought_chunk": Thinking}.get(
             kind, UserMessage
@@ -352,7 +351,7 @@ class AcpNormalizer(LineNormalizer):
         self._usage = {}
         if stop == "cancelled":
             self.log.error("The turn was interrupted", "interrupted", ts)
-            self.log.close_tools(self._tools.values(), "cancelled")
+            self.log.close_open_tools("cancelled")
         elif stop == "refusal":
             self.log.error("The agent refused to continue", "agent_error", ts)
         elif stop in ("max_tokens", "max_turn_requests"):
@@ -390,14 +389,14 @@ class AcpNormalizer(LineNormalizer):
         elif method == "session/prompt":
             code = "api_error"
             self.turn_statuses.append("failed")
-            self.log.close_tools(self._tools.values(), "cancelled")
+            self.log.close_open_tools("cancelled")
         else:
             code = "protocol_error"
         self._open = None
         self.log.error(f"{method or 'request'} failed: {message}", code, ts, rpc_error=error)
 
     def close(self, ts: datetime | None) -> None:
-        self.log.close_tools(self._tools.values(), "cancelled")
+        self.log.close_open_tools("cancelled")
 
 
 # --- tool calls as actions -------------------------------------------------------------------

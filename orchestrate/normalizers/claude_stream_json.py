@@ -67,8 +67,7 @@ class TurnResult:
 class _Block:
     index: int  # entry index; -1 for blocks we do not show
     kind: str  # text | thinking | tool_use | other
-    text: str = ""
-    partial_json: str = ""
+    partial_json: list[str] = field(default_factory=list)
     has_full: bool = False  # the authoritative `assistant` line was seen
 
 
@@ -198,7 +197,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             # errors[] holds only CLI diagnostics here ("[ede_diagnostic] ..."): kept, not shown.
             message = f"The turn was interrupted ({turn.terminal_reason})"
             self.log.error(message, "interrupted", ts, errors=errors or None)
-            self.log.close_tools(self._tools.values(), "cancelled")
+            self.log.close_open_tools("cancelled")
         elif turn.is_error:
             message = "; ".join(errors) or turn.text or f"turn ended with {turn.subtype}"
             # An API failure is already shown by its synthetic assistant message; the result repeats it.
@@ -239,8 +238,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             self._new_text_block(mid, idx, btype, text, ts, has_full=True)
             return
         existing.has_full = True
-        if existing.text != text and existing.index >= 0:
-            existing.text = text
+        if existing.index >= 0 and not self.log.streamed(existing.index).equals(text):
             self.log.replace(existing.index, content=text)
 
     def _new_text_block(
@@ -252,7 +250,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             index = self.log.add(Thinking(), text, ts)
         else:
             index, btype = -1, "other"
-        self._blocks[(mid, idx)] = _Block(index, btype, text, has_full=has_full)
+        self._blocks[(mid, idx)] = _Block(index, btype, has_full=has_full)
 
     def _tool_block(
         self, mid: str, idx: int, tool_id: str, name: str, args: dict[str, Any], ts: datetime | None
@@ -318,10 +316,11 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             return
         dtype = delta.get("type")
         if dtype in ("text_delta", "thinking_delta"):
-            block.text += _s(delta.get("text") if dtype == "text_delta" else delta.get("thinking"))
-            self.log.replace(block.index, content=block.text)
+            self.log.append_text(
+                block.index, _s(delta.get("text") if dtype == "text_delta" else delta.get("thinking"))
+            )
         elif dtype == "input_json_delta":
-            block.partial_json += _s(delta.get("partial_json"))
+            block.partial_json.append(_s(delta.get("partial_json")))
 
     def _block_stop(self, mid: str, idx: int) -> None:
         if self._open_block.get(mid) == idx:
@@ -331,7 +330,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             return
         # No full assistant line for this tool (an interrupted stream): use the streamed input.
         try:
-            args = orjson.loads(block.partial_json)
+            args = orjson.loads("".join(block.partial_json))
         except orjson.JSONDecodeError:
             return
         tool = self.log.tool(block.index)
@@ -475,7 +474,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             self._approval_update(request_id, "denied", "denied", _s(body.get("message")) or None)
 
     def close(self, ts: datetime | None) -> None:
-        self.log.close_tools(self._tools.values(), "cancelled")
+        self.log.close_open_tools("cancelled")
 
 
 def _usage(obj: dict[str, Any]) -> TokenUsage:

@@ -40,6 +40,8 @@ from ..entries import (
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .codex_items import display_command, file_change
+from .evolve import evolve
+from .text import TextBuffer
 from .values import json_object
 from .values import obj as _dict
 from .values import text as _s
@@ -93,7 +95,7 @@ class CodexAppServerNormalizer(LineNormalizer):
         self._our_requests: dict[Any, str] = {}  # our request id -> method (read from stdin)
         self._server_requests: dict[Any, str] = {}  # server request id -> item id
         self._items: dict[str, int] = {}  # item id -> entry index
-        self._text: dict[str, str] = {}  # item id -> text streamed so far
+        self._output: dict[str, TextBuffer] = {}  # item id -> command output streamed so far
         self._per_turn: dict[tuple[str, str], int] = {}  # (turn id, "diff"|"plan") -> entry index
         self._total: dict[str, int] = {}
         self._baseline: dict[str, int] = {}
@@ -297,17 +299,14 @@ class CodexAppServerNormalizer(LineNormalizer):
         index = self._items.get(item_id)
         if index is None:
             self._items[item_id] = self.log.add(type_, text, ts)
-            self._text[item_id] = text
-        elif completed and text and text != self._text.get(item_id):
-            self._text[item_id] = text
+        elif completed and text and not self.log.streamed(index).equals(text):
             self.log.replace(index, content=text)
 
     def _delta(self, item_id: str, delta: str) -> None:
         index = self._items.get(item_id)
         if index is None or not delta:
             return
-        text = self._text[item_id] = self._text.get(item_id, "") + delta
-        self.log.replace(index, content=text)
+        self.log.append_text(index, delta)
 
     def _command(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
         command = display_command(_s(item.get("command")))
@@ -325,7 +324,7 @@ class CodexAppServerNormalizer(LineNormalizer):
         output = item.get("aggregatedOutput")
         result = CommandResult(
             exit_code=exit_code if isinstance(exit_code, int) else None,
-            stdout=output if isinstance(output, str) else self._text.get(item_id),
+            stdout=output if isinstance(output, str) else self._streamed_output(item_id),
             duration_ms=item.get("durationMs"),
         )
         new: ToolStatus = {
@@ -349,10 +348,22 @@ class CodexAppServerNormalizer(LineNormalizer):
         tool = self.log.tool(index) if index is not None else None
         if tool is None or index is None or not isinstance(tool.action, CommandRun):
             return
-        text = self._text[item_id] = self._text.get(item_id, "") + delta
-        self.log.update_tool(
-            index, action=tool.action.model_copy(update={"result": CommandResult(stdout=text)})
-        )
+        buf = self._output.get(item_id)
+        if buf is None:
+            buf = self._output[item_id] = TextBuffer()
+        buf.append(delta)
+        # The output so far goes into the entry once per batch of patches, not once per delta.
+        self.log.refresh(index, lambda: self._show_output(index, buf))
+
+    def _show_output(self, index: int, buf: TextBuffer) -> None:
+        tool = self.log.tool(index)
+        if tool is not None and isinstance(tool.action, CommandRun):
+            result = CommandResult(stdout=buf.text())
+            self.log.update_tool(index, action=evolve(tool.action, result=result))
+
+    def _streamed_output(self, item_id: str) -> str | None:
+        buf = self._output.get(item_id)
+        return buf.text() if buf is not None else None
 
     def _file_change(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
         changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
@@ -432,11 +443,11 @@ class CodexAppServerNormalizer(LineNormalizer):
         error = _s(_dict(turn.get("error")).get("message"))
         if status == "interrupted":
             self.log.error("The turn was interrupted", "interrupted", ts)
-            self.log.close_tools(self._items.values(), "cancelled")
+            self.log.close_open_tools("cancelled")
         elif status == "failed":
             if error != self._shown_error:
                 self.log.error(error or "the turn failed", "agent_error", ts)
-            self.log.close_tools(self._items.values(), "cancelled")
+            self.log.close_open_tools("cancelled")
         self._shown_error = None
 
     def _error(self, p: dict[str, Any], ts: datetime | None) -> None:
@@ -485,7 +496,7 @@ class CodexAppServerNormalizer(LineNormalizer):
         return index
 
     def close(self, ts: datetime | None) -> None:
-        self.log.close_tools(self._items.values(), "cancelled")
+        self.log.close_open_tools("cancelled")
 
 
 def _command_text(command: Any) -> str:

@@ -54,7 +54,6 @@ class CodexExecNormalizer(LineNormalizer):
         super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
         self._items: dict[str, int] = {}
         self._prompt_index: int | None = None
-        self._prompt = ""
         self._stdin_decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._previous_total: dict[str, int] | None = None
         self._resumed = False
@@ -64,11 +63,11 @@ class CodexExecNormalizer(LineNormalizer):
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
         if stream == "stdin":  # the prompt, as plain text: one user message, however it is chunked
-            self._prompt += self._stdin_decoder.decode(chunk)
+            piece = self._stdin_decoder.decode(chunk)
             if self._prompt_index is None:
-                self._prompt_index = self.log.add(UserMessage(), self._prompt, ts)
+                self._prompt_index = self.log.add(UserMessage(), piece, ts)
             else:
-                self.log.replace(self._prompt_index, content=self._prompt)
+                self.log.append_text(self._prompt_index, piece)
             return self.log.drain()
         return super().feed(chunk, stream, ts)
 
@@ -224,10 +223,10 @@ class CodexExecNormalizer(LineNormalizer):
                 **({"cumulative": True} if cumulative else {}),
             )
         if status != "completed":
-            self.log.close_tools(self._items.values(), "cancelled")
+            self.log.close_open_tools("cancelled")
 
     def close(self, ts: datetime | None) -> None:
         if self._turn_open:  # no terminal event: exec was interrupted (SIGINT prints none)
             self.log.error("The turn ended without a result: codex exec was interrupted", "interrupted", ts)
             self._turn_end("interrupted", ts)
-        self.log.close_tools(self._items.values(), "cancelled")
+        self.log.close_open_tools("cancelled")

@@ -61,7 +61,7 @@ _TODO_STATUS: dict[str, PlanStatus] = {
 class CursorNormalizer(LineNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
         super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
-        self._open: tuple[str, int, str] | None = None  # (kind, entry index, text so far)
+        self._open: tuple[str, int] | None = None  # (kind, entry index) of the text streaming in
         self._tools: dict[str, int] = {}
         self._plan: int | None = None
         self._cwd: str | None = None
@@ -127,36 +127,33 @@ class CursorNormalizer(LineNormalizer):
         piece = _message_text(event)
         if self._open is None or self._open[0] != "assistant":
             self._close_text()
-            self._open = ("assistant", self.log.add(AssistantMessage(), piece, ts), piece)
+            self._open = ("assistant", self.log.add(AssistantMessage(), piece, ts))
             return
-        _, index, so_far = self._open
-        if piece == so_far:
+        index = self._open[1]
+        so_far = self.log.streamed(index)
+        if so_far.equals(piece):
             return  # a cumulative copy of what is there
-        if so_far and piece.startswith(so_far):
-            new = piece  # a cumulative copy that goes further
+        if len(so_far) and so_far.is_prefix_of(piece):
+            self.log.replace(index, content=piece)  # a cumulative copy that goes further
         elif so_far.endswith(piece) and "timestamp_ms" not in event:
             return  # a repeated tail, not a delta (deltas carry their timestamp)
         else:
-            new = so_far + piece
-        self._open = ("assistant", index, new)
-        self.log.replace(index, content=new)
+            self.log.append_text(index, piece)
 
     def _thinking(self, event: dict[str, Any], ts: datetime | None) -> None:
         piece = text(event.get("text"))
         if event.get("subtype") == "completed":
             if self._open is not None and self._open[0] == "thinking":
-                _, index, so_far = self._open
-                if piece and piece != so_far:
+                index = self._open[1]
+                if piece and not self.log.streamed(index).equals(piece):
                     self.log.replace(index, content=piece)
             self._close_text()
             return
         if self._open is None or self._open[0] != "thinking":
             self._close_text()
-            self._open = ("thinking", self.log.add(Thinking(), piece, ts), piece)
+            self._open = ("thinking", self.log.add(Thinking(), piece, ts))
             return
-        _, index, so_far = self._open
-        self._open = ("thinking", index, so_far + piece)
-        self.log.replace(index, content=so_far + piece)
+        self.log.append_text(self._open[1], piece)
 
     def _close_text(self) -> None:
         self._open = None
@@ -229,7 +226,7 @@ class CursorNormalizer(LineNormalizer):
         self.turn_statuses.append("failed" if failed else "completed")
         if failed:
             self.log.error(text(event.get("result")) or "the turn failed", "agent_error", ts)
-        self.log.close_tools(self._tools.values(), "cancelled")
+        self.log.close_open_tools("cancelled")
 
     def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
         if event.get("type") == "run_error" and event.get("code") == "process_exited":
@@ -243,7 +240,7 @@ class CursorNormalizer(LineNormalizer):
             if not self._exit_reported:
                 self.log.error("cursor-agent's stream ended without a result", "process_exited", ts)
             self.turn_statuses.append("failed")
-        self.log.close_tools(self._tools.values(), "cancelled")
+        self.log.close_open_tools("cancelled")
 
 
 def _message_text(event: dict[str, Any]) -> str:

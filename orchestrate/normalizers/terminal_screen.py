@@ -60,7 +60,7 @@ class TerminalScreenNormalizer(Normalizer):
         return []  # keys typed (stdin) show on the screen, and the notes say what they meant
 
     def finish(self, ts: datetime | None = None) -> list[EntryPatch]:
-        self.log.close_tools(self._tools.values(), "cancelled")
+        self.log.close_open_tools("cancelled")
         return self.log.drain()
 
     def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
