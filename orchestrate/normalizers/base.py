@@ -153,10 +153,13 @@ class EntryLog:
 
     def drain(self) -> list[EntryPatch]:
         """The patches since the last drain."""
-        out = [
-            build(EntryPatch, op=op, index=index, entry=self.get(index))
-            for index, op in self._touched.items()
-        ]
+        if not self._touched:
+            return []
+        entries, materialize = self._entries, self._materialize
+        out = []
+        for index, op in self._touched.items():
+            materialize(index)
+            out.append(build(EntryPatch, op=op, index=index, entry=entries[index]))
         self._touched.clear()
         return out
 
@@ -175,10 +178,10 @@ class EntryLog:
             self._open_tools.pop(index, None)
 
     def _materialize(self, index: int) -> None:
-        if index in self._refresh:
+        if self._refresh and index in self._refresh:
             self._refresh.pop(index)()
         changes = self._pending.pop(index, None)
-        if index in self._grown:
+        if self._grown and index in self._grown:
             self._grown.discard(index)
             changes = changes or {}
             changes["content"] = self._texts[index].text()

@@ -20,16 +20,16 @@ _set = object.__setattr__
 
 
 def evolve(model: M, /, **changes: Any) -> M:
-    """``model`` with ``changes`` applied: what ``model.model_copy(update=changes)`` returns."""
+    """``model`` with ``changes`` applied: what ``model.model_copy(update=changes)`` returns (but
+    for ``model_fields_set``, see below)."""
     cls = type(model)
     new = cls.__new__(cls)
     fields = model.__dict__.copy()
     fields.update(changes)
     _set(new, "__dict__", fields)
-    fields_set = model.__pydantic_fields_set__
-    if not fields_set.issuperset(changes):
-        fields_set = fields_set | changes.keys()
-    _set(new, "__pydantic_fields_set__", fields_set)  # never changed in place: safe to share
+    # The set of fields given explicitly only matters to ``exclude_unset`` dumps, which nothing
+    # here makes; pydantic never changes it in place, so the copy shares the original's.
+    _set(new, "__pydantic_fields_set__", model.__pydantic_fields_set__)
     _set(new, "__pydantic_extra__", None)
     _set(new, "__pydantic_private__", None)
     return new
