@@ -82,12 +82,14 @@ def fixture_segments(path: Path) -> list[Segment]:
     return out
 
 
-def load(protocol: str, target_bytes: int) -> Corpus:
-    """Every fixture of ``protocol`` in name order, repeated until ``target_bytes`` are reached."""
+def load(protocol: str, target_bytes: int = 0, *, repeats: int = 0) -> Corpus:
+    """Every fixture of ``protocol`` in name order, repeated until ``target_bytes`` are reached
+    (or exactly ``repeats`` times)."""
     per_fixture = [fixture_segments(p) for p in sorted((FIXTURES / protocol).glob("*.jsonl"))]
     segments: list[Segment] = []
-    size = 0
-    while size < target_bytes:
+    size = rounds = 0
+    while size < target_bytes or rounds < repeats:
+        rounds += 1
         for segs in per_fixture:
             segments.extend(segs)
             size += sum(len(s.data) for s in segs)

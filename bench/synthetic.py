@@ -1,7 +1,7 @@
 """Synthetic streams in each protocol's real shapes (copied from the fixtures), where one input
 dimension can be set on its own: the length of one streamed answer (bytes, in deltas of a given
-size), the number of tool calls, the number of plain lines.  Used to check that time grows linearly
-in each, which repeated fixtures alone cannot show (their answers are short).
+size), the number of tool calls, of plain lines, of permission requests.  Used to check that time
+grows linearly in each, which repeated fixtures alone cannot show (their answers are short).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from collections.abc import Callable
 import orjson
 from corpus import Segment
 
-__all__ = ["STREAMS", "stream"]
+__all__ = ["STREAMS", "WITH_REQUESTS", "stream"]
 
 _SID = "00000000-0000-4000-8000-000000000001"
 
@@ -25,7 +25,7 @@ def _deltas(answer_bytes: int, delta: int) -> list[str]:
     return [word] * max(answer_bytes // delta, 0)
 
 
-def claude(answer_bytes: int, delta: int, tools: int, lines: int) -> list[Segment]:
+def claude(answer_bytes: int, delta: int, tools: int, lines: int, requests: int) -> list[Segment]:
     ev = {"type": "stream_event", "session_id": _SID, "parent_tool_use_id": None}
     out: list[object] = [{"type": "system", "subtype": "init", "session_id": _SID, "model": "m"}]
     mid = "msg_1"
@@ -60,15 +60,27 @@ def claude(answer_bytes: int, delta: int, tools: int, lines: int) -> list[Segmen
             }
         )
     out.extend({"type": "keep_alive"} for _ in range(lines))
-    out.append({"type": "result", "subtype": "success", "is_error": False, "session_id": _SID, "usage": {}})
-    return [_out(out)]
+    segments = [_out(out)]
+    for r in range(requests):  # can_use_tool, the approval note, our answer on stdin
+        rid, tid = f"req-{r}", f"toolu_r{r}"
+        ask = {"subtype": "can_use_tool", "tool_name": "Bash", "input": {"command": "ls"}, "tool_use_id": tid}
+        segments.append(_out([{"type": "control_request", "request_id": rid, "request": ask}]))
+        segments.append(Segment(None, event={"type": "approval", "request_id": rid, "decision": "approved"}))
+        body = {"behavior": "allow", "updatedInput": {"command": "ls"}}
+        answer = {
+            "type": "control_response",
+            "response": {"subtype": "success", "request_id": rid, "response": body},
+        }
+        segments.append(Segment("stdin", orjson.dumps(answer) + b"\n"))
+    result = {"type": "result", "subtype": "success", "is_error": False, "session_id": _SID, "usage": {}}
+    return [*segments, _out([result])]
 
 
 def _rpc(method: str, params: dict[str, object]) -> dict[str, object]:
     return {"jsonrpc": "2.0", "method": method, "params": params}
 
 
-def app_server(answer_bytes: int, delta: int, tools: int, lines: int) -> list[Segment]:
+def app_server(answer_bytes: int, delta: int, tools: int, lines: int, requests: int) -> list[Segment]:
     turn = {"threadId": "t", "turnId": "u"}
     out: list[object] = [_rpc("turn/started", {**turn, "turn": {"id": "u"}})]
     item = {"id": "msg", "type": "agentMessage", "text": ""}
@@ -90,11 +102,19 @@ def app_server(answer_bytes: int, delta: int, tools: int, lines: int) -> list[Se
         done = {**cmd, "status": "completed", "exitCode": 0, "aggregatedOutput": f"{t}\n"}
         out.append(_rpc("item/completed", {**turn, "item": done}))
     out.extend(_rpc("thread/status/changed", {"threadId": "t"}) for _ in range(lines))
-    out.append(_rpc("turn/completed", {**turn, "turn": {"id": "u", "status": "completed"}}))
-    return [_out(out)]
+    segments = [_out(out)]
+    for r in range(requests):  # requestApproval, the approval note, our answer on stdin
+        ask = {**turn, "itemId": f"req_{r}", "command": "/bin/bash -lc 'ls'", "reason": "why"}
+        segments.append(_out([{**_rpc("item/commandExecution/requestApproval", ask), "id": r}]))
+        segments.append(
+            Segment(None, event={"type": "approval", "request_id": str(r), "decision": "approved"})
+        )
+        segments.append(Segment("stdin", orjson.dumps({"id": r, "result": {"decision": "accept"}}) + b"\n"))
+    done = _rpc("turn/completed", {**turn, "turn": {"id": "u", "status": "completed"}})
+    return [*segments, _out([done])]
 
 
-def codex_exec(answer_bytes: int, delta: int, tools: int, lines: int) -> list[Segment]:
+def codex_exec(answer_bytes: int, delta: int, tools: int, lines: int, requests: int) -> list[Segment]:
     # exec streams no deltas: an answer is one item.completed line, however long.
     out: list[object] = [{"type": "thread.started", "thread_id": _SID}, {"type": "turn.started"}]
     text = "".join(_deltas(answer_bytes, delta))
@@ -120,7 +140,7 @@ def codex_exec(answer_bytes: int, delta: int, tools: int, lines: int) -> list[Se
     return [Segment("stdin", b"please do the task"), _out(out)]
 
 
-def acp(answer_bytes: int, delta: int, tools: int, lines: int) -> list[Segment]:
+def acp(answer_bytes: int, delta: int, tools: int, lines: int, requests: int) -> list[Segment]:
     def update(u: dict[str, object]) -> dict[str, object]:
         return _rpc("session/update", {"sessionId": _SID, "update": u})
 
@@ -145,17 +165,32 @@ def acp(answer_bytes: int, delta: int, tools: int, lines: int) -> list[Segment]:
         }
         out.append(update(done))
     out.extend(_rpc("qwen/notify/session/prompt-suggestion", {}) for _ in range(lines))
-    out.append({"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}})
+    segments = [_out(out)]
+    options = [{"optionId": "once", "name": "Allow", "kind": "allow_once"}]
+    for r in range(requests):  # request_permission, the approval note, our answer on stdin
+        call = {"toolCallId": f"ask-{r}", "status": "pending", "title": "ls", "kind": "execute"}
+        ask = {"sessionId": _SID, "options": options, "toolCall": call}
+        segments.append(_out([{**_rpc("session/request_permission", ask), "id": 100 + r}]))
+        segments.append(
+            Segment(None, event={"type": "approval", "request_id": str(100 + r), "decision": "approved"})
+        )
+        answer = {
+            "jsonrpc": "2.0",
+            "id": 100 + r,
+            "result": {"outcome": {"outcome": "selected", "optionId": "once"}},
+        }
+        segments.append(Segment("stdin", orjson.dumps(answer) + b"\n"))
+    out = [{"jsonrpc": "2.0", "id": 2, "result": {"stopReason": "end_turn"}}]
     prompt = {
         "jsonrpc": "2.0",
         "id": 2,
         "method": "session/prompt",
         "params": {"sessionId": _SID, "prompt": [{"type": "text", "text": "go"}]},
     }
-    return [Segment("stdin", orjson.dumps(prompt) + b"\n"), _out(out)]
+    return [Segment("stdin", orjson.dumps(prompt) + b"\n"), *segments, _out(out)]
 
 
-def cursor(answer_bytes: int, delta: int, tools: int, lines: int) -> list[Segment]:
+def cursor(answer_bytes: int, delta: int, tools: int, lines: int, requests: int) -> list[Segment]:
     out: list[object] = [{"type": "system", "subtype": "init", "cwd": "/w", "session_id": _SID, "model": "m"}]
     for i, p in enumerate(_deltas(answer_bytes, delta)):
         out.append(
@@ -192,7 +227,7 @@ def cursor(answer_bytes: int, delta: int, tools: int, lines: int) -> list[Segmen
     return [_out(out)]
 
 
-STREAMS: dict[str, Callable[[int, int, int, int], list[Segment]]] = {
+STREAMS: dict[str, Callable[[int, int, int, int, int], list[Segment]]] = {
     "claude-stream-json": claude,
     "codex-app-server": app_server,
     "codex-exec": codex_exec,
@@ -201,7 +236,17 @@ STREAMS: dict[str, Callable[[int, int, int, int], list[Segment]]] = {
 }
 
 
+# Protocols where the agent asks permission over the stream (the requests dimension).
+WITH_REQUESTS = ("claude-stream-json", "codex-app-server", "acp-gemini")
+
+
 def stream(
-    protocol: str, *, answer_bytes: int = 0, delta: int = 20, tools: int = 0, lines: int = 0
+    protocol: str,
+    *,
+    answer_bytes: int = 0,
+    delta: int = 20,
+    tools: int = 0,
+    lines: int = 0,
+    requests: int = 0,
 ) -> list[Segment]:
-    return STREAMS[protocol](answer_bytes, delta, tools, lines)
+    return STREAMS[protocol](answer_bytes, delta, tools, lines, requests)
