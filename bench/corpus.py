@@ -1,9 +1,10 @@
 """Real captures as benchmark input: every fixture of one protocol, as the chunks that crossed the
 pipes, repeated until the input reaches a size.  Shared by the benchmarks in this folder.
 
-A fixture is a raw log; its ``stdout``/``stdin``/``stderr`` chunks and the client's notes are kept
-in order.  Repeating the fixtures into one stream is a long session of one normalizer: the same
-ids come back, which is what a session that runs many turns looks like to the per-id tables.
+A fixture is a raw log of one run; its ``stdout``/``stdin``/``stderr`` chunks and the client's
+notes are kept in order, and a boundary marks where the next run starts.  :func:`normalize` gives
+each run a fresh normalizer, as a live run has (``one_session=True`` feeds everything to one: a
+long session where the same ids come back, the stress case for per-id tables).
 """
 
 from __future__ import annotations
@@ -47,11 +48,15 @@ PROTOCOLS = {
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """Consecutive bytes of one stream, or one note of the client's (``stream`` None)."""
+    """Consecutive bytes of one stream, or one note of the client's (``stream`` None), or the
+    start of the next run (``stream`` and ``event`` None)."""
 
     stream: str | None
     data: bytes = b""
     event: dict[str, Any] | None = None
+
+
+RUN_START = Segment(None)
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,7 @@ def load(protocol: str, target_bytes: int = 0, *, repeats: int = 0) -> Corpus:
     while size < target_bytes or rounds < repeats:
         rounds += 1
         for segs in per_fixture:
+            segments.append(RUN_START)
             segments.extend(segs)
             size += sum(len(s.data) for s in segs)
     return Corpus(protocol, segments)
@@ -131,15 +137,23 @@ def floor(pieces: list[Segment]) -> int:
 
 
 def normalizer(protocol: str) -> Normalizer:
-    return get_executor(PROTOCOLS[protocol]).create_normalizer()
+    return _EXECUTORS[protocol].create_normalizer()
 
 
-def normalize(protocol: str, pieces: list[Segment]) -> int:
-    """Every piece through a fresh normalizer of ``protocol``; the number of patches."""
+_EXECUTORS = {protocol: get_executor(name) for protocol, name in PROTOCOLS.items()}
+
+
+def normalize(protocol: str, pieces: list[Segment], *, one_session: bool = False) -> int:
+    """Every piece through a normalizer of ``protocol``, a fresh one for each run (or one for
+    all); the number of patches."""
     n = normalizer(protocol)
     count = 0
     for seg in pieces:
-        if seg.stream is None:
+        if seg.stream is None and seg.event is None:
+            if not one_session:
+                count += len(n.finish())
+                n = normalizer(protocol)
+        elif seg.stream is None:
             assert seg.event is not None
             count += len(n.note(seg.event))
         else:

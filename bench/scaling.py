@@ -1,6 +1,7 @@
 """Does doubling one input dimension double the time?  For every protocol and every dimension:
 
-- bytes: the fixtures (real captures) repeated n and 2n times (n: about 1 MB per protocol);
+- bytes: the fixtures (real captures) repeated n and 2n times (n: about 1 MB per protocol), fed to
+  one normalizer (a session that goes on);
 - deltas: one streamed answer of n and 2n 20-byte deltas;
 - tools: n and 2n tool calls, each started and finished;
 - lines: n and 2n lines that change nothing (the per-line floor of the protocol);
@@ -27,8 +28,8 @@ def doubling(protocol: str, make: object, n: int, repeat: int) -> float:
     assert callable(make)
     one: list[Segment] = make(n)
     two: list[Segment] = make(2 * n)
-    t1 = best_of(lambda: normalize(protocol, one), repeat)
-    t2 = best_of(lambda: normalize(protocol, two), repeat)
+    t1 = best_of(lambda: normalize(protocol, one, one_session=True), repeat)
+    t2 = best_of(lambda: normalize(protocol, two, one_session=True), repeat)
     return t2 / t1
 
 
