@@ -27,7 +27,6 @@ from ..entries import (
     Plan,
     PlanItem,
     Search,
-    SystemMessage,
     Thinking,
     TokenUsage,
     TokenUsageEntry,
@@ -35,12 +34,12 @@ from ..entries import (
     ToolStatus,
     ToolUse,
     ToolUseEntry,
-    UserMessage,
 )
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .codex_items import display_command, file_change
 from .evolve import evolve
+from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .text import TextBuffer
 from .values import json_object
 from .values import obj as _dict
@@ -155,21 +154,19 @@ class CodexAppServerNormalizer(LineNormalizer):
                 self._error(p, ts)
             case "configWarning" | "warning" | "deprecationNotice" | "guardianWarning":
                 text = _s(p.get("summary") or p.get("message") or p.get("details")) or method
-                self.log.add(SystemMessage(), text, ts, notice=method)
+                self.log.add(SYSTEM, text, ts, notice=method)
             case "thread/compacted":
-                self.log.add(SystemMessage(), "Conversation compacted", ts)
+                self.log.add(SYSTEM, "Conversation compacted", ts)
             case _ if method in _SILENT:
                 pass
             case _:
-                self.log.add(
-                    SystemMessage(), f"`{method}` notification", ts, raw={"method": method, "params": p}
-                )
+                self.log.add(SYSTEM, f"`{method}` notification", ts, raw={"method": method, "params": p})
 
     # --- responses to our requests, and our answers to the agent's ------------------------------
 
     def _client_request(self, method: str, params: dict[str, Any], ts: datetime | None) -> None:
         if method == "turn/interrupt":
-            self.log.add(SystemMessage(), "Interrupt requested", ts)
+            self.log.add(SYSTEM, "Interrupt requested", ts)
 
     def _response(self, request_id: Any, result: Any, error: Any, ts: datetime | None) -> None:
         method = self._our_requests.pop(request_id, "")
@@ -187,7 +184,7 @@ class CodexAppServerNormalizer(LineNormalizer):
             verb = {"thread/start": "started", "thread/resume": "resumed", "thread/fork": "forked"}[method]
             text = f"Thread `{self.log.session_id}` {verb} with model `{self.log.model}`"
             self.log.add(
-                SystemMessage(),
+                SYSTEM,
                 text,
                 ts,
                 cwd=self._cwd,
@@ -197,7 +194,7 @@ class CodexAppServerNormalizer(LineNormalizer):
 
     def _server_request(self, request_id: Any, method: str, p: dict[str, Any], ts: datetime | None) -> None:
         if method not in _APPROVAL_METHODS:
-            self.log.add(SystemMessage(), f"The agent asked `{method}`, which this client does not serve", ts)
+            self.log.add(SYSTEM, f"The agent asked `{method}`, which this client does not serve", ts)
             return
         item_id = _s(p.get("itemId") or p.get("callId"))
         self._server_requests[request_id] = item_id
@@ -261,12 +258,12 @@ class CodexAppServerNormalizer(LineNormalizer):
                     text = "\n".join(
                         _s(c.get("text")) for c in item.get("content") or [] if isinstance(c, dict)
                     )
-                    self._items[item_id] = self.log.add(UserMessage(), text, ts)
+                    self._items[item_id] = self.log.add(USER, text, ts)
             case "agentMessage":
-                self._text_item(item_id, AssistantMessage(), _s(item.get("text")), completed, ts)
+                self._text_item(item_id, ASSISTANT, _s(item.get("text")), completed, ts)
             case "reasoning":
                 parts = [_s(x) for x in (item.get("summary") or item.get("content") or [])]
-                self._text_item(item_id, Thinking(), "\n\n".join(parts), completed, ts)
+                self._text_item(item_id, THINKING, "\n\n".join(parts), completed, ts)
             case "commandExecution":
                 self._command(item_id, item, completed, ts)
             case "fileChange":
@@ -280,7 +277,7 @@ class CodexAppServerNormalizer(LineNormalizer):
                 self._plan_entry(f"item:{item_id}", tuple(PlanItem(content=s) for s in steps), ts)
             case "contextCompaction":
                 if completed:
-                    self.log.add(SystemMessage(), "Conversation compacted", ts)
+                    self.log.add(SYSTEM, "Conversation compacted", ts)
             case _:
                 name = (
                     kind if kind != "mcpToolCall" else f"mcp:{_s(item.get('server'))}/{_s(item.get('tool'))}"
@@ -469,7 +466,7 @@ class CodexAppServerNormalizer(LineNormalizer):
         content = f"```diff\n{diff}```" if diff.endswith("\n") else f"```diff\n{diff}\n```"
         index = self._per_turn.get((turn_id, "diff"))
         if index is None:
-            self._per_turn[(turn_id, "diff")] = self.log.add(SystemMessage(), content, ts, turn_diff=diff)
+            self._per_turn[(turn_id, "diff")] = self.log.add(SYSTEM, content, ts, turn_diff=diff)
         else:
             self.log.replace(index, content=content, metadata=self.log.metadata(turn_diff=diff))
 

@@ -27,7 +27,6 @@ from ..entries import (
     Plan,
     PlanItem,
     Search,
-    SystemMessage,
     Thinking,
     TokenUsage,
     TokenUsageEntry,
@@ -35,11 +34,11 @@ from ..entries import (
     ToolStatus,
     ToolUse,
     ToolUseEntry,
-    UserMessage,
 )
 from .actions import describe
 from .base import LineNormalizer, Stream
 from .codex_items import display_command
+from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import json_object
 from .values import obj as _dict
 from .values import text as _s
@@ -65,7 +64,7 @@ class CodexExecNormalizer(LineNormalizer):
         if stream == "stdin":  # the prompt, as plain text: one user message, however it is chunked
             piece = self._stdin_decoder.decode(chunk)
             if self._prompt_index is None:
-                self._prompt_index = self.log.add(UserMessage(), piece, ts)
+                self._prompt_index = self.log.add(USER, piece, ts)
             else:
                 self.log.append_text(self._prompt_index, piece)
             return self.log.drain()
@@ -82,7 +81,7 @@ class CodexExecNormalizer(LineNormalizer):
             case "thread.started":
                 self.log.session_id = _s(obj.get("thread_id")) or self.log.session_id
                 verb = "resumed" if self._resumed else "started"
-                self.log.add(SystemMessage(), f"Thread `{self.log.session_id}` {verb}", ts)
+                self.log.add(SYSTEM, f"Thread `{self.log.session_id}` {verb}", ts)
             case "turn.started":
                 self._turn_open = True
             case "item.started" | "item.updated" | "item.completed":
@@ -101,7 +100,7 @@ class CodexExecNormalizer(LineNormalizer):
                 self.log.error(message, code, ts)
             case _:
                 label = _s(obj.get("type")) or "unknown"
-                self.log.add(SystemMessage(), f"`{label}` event", ts, raw=obj)
+                self.log.add(SYSTEM, f"`{label}` event", ts, raw=obj)
 
     def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
         if event.get("type") == "resumed_thread":
@@ -118,9 +117,9 @@ class CodexExecNormalizer(LineNormalizer):
         action: FileEdit | Search | GenericTool
         match kind:
             case "agent_message":
-                self._text(item_id, AssistantMessage(), _s(item.get("text")), ts)
+                self._text(item_id, ASSISTANT, _s(item.get("text")), ts)
             case "reasoning":
-                self._text(item_id, Thinking(), _s(item.get("text")), ts)
+                self._text(item_id, THINKING, _s(item.get("text")), ts)
             case "command_execution":
                 self._command(item_id, item, completed, ts)
             case "file_change":

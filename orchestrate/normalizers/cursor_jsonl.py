@@ -20,7 +20,6 @@ import orjson
 
 from ..entries import (
     ActionType,
-    AssistantMessage,
     CommandResult,
     CommandRun,
     FileChange,
@@ -32,18 +31,17 @@ from ..entries import (
     PlanItem,
     PlanStatus,
     Search,
-    SystemMessage,
-    Thinking,
     TokenUsage,
     TokenUsageEntry,
     ToolResult,
     ToolUse,
     ToolUseEntry,
-    UserMessage,
 )
 from .actions import describe
 from .base import LineNormalizer, Stream
 from .diffs import diff_texts
+from .evolve import evolve
+from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import json_object, obj, text
 
 __all__ = ["CursorNormalizer"]
@@ -91,7 +89,7 @@ class CursorNormalizer(LineNormalizer):
                 self._system(event, ts)
             case "user":
                 self._close_text()
-                self.log.add(UserMessage(), _message_text(event), ts)
+                self.log.add(USER, _message_text(event), ts)
             case "assistant":
                 self._assistant(event, ts)
             case "thinking":
@@ -103,9 +101,7 @@ class CursorNormalizer(LineNormalizer):
                 self._result(event, ts)
             case _:
                 self._close_text()
-                self.log.add(
-                    SystemMessage(), f"`{text(event.get('type')) or 'unknown'}` event", ts, raw=event
-                )
+                self.log.add(SYSTEM, f"`{text(event.get('type')) or 'unknown'}` event", ts, raw=event)
 
     def _system(self, event: dict[str, Any], ts: datetime | None) -> None:
         self._close_text()
@@ -113,7 +109,7 @@ class CursorNormalizer(LineNormalizer):
         self.log.model = text(event.get("model")) or self.log.model
         self._cwd = text(event.get("cwd")) or self._cwd
         self.log.add(
-            SystemMessage(),
+            SYSTEM,
             f"Cursor agent started with model `{self.log.model}`",
             ts,
             cwd=self._cwd,
@@ -127,7 +123,7 @@ class CursorNormalizer(LineNormalizer):
         piece = _message_text(event)
         if self._open is None or self._open[0] != "assistant":
             self._close_text()
-            self._open = ("assistant", self.log.add(AssistantMessage(), piece, ts))
+            self._open = ("assistant", self.log.add(ASSISTANT, piece, ts))
             return
         index = self._open[1]
         so_far = self.log.streamed(index)
@@ -151,7 +147,7 @@ class CursorNormalizer(LineNormalizer):
             return
         if self._open is None or self._open[0] != "thinking":
             self._close_text()
-            self._open = ("thinking", self.log.add(Thinking(), piece, ts))
+            self._open = ("thinking", self.log.add(THINKING, piece, ts))
             return
         self.log.append_text(self._open[1], piece)
 
@@ -272,15 +268,12 @@ def _action(kind: str, args: dict[str, Any], result: dict[str, Any]) -> tuple[Ac
             command = CommandRun(command=text(args.get("command")))
             if result:
                 exit_code = detail.get("exitCode")
-                command = command.model_copy(
-                    update={
-                        "result": CommandResult(
-                            exit_code=exit_code if isinstance(exit_code, int) else None,
-                            stdout=text(detail.get("stdout")) or None,
-                            stderr=text(detail.get("stderr")) or None,
-                        )
-                    }
+                outcome = CommandResult(
+                    exit_code=exit_code if isinstance(exit_code, int) else None,
+                    stdout=text(detail.get("stdout")) or None,
+                    stderr=text(detail.get("stderr")) or None,
                 )
+                command = evolve(command, result=outcome)
             return command, "shell"
         case "readToolCall":
             return FileRead(path=path), "read"
