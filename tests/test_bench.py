@@ -71,3 +71,11 @@ def test_startup_finds_no_heavy_module_on_the_claude_path() -> None:
 def test_peer_comparison_runs_both_engines() -> None:
     out = bench("peer_compare.py", "--mb", "0.05", "--repeat", "1")
     assert re.search(rf"codex-exec +64KiB +{RATIO} +{RATIO} +{RATIO}", out), out
+
+
+def test_latency_reports_percentiles_for_the_pipe_and_the_run() -> None:
+    out = bench("latency.py", "--runs", "2", "--deltas", "5", "--interval", "0.001")
+    assert re.search(r"2 run\(s\) +reading the pipe: +p50 +[\d.]+ ms +p99 +[\d.]+ ms .*\(10 deltas\)", out), (
+        out
+    )
+    assert re.search(r"2 run\(s\) +through Run: +p50 +[\d.]+ ms", out), out
