@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import warnings
 from collections.abc import Iterable
@@ -18,6 +19,9 @@ _REQUIRED = ("name", "protocol", "program", "capabilities")
 class Registry:
     def __init__(self, blocked: Iterable[str] = ()) -> None:
         self._classes: dict[str, type[Executor]] = {}
+        # Built-ins known by name and imported when first asked for: an executor's module pulls in
+        # its normalizer and protocol (pyte for the terminal ones), which other runs do not need.
+        self._lazy: dict[str, str] = {}  # name -> "module:Class"
         self.sources: dict[str, str] = {}
         self.blocked = set(blocked)
         self._loaded_entry_points = False
@@ -26,18 +30,24 @@ class Registry:
         missing = [a for a in _REQUIRED if not hasattr(cls, a)]
         if missing or not (isinstance(cls, type) and issubclass(cls, Executor)):
             raise ConfigError(f"{cls!r} is not an Executor (missing {', '.join(missing) or 'base class'})")
-        if cls.name in self.blocked or cls.name in self._classes:
+        if cls.name in self.blocked or cls.name in self._classes or cls.name in self._lazy:
             return cls  # first registration wins; built-ins cannot be shadowed
         self._classes[cls.name] = cls
         self.sources[cls.name] = source
         return cls
+
+    def register_lazy(self, name: str, target: str, source: str = "builtin") -> None:
+        """Register the executor ``name`` as ``"module:Class"``, imported on first use."""
+        if name not in self.blocked and name not in self._classes and name not in self._lazy:
+            self._lazy[name] = target
+            self.sources[name] = source
 
     def load_entry_points(self) -> None:
         if self._loaded_entry_points:
             return
         self._loaded_entry_points = True
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-            if ep.name in self._classes or ep.name in self.blocked:
+            if ep.name in self._classes or ep.name in self._lazy or ep.name in self.blocked:
                 continue
             try:
                 cls = ep.load()
@@ -49,39 +59,48 @@ class Registry:
 
     def names(self) -> list[str]:
         self.load_entry_points()
-        return sorted(self._classes)
+        return sorted({*self._classes, *self._lazy})
 
     def get(self, name: str) -> type[Executor]:
-        self.load_entry_points()
+        if name in self._lazy:
+            return self._import(name)
+        if name not in self._classes:
+            self.load_entry_points()  # only when a name is not a built-in
         try:
             return self._classes[name]
         except KeyError:
-            raise UnknownExecutorError(name, self._classes) from None
+            raise UnknownExecutorError(name, {*self._classes, *self._lazy}) from None
+
+    def _import(self, name: str) -> type[Executor]:
+        module, _, attr = self._lazy[name].partition(":")
+        cls: type[Executor] = getattr(importlib.import_module(module, __package__), attr)
+        if cls.name != name:
+            raise ConfigError(f"built-in executor {name!r} imports as {cls.name!r}")
+        del self._lazy[name]
+        self._classes[name] = cls
+        return cls
 
     def create(self, name: str, options: ExecutorOptions | None = None) -> Executor:
         return self.get(name)(options)
 
 
-def _builtins() -> Registry:
-    from .executors.acp import AcpExecutor, GeminiExecutor, QwenExecutor
-    from .executors.claude_code import ClaudeCodeExecutor
-    from .executors.codex import CodexExecExecutor, CodexExecutor
-    from .executors.cursor import CursorExecutor
-    from .executors.terminal import ClaudeCodeTuiExecutor, TerminalExecutor
+_BUILTINS = {
+    "claude-code": ".executors.claude_code:ClaudeCodeExecutor",
+    "codex": ".executors.codex:CodexExecutor",
+    "codex-exec": ".executors.codex:CodexExecExecutor",
+    "gemini": ".executors.acp:GeminiExecutor",
+    "qwen": ".executors.acp:QwenExecutor",
+    "acp": ".executors.acp:AcpExecutor",
+    "cursor": ".executors.cursor:CursorExecutor",
+    "terminal": ".executors.terminal:TerminalExecutor",
+    "claude-code-tui": ".executors.terminal:ClaudeCodeTuiExecutor",
+}
 
+
+def _builtins() -> Registry:
     reg = Registry()
-    for cls in (
-        ClaudeCodeExecutor,
-        CodexExecutor,
-        CodexExecExecutor,
-        GeminiExecutor,
-        QwenExecutor,
-        AcpExecutor,
-        CursorExecutor,
-        TerminalExecutor,
-        ClaudeCodeTuiExecutor,
-    ):
-        reg.register(cls)
+    for name, target in _BUILTINS.items():
+        reg.register_lazy(name, target)
     return reg
 
 

@@ -16,7 +16,7 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import click
@@ -44,13 +44,13 @@ from ..registry import default_registry
 from ..replay import normalizer_for_file, replay
 from ..run import Run, RunResult
 from ..task import Task
-from ..testing.conformance import SCENARIOS, Cell, run_conformance
-from ..testing.demo import demo_task
-from ..testing.model_server import ScriptedModelServer
-from ..testing.recording import FIXTURE_FOLDERS, record_case
-from ..testing.scenario import Scenario
-from ..testing.upgrade import upgrade as run_upgrade
 from .render import TextRenderer
+
+if TYPE_CHECKING:
+    from ..testing.conformance import Cell
+
+# The testing tools (model server, conformance, recording) are imported by the commands that use
+# them: `orchestrate run` must not wait for them before it starts the agent.
 
 __all__ = ["main"]
 
@@ -381,6 +381,8 @@ def demo(approvals: str, output: str) -> None:
     service, asker = _approval_service(approvals, _given(click.get_current_context(), "approvals"))
     try:
         executor = default_registry.create("claude-code")
+        from ..testing.demo import demo_task
+
         with demo_task() as task:
             result = anyio.run(_run_live, Run(executor, task, service), _sink(output), asker)
     except OrchestrateError as exc:
@@ -484,6 +486,9 @@ def schema() -> None:
 )
 def model_server(scenario: Path, port: int, port_file: Path | None, log_path: Path | None) -> None:
     """Serve a scripted model on 127.0.0.1 (Anthropic, OpenAI Responses and chat, Gemini) until stopped."""
+    from ..testing.model_server import ScriptedModelServer
+    from ..testing.scenario import Scenario
+
     try:
         server = ScriptedModelServer(Scenario.load(scenario), log_path=log_path, port=port)
     except OrchestrateError as exc:
@@ -513,6 +518,8 @@ def model_server(scenario: Path, port: int, port_file: Path | None, log_path: Pa
 )
 def record(executor_name: str, scenario: Path, out: Path | None) -> None:
     """Run the real CLI in a scratch home against the scripted model and write a scrubbed fixture."""
+    from ..testing.recording import FIXTURE_FOLDERS
+
     folder = FIXTURE_FOLDERS.get(executor_name, executor_name)
     out = out or Path("fixtures") / folder / f"{scenario.stem}.jsonl"
     try:
@@ -527,6 +534,8 @@ def record(executor_name: str, scenario: Path, out: Path | None) -> None:
 
 
 async def _record(executor: str, scenario: Path, out: Path) -> RunResult:
+    from ..testing.recording import record_case
+
     return await record_case(executor, scenario, out, project=Path.cwd())
 
 
@@ -544,6 +553,8 @@ async def _record(executor: str, scenario: Path, out: Path) -> RunResult:
 )
 def conformance(executor_names: tuple[str, ...], as_json: bool, require_installed: bool) -> None:
     """Run the conformance scenarios on every installed real CLI against the scripted model."""
+    from ..testing.conformance import run_conformance
+
     try:
         cells = anyio.run(run_conformance, list(executor_names) or None)
     except OrchestrateError as exc:
@@ -557,6 +568,8 @@ def conformance(executor_names: tuple[str, ...], as_json: bool, require_installe
 
 
 def _print_matrix(cells: list[Cell]) -> None:
+    from ..testing.conformance import SCENARIOS
+
     console = Console(highlight=False, width=max(120, shutil.get_terminal_size().columns))
     table = Table("CLI", *SCENARIOS, box=None, pad_edge=False)
     styles = {"pass": "green", "fail": "bold red", "n/a": "dim", "not installed": "yellow"}
@@ -588,6 +601,8 @@ def _print_matrix(cells: list[Cell]) -> None:
 )
 def upgrade(executor_name: str, version: str, no_install: bool, pins: Path, fixtures: Path) -> None:
     """Bump a pinned CLI, re-record its fixtures and print how the normalized entries changed."""
+    from ..testing.upgrade import upgrade as run_upgrade
+
     try:
         bumped, changes = run_upgrade(
             executor_name, None if no_install else version, pins, fixtures, Path.cwd()

@@ -21,9 +21,9 @@ from typing import Any
 from ..entries import (
     ActionType,
     ApprovalInfo,
-    AssistantMessage,
     CommandResult,
     CommandRun,
+    EntryType,
     FileChange,
     FileEdit,
     FileRead,
@@ -31,20 +31,19 @@ from ..entries import (
     Plan,
     PlanItem,
     Search,
-    SystemMessage,
-    Thinking,
     TokenUsage,
     TokenUsageEntry,
     ToolResult,
     ToolStatus,
     ToolUse,
     ToolUseEntry,
-    UserMessage,
     WebFetch,
 )
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .diffs import diff_texts
+from .evolve import evolve
+from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count, json_object, obj, rpc_id, text
 
 __all__ = ["AcpNormalizer"]
@@ -56,6 +55,7 @@ _STATUS: dict[str, ToolStatus] = {
     "failed": "failed",
 }
 _PLAN_STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "completed"}
+_CHUNK_TYPES: dict[str, EntryType] = {"agent_message_chunk": ASSISTANT, "agent_thought_chunk": THINKING}
 _MODE_MARK = "[MODE_UPDATE]"  # Gemini 0.61.0 announces a mode change as an agent message chunk
 # Vendor requests and notifications that carry nothing to show (Qwen 0.24.4 sends these every turn).
 _SILENT = {"craft/drainMidTurnQueue", "qwen/notify/session/prompt-suggestion"}
@@ -152,18 +152,14 @@ class AcpNormalizer(LineNormalizer):
             self._system(f"Mode: {chunk[len(_MODE_MARK) :].strip()}", ts)
             return
         if self._open is not None and self._open[0] == kind:
-            index = self._open[1]
-            self.log.replace(index, content=self.log.get(index).content + chunk)
+            self.log.append_text(self._open[1], chunk)
             return
-        type_ = {"agent_message_chunk": AssistantMessage, "agent_thought_chunk": Thinking}.get(
-            kind, UserMessage
-        )
-        self._open = (kind, self.log.add(type_(), chunk, ts))
+        self._open = (kind, self.log.add(_CHUNK_TYPES.get(kind, USER), chunk, ts))
 
     def _system(self, content: str, ts: datetime | None, *, breaks_text: bool = True, **extra: Any) -> int:
         if breaks_text:
             self._open = None
-        return self.log.add(SystemMessage(), content, ts, **extra)
+        return self.log.add(SYSTEM, content, ts, **extra)
 
     # --- tool calls ---------------------------------------------------------------------------
 
@@ -199,7 +195,7 @@ class AcpNormalizer(LineNormalizer):
         if index is None:
             tool = ToolUseEntry(tool_name=name, action=changes["action"], status=status, tool_call_id=tool_id)
             self._tools[tool_id] = self.log.add(
-                ToolUse(tool=tool.model_copy(update=changes)), describe(changes["action"], self._cwd), ts
+                ToolUse(tool=evolve(tool, **changes)), describe(changes["action"], self._cwd), ts
             )
         else:
             self.log.update_tool(index, content=describe(changes["action"], self._cwd), **changes)
@@ -270,9 +266,7 @@ class AcpNormalizer(LineNormalizer):
         elif index is not None and event.get("reason"):
             tool = self.log.tool(index)
             if tool is not None and tool.approval is not None:
-                self.log.update_tool(
-                    index, approval=tool.approval.model_copy(update={"reason": event["reason"]})
-                )
+                self.log.update_tool(index, approval=evolve(tool.approval, reason=event["reason"]))
 
     # --- plans --------------------------------------------------------------------------------
 
@@ -300,7 +294,7 @@ class AcpNormalizer(LineNormalizer):
                 prompt = "\n".join(
                     text(b.get("text")) for b in params.get("prompt") or [] if isinstance(b, dict)
                 )
-                self.log.add(UserMessage(), prompt, ts)
+                self.log.add(USER, prompt, ts)
             elif method == "session/set_mode":
                 self._system(f"Mode set to {text(params.get('modeId'))}", ts)
             elif method in ("session/new", "session/load", "session/resume"):
@@ -361,7 +355,7 @@ class AcpNormalizer(LineNormalizer):
         self._usage = {}
         if stop == "cancelled":
             self.log.error("The turn was interrupted", "interrupted", ts)
-            self.log.close_tools(self._tools.values(), "cancelled")
+            self.log.close_open_tools("cancelled")
         elif stop == "refusal":
             self.log.error("The agent refused to continue", "agent_error", ts)
         elif stop in ("max_tokens", "max_turn_requests"):
@@ -399,14 +393,14 @@ class AcpNormalizer(LineNormalizer):
         elif method == "session/prompt":
             code = "api_error"
             self.turn_statuses.append("failed")
-            self.log.close_tools(self._tools.values(), "cancelled")
+            self.log.close_open_tools("cancelled")
         else:
             code = "protocol_error"
         self._open = None
         self.log.error(f"{method or 'request'} failed: {message}", code, ts, rpc_error=error)
 
     def close(self, ts: datetime | None) -> None:
-        self.log.close_tools(self._tools.values(), "cancelled")
+        self.log.close_open_tools("cancelled")
 
 
 # --- tool calls as actions -------------------------------------------------------------------
@@ -501,13 +495,8 @@ def _with_result(action: ActionType, call: dict[str, Any]) -> ActionType:
     output = obj(call.get("rawOutput"))  # Qwen: {type: "shell_result", output, exitCode, ...}
     exit_code = output.get("exitCode")
     stdout = text(output.get("output")) if "output" in output else _content_text(call.get("content"))
-    return action.model_copy(
-        update={
-            "result": CommandResult(
-                exit_code=exit_code if isinstance(exit_code, int) else None, stdout=stdout or None
-            )
-        }
-    )
+    result = CommandResult(exit_code=exit_code if isinstance(exit_code, int) else None, stdout=stdout or None)
+    return evolve(action, result=result)
 
 
 def _content_text(content: Any) -> str | None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterable
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -21,7 +21,9 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from .evolve import build, evolve
 from .framing import DEFAULT_MAX_LINE_BYTES, FramedLine, LineFramer, LineTooLong
+from .text import TextBuffer
 
 __all__ = [
     "MAX_PROTOCOL_ERRORS",
@@ -48,13 +50,20 @@ class EntryLog:
     patches since the last drain, one per touched entry, in the order they were first touched.
 
     Changes are kept pending until an entry is read or drained, so a hundred text deltas that
-    arrive in one chunk cost one copy of the entry, not a hundred.
+    arrive in one chunk cost one copy of the entry, not a hundred; streamed text is kept as pieces
+    (:meth:`append_text`) and joined once per drain, so a long answer costs time linear in its
+    length.  The tool calls still open are indexed, so closing them does not scan every entry.
     """
 
     def __init__(self) -> None:
         self._entries: list[NormalizedEntry] = []
         self._pending: dict[int, dict[str, Any]] = {}
         self._touched: dict[int, Literal["add", "replace"]] = {}
+        self._texts: dict[int, TextBuffer] = {}  # entries whose content streams in pieces
+        self._grown: set[int] = set()  # ... and got pieces not yet in the entry
+        self._open_tools: dict[int, None] = {}  # tool calls created, pending approval or running
+        self._refresh: dict[int, Callable[[], None]] = {}  # updates due before the entry is read
+        self._metadata: EntryMetadata | None = None  # shared by every entry with no extra keys
         self.session_id: str | None = None
         self.model: str | None = None
         self._protocol_errors = 0  # shown one by one so far
@@ -73,16 +82,29 @@ class EntryLog:
         return len(self._entries)
 
     def metadata(self, **extra: Any) -> EntryMetadata:
-        return EntryMetadata(session_id=self.session_id, model=self.model, extra=extra or None)
+        if extra:
+            return EntryMetadata(session_id=self.session_id, model=self.model, extra=extra)
+        meta = self._metadata
+        if meta is None or meta.session_id != self.session_id or meta.model != self.model:
+            meta = self._metadata = build(
+                EntryMetadata, session_id=self.session_id, model=self.model, extra=None
+            )
+        return meta
 
     def add(self, type_: EntryType, content: str = "", ts: datetime | None = None, **extra: Any) -> int:
         index = len(self._entries)
         self._entries.append(
-            NormalizedEntry(
-                index=index, timestamp=ts, type=type_, content=content, metadata=self.metadata(**extra)
+            build(
+                NormalizedEntry,
+                index=index,
+                timestamp=ts,
+                type=type_,
+                content=content,
+                metadata=self.metadata(**extra),
             )
         )
         self._touched[index] = "add"
+        self._track(index, type_)
         return index
 
     def put(self, index: int | None, type_: EntryType, content: str, ts: datetime | None = None) -> int:
@@ -94,8 +116,34 @@ class EntryLog:
         return index
 
     def replace(self, index: int, **changes: Any) -> None:
+        if "content" in changes:
+            self._texts.pop(index, None)
+            self._grown.discard(index)
+        if "type" in changes:
+            self._track(index, changes["type"])
         self._pending.setdefault(index, {}).update(changes)
         self._touched.setdefault(index, "replace")
+
+    def append_text(self, index: int, piece: str) -> None:
+        """Add ``piece`` to the end of the entry's content."""
+        if piece:
+            self.streamed(index).append(piece)
+            self._grown.add(index)
+            self._touched.setdefault(index, "replace")
+
+    def refresh(self, index: int, update: Callable[[], None]) -> None:
+        """Run ``update`` (which changes the entry) once, before the entry is next read or drained:
+        an update that is costly to build (a command's whole output so far) runs once per batch of
+        patches, not once per line.  A later ``update`` for the same entry replaces this one."""
+        self._refresh[index] = update
+        self._touched.setdefault(index, "replace")
+
+    def streamed(self, index: int) -> TextBuffer:
+        """The entry's content as a :class:`TextBuffer`, to ask about without joining it."""
+        buf = self._texts.get(index)
+        if buf is None:
+            buf = self._texts[index] = TextBuffer(self.get(index).content)
+        return buf
 
     def get(self, index: int) -> NormalizedEntry:
         self._materialize(index)
@@ -103,22 +151,20 @@ class EntryLog:
 
     def tool(self, index: int) -> ToolUseEntry | None:
         """The tool call at ``index`` (None if that entry is not a tool call)."""
-        t = self.get(index).type
+        t = self._type(index)
         return t.tool if isinstance(t, ToolUse) else None
 
     def update_tool(self, index: int, content: str | None = None, **changes: Any) -> None:
         """Change fields of the tool call at ``index`` (and the entry's content, if given)."""
-        tool = self.tool(index)
-        assert tool is not None, f"entry {index} is not a tool call"
+        t = self._type(index)
+        assert isinstance(t, ToolUse), f"entry {index} is not a tool call"
         extra = {"content": content} if content is not None else {}
-        self.replace(index, type=ToolUse(tool=tool.model_copy(update=changes)), **extra)
+        self.replace(index, type=evolve(t, tool=evolve(t.tool, **changes)), **extra)
 
-    def close_tools(self, indexes: Iterable[int], status: ToolStatus) -> None:
-        """Give every call among ``indexes`` still open (created, pending, running) ``status``."""
-        for index in indexes:
-            tool = self.tool(index)
-            if tool is not None and tool.status in OPEN_STATUSES:
-                self.update_tool(index, status=status)
+    def close_open_tools(self, status: ToolStatus) -> None:
+        """Give every call still open (created, pending, running) ``status``."""
+        for index in sorted(self._open_tools):
+            self.update_tool(index, status=status)
 
     def error(
         self, message: str, code: str, ts: datetime | None = None, content: str | None = None, **extra: Any
@@ -148,9 +194,13 @@ class EntryLog:
     def drain(self) -> list[EntryPatch]:
         """The patches since the last drain."""
         self._show_summary()
+        if not self._touched:
+            return []
+        entries, materialize = self._entries, self._materialize
         out = []
         for index, op in self._touched.items():
-            out.append(EntryPatch.model_construct(op=op, index=index, entry=self.get(index)))
+            materialize(index)
+            out.append(build(EntryPatch, op=op, index=index, entry=entries[index]))
         self._touched.clear()
         return out
 
@@ -165,13 +215,33 @@ class EntryLog:
             )
             self._summary_shown = count
 
+    def _type(self, index: int) -> EntryType:
+        if index in self._refresh:
+            self._refresh.pop(index)()
+        changes = self._pending.get(index)
+        if changes is not None and "type" in changes:
+            return changes["type"]  # type: ignore[no-any-return]
+        return self._entries[index].type
+
+    def _track(self, index: int, type_: EntryType) -> None:
+        if isinstance(type_, ToolUse) and type_.tool.status in OPEN_STATUSES:
+            self._open_tools[index] = None
+        else:
+            self._open_tools.pop(index, None)
+
     def _materialize(self, index: int) -> None:
+        if self._refresh and index in self._refresh:
+            self._refresh.pop(index)()
         changes = self._pending.pop(index, None)
+        if self._grown and index in self._grown:
+            self._grown.discard(index)
+            changes = changes or {}
+            changes["content"] = self._texts[index].text()
         if changes:
-            self._entries[index] = self._entries[index].model_copy(update=changes)
+            self._entries[index] = evolve(self._entries[index], **changes)
 
     def _materialize_all(self) -> None:
-        for index in list(self._pending):
+        for index in [*self._refresh, *self._pending, *self._grown]:
             self._materialize(index)
 
 

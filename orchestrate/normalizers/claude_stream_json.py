@@ -20,21 +20,19 @@ import orjson
 from ..entries import (
     ApprovalInfo,
     ApprovalOutcome,
-    AssistantMessage,
     GenericTool,
     Plan,
-    SystemMessage,
-    Thinking,
     TokenUsage,
     TokenUsageEntry,
     ToolStatus,
     ToolUse,
     ToolUseEntry,
-    UserMessage,
 )
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .claude_tools import action_for, apply_tool_result, plan_items, result_text
+from .evolve import evolve
+from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count, json_object
 from .values import obj as _dict
 from .values import text as _s
@@ -67,8 +65,7 @@ class TurnResult:
 class _Block:
     index: int  # entry index; -1 for blocks we do not show
     kind: str  # text | thinking | tool_use | other
-    text: str = ""
-    partial_json: str = ""
+    partial_json: list[str] = field(default_factory=list)
     has_full: bool = False  # the authoritative `assistant` line was seen
 
 
@@ -128,7 +125,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
     def _generic(self, obj: dict[str, Any], ts: datetime | None) -> None:
         # Unknown message types are kept, never fatal: newer CLIs add types all the time.
         label = "/".join(_s(obj.get(k)) for k in ("type", "subtype") if obj.get(k))
-        self.log.add(SystemMessage(), f"`{label or 'unknown'}` message", ts, raw=obj)
+        self.log.add(SYSTEM, f"`{label or 'unknown'}` message", ts, raw=obj)
 
     # --- system and result --------------------------------------------------------------------
 
@@ -139,7 +136,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
                 self._init(obj, ts)
             case "status":
                 if mode := obj.get("permissionMode"):
-                    self.log.add(SystemMessage(), f"Permission mode: {mode}", ts)
+                    self.log.add(SYSTEM, f"Permission mode: {mode}", ts)
             case "api_retry":
                 message = (
                     f"API error {obj.get('error_status')}: retrying (attempt {obj.get('attempt')} of "
@@ -149,7 +146,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             case "permission_denied":
                 self._permission_denied(obj, ts)
             case "compact_boundary":
-                self.log.add(SystemMessage(), "Conversation compacted", ts)
+                self.log.add(SYSTEM, "Conversation compacted", ts)
             case _ if sub in _SILENT_SYSTEM:
                 pass
             case _:
@@ -165,7 +162,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         self._last_init = (session, model)
         text = f"Session `{session}` started with model `{model}`"
         self.log.add(
-            SystemMessage(),
+            SYSTEM,
             text,
             ts,
             cwd=obj.get("cwd"),
@@ -198,7 +195,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             # errors[] holds only CLI diagnostics here ("[ede_diagnostic] ..."): kept, not shown.
             message = f"The turn was interrupted ({turn.terminal_reason})"
             self.log.error(message, "interrupted", ts, errors=errors or None)
-            self.log.close_tools(self._tools.values(), "cancelled")
+            self.log.close_open_tools("cancelled")
         elif turn.is_error:
             message = "; ".join(errors) or turn.text or f"turn ended with {turn.subtype}"
             # An API failure is already shown by its synthetic assistant message; the result repeats it.
@@ -239,20 +236,19 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             self._new_text_block(mid, idx, btype, text, ts, has_full=True)
             return
         existing.has_full = True
-        if existing.text != text and existing.index >= 0:
-            existing.text = text
+        if existing.index >= 0 and not self.log.streamed(existing.index).equals(text):
             self.log.replace(existing.index, content=text)
 
     def _new_text_block(
         self, mid: str, idx: int, btype: str, text: str, ts: datetime | None, *, has_full: bool
     ) -> None:
         if btype == "text":
-            index = self.log.add(AssistantMessage(), text, ts)
+            index = self.log.add(ASSISTANT, text, ts)
         elif btype in ("thinking", "redacted_thinking"):
-            index = self.log.add(Thinking(), text, ts)
+            index = self.log.add(THINKING, text, ts)
         else:
             index, btype = -1, "other"
-        self._blocks[(mid, idx)] = _Block(index, btype, text, has_full=has_full)
+        self._blocks[(mid, idx)] = _Block(index, btype, has_full=has_full)
 
     def _tool_block(
         self, mid: str, idx: int, tool_id: str, name: str, args: dict[str, Any], ts: datetime | None
@@ -320,10 +316,11 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             return
         dtype = delta.get("type")
         if dtype in ("text_delta", "thinking_delta"):
-            block.text += _s(delta.get("text") if dtype == "text_delta" else delta.get("thinking"))
-            self.log.replace(block.index, content=block.text)
+            self.log.append_text(
+                block.index, _s(delta.get("text") if dtype == "text_delta" else delta.get("thinking"))
+            )
         elif dtype == "input_json_delta":
-            block.partial_json += _s(delta.get("partial_json"))
+            block.partial_json.append(_s(delta.get("partial_json")))
 
     def _block_stop(self, mid: str, idx: int) -> None:
         if self._open_block.get(mid) == idx:
@@ -333,7 +330,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             return
         # No full assistant line for this tool (an interrupted stream): use the streamed input.
         try:
-            args = orjson.loads(block.partial_json)
+            args = orjson.loads("".join(block.partial_json))
         except orjson.JSONDecodeError:
             return
         tool = self.log.tool(block.index)
@@ -359,10 +356,10 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
 
     def _user_text(self, text: str, obj: dict[str, Any], ts: datetime | None) -> None:
         if text.startswith(_INTERRUPT_MARK):
-            self.log.add(SystemMessage(), "Interrupted by user", ts)
+            self.log.add(SYSTEM, "Interrupted by user", ts)
         elif not (obj.get("isReplay") and self._saw_stdin_user):
             # (--replay-user-messages echoes a turn we already showed from stdin.)
-            self.log.add(UserMessage(), text, ts)
+            self.log.add(USER, text, ts)
 
     def _tool_result(
         self, block: dict[str, Any], extra: Any, meta: dict[str, Any], ts: datetime | None
@@ -382,9 +379,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         updated = apply_tool_result(tool, result_text(block.get("content")), is_error, extra)
         decision = _dict(_dict(meta.get(tool_id)).get("permission_decision"))
         if tool.status in ("denied", "timed_out", "cancelled"):
-            updated = updated.model_copy(update={"status": tool.status})
+            updated = evolve(updated, status=tool.status)
         elif is_error and decision.get("decision") == "reject":
-            updated = updated.model_copy(update={"status": "denied"})
+            updated = evolve(updated, status="denied")
         self.log.replace(index, type=ToolUse(tool=updated))
 
     def _permission_denied(self, obj: dict[str, Any], ts: datetime | None) -> None:
@@ -456,13 +453,13 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         req = _dict(obj.get("request"))
         if kind == "user":
             self._saw_stdin_user = True
-            self.log.add(UserMessage(), result_text(_dict(obj.get("message")).get("content")), ts)
+            self.log.add(USER, result_text(_dict(obj.get("message")).get("content")), ts)
         elif kind == "control_response":
             self._client_answer(_dict(obj.get("response")))
         elif kind == "control_request" and req.get("subtype") == "interrupt":
-            self.log.add(SystemMessage(), "Interrupt requested", ts)
+            self.log.add(SYSTEM, "Interrupt requested", ts)
         elif kind == "control_request" and req.get("subtype") == "set_permission_mode":
-            self.log.add(SystemMessage(), f"Permission mode set to {req.get('mode')}", ts)
+            self.log.add(SYSTEM, f"Permission mode set to {req.get('mode')}", ts)
 
     def _client_answer(self, resp: dict[str, Any]) -> None:
         request_id = _s(resp.get("request_id"))
@@ -477,7 +474,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             self._approval_update(request_id, "denied", "denied", _s(body.get("message")) or None)
 
     def close(self, ts: datetime | None) -> None:
-        self.log.close_tools(self._tools.values(), "cancelled")
+        self.log.close_open_tools("cancelled")
 
 
 def _usage(obj: dict[str, Any]) -> TokenUsage:

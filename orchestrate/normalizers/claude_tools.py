@@ -22,6 +22,7 @@ from ..entries import (
     WebFetch,
 )
 from .diffs import diff_from_hunks, diff_texts
+from .evolve import evolve
 from .values import text as _s
 
 __all__ = ["action_for", "apply_tool_result", "plan_items", "result_text"]
@@ -104,19 +105,17 @@ def apply_tool_result(tool: ToolUseEntry, text: str, is_error: bool, extra: Any)
     detail = extra if isinstance(extra, dict) else {}
     match action:
         case CommandRun():
-            action = action.model_copy(update={"result": _command_result(text, is_error, detail)})
+            action = evolve(action, result=_command_result(text, is_error, detail))
         case FileWrite() | FileEdit():
             action = _refine_file_action(action, detail)
         case GenericTool():
-            action = action.model_copy(update={"result": extra if extra is not None else text})
+            action = evolve(action, result=extra if extra is not None else text)
         case _:
             pass
     result = ToolResult(
         success=not is_error, data=text if not is_error else None, error=text if is_error else None
     )
-    return tool.model_copy(
-        update={"action": action, "result": result, "status": "failed" if is_error else "success"}
-    )
+    return evolve(tool, action=action, result=result, status="failed" if is_error else "success")
 
 
 def _command_result(text: str, is_error: bool, detail: dict[str, Any]) -> CommandResult:
@@ -145,4 +144,4 @@ def _refine_file_action(action: FileWrite | FileEdit, detail: dict[str, Any]) ->
     if diff is None:
         return action
     change = FileChange(type="create" if detail.get("type") == "create" else "edit", unified_diff=diff)
-    return action.model_copy(update={"changes": (change,)})
+    return evolve(action, changes=(change,))

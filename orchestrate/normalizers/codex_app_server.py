@@ -27,7 +27,6 @@ from ..entries import (
     Plan,
     PlanItem,
     Search,
-    SystemMessage,
     Thinking,
     TokenUsage,
     TokenUsageEntry,
@@ -35,11 +34,13 @@ from ..entries import (
     ToolStatus,
     ToolUse,
     ToolUseEntry,
-    UserMessage,
 )
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .codex_items import display_command, file_change
+from .evolve import evolve
+from .kinds import ASSISTANT, SYSTEM, THINKING, USER
+from .text import TextBuffer
 from .values import count, json_object, rpc_id
 from .values import obj as _dict
 from .values import text as _s
@@ -92,7 +93,7 @@ class CodexAppServerNormalizer(LineNormalizer):
         self._our_requests: dict[Any, str] = {}  # our request id -> method (read from stdin)
         self._server_requests: dict[Any, str] = {}  # server request id -> item id
         self._items: dict[str, int] = {}  # item id -> entry index
-        self._text: dict[str, str] = {}  # item id -> text streamed so far
+        self._output: dict[str, TextBuffer] = {}  # item id -> command output streamed so far
         self._per_turn: dict[tuple[str, str], int] = {}  # (turn id, "diff"|"plan") -> entry index
         self._total: dict[str, int] = {}
         self._baseline: dict[str, int] = {}
@@ -157,21 +158,19 @@ class CodexAppServerNormalizer(LineNormalizer):
                 self._error(p, ts)
             case "configWarning" | "warning" | "deprecationNotice" | "guardianWarning":
                 text = _s(p.get("summary") or p.get("message") or p.get("details")) or method
-                self.log.add(SystemMessage(), text, ts, notice=method)
+                self.log.add(SYSTEM, text, ts, notice=method)
             case "thread/compacted":
-                self.log.add(SystemMessage(), "Conversation compacted", ts)
+                self.log.add(SYSTEM, "Conversation compacted", ts)
             case _ if method in _SILENT:
                 pass
             case _:
-                self.log.add(
-                    SystemMessage(), f"`{method}` notification", ts, raw={"method": method, "params": p}
-                )
+                self.log.add(SYSTEM, f"`{method}` notification", ts, raw={"method": method, "params": p})
 
     # --- responses to our requests, and our answers to the agent's ------------------------------
 
     def _client_request(self, method: str, params: dict[str, Any], ts: datetime | None) -> None:
         if method == "turn/interrupt":
-            self.log.add(SystemMessage(), "Interrupt requested", ts)
+            self.log.add(SYSTEM, "Interrupt requested", ts)
 
     def _response(self, request_id: Any, result: Any, error: Any, ts: datetime | None) -> None:
         if request_id not in self._our_requests:
@@ -192,7 +191,7 @@ class CodexAppServerNormalizer(LineNormalizer):
             verb = {"thread/start": "started", "thread/resume": "resumed", "thread/fork": "forked"}[method]
             text = f"Thread `{self.log.session_id}` {verb} with model `{self.log.model}`"
             self.log.add(
-                SystemMessage(),
+                SYSTEM,
                 text,
                 ts,
                 cwd=self._cwd,
@@ -202,7 +201,7 @@ class CodexAppServerNormalizer(LineNormalizer):
 
     def _server_request(self, request_id: Any, method: str, p: dict[str, Any], ts: datetime | None) -> None:
         if method not in _APPROVAL_METHODS:
-            self.log.add(SystemMessage(), f"The agent asked `{method}`, which this client does not serve", ts)
+            self.log.add(SYSTEM, f"The agent asked `{method}`, which this client does not serve", ts)
             return
         item_id = _s(p.get("itemId") or p.get("callId"))
         self._server_requests[request_id] = item_id
@@ -279,12 +278,12 @@ class CodexAppServerNormalizer(LineNormalizer):
                     text = "\n".join(
                         _s(c.get("text")) for c in item.get("content") or [] if isinstance(c, dict)
                     )
-                    self._items[item_id] = self.log.add(UserMessage(), text, ts)
+                    self._items[item_id] = self.log.add(USER, text, ts)
             case "agentMessage":
-                self._text_item(item_id, AssistantMessage(), _s(item.get("text")), completed, ts)
+                self._text_item(item_id, ASSISTANT, _s(item.get("text")), completed, ts)
             case "reasoning":
                 parts = [_s(x) for x in (item.get("summary") or item.get("content") or [])]
-                self._text_item(item_id, Thinking(), "\n\n".join(parts), completed, ts)
+                self._text_item(item_id, THINKING, "\n\n".join(parts), completed, ts)
             case "commandExecution":
                 self._command(item_id, item, completed, ts)
             case "fileChange":
@@ -298,7 +297,7 @@ class CodexAppServerNormalizer(LineNormalizer):
                 self._plan_entry(f"item:{item_id}", tuple(PlanItem(content=s) for s in steps), ts)
             case "contextCompaction":
                 if completed:
-                    self.log.add(SystemMessage(), "Conversation compacted", ts)
+                    self.log.add(SYSTEM, "Conversation compacted", ts)
             case _:
                 name = (
                     kind if kind != "mcpToolCall" else f"mcp:{_s(item.get('server'))}/{_s(item.get('tool'))}"
@@ -317,17 +316,14 @@ class CodexAppServerNormalizer(LineNormalizer):
         index = self._items.get(item_id)
         if index is None:
             self._items[item_id] = self.log.add(type_, text, ts)
-            self._text[item_id] = text
-        elif completed and text and text != self._text.get(item_id):
-            self._text[item_id] = text
+        elif completed and text and not self.log.streamed(index).equals(text):
             self.log.replace(index, content=text)
 
     def _delta(self, item_id: str, delta: str) -> None:
         index = self._items.get(item_id)
         if index is None or not delta:
             return
-        text = self._text[item_id] = self._text.get(item_id, "") + delta
-        self.log.replace(index, content=text)
+        self.log.append_text(index, delta)
 
     def _command(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
         command = display_command(_s(item.get("command")))
@@ -346,7 +342,7 @@ class CodexAppServerNormalizer(LineNormalizer):
         output = item.get("aggregatedOutput")
         result = CommandResult(
             exit_code=exit_code if isinstance(exit_code, int) else None,
-            stdout=output if isinstance(output, str) else self._text.get(item_id),
+            stdout=output if isinstance(output, str) else self._streamed_output(item_id),
             duration_ms=item.get("durationMs"),
         )
         new: ToolStatus = {
@@ -370,10 +366,22 @@ class CodexAppServerNormalizer(LineNormalizer):
         tool = self.log.tool(index) if index is not None else None
         if tool is None or index is None or not isinstance(tool.action, CommandRun):
             return
-        text = self._text[item_id] = self._text.get(item_id, "") + delta
-        self.log.update_tool(
-            index, action=tool.action.model_copy(update={"result": CommandResult(stdout=text)})
-        )
+        buf = self._output.get(item_id)
+        if buf is None:
+            buf = self._output[item_id] = TextBuffer()
+        buf.append(delta)
+        # The output so far goes into the entry once per batch of patches, not once per delta.
+        self.log.refresh(index, lambda: self._show_output(index, buf))
+
+    def _show_output(self, index: int, buf: TextBuffer) -> None:
+        tool = self.log.tool(index)
+        if tool is not None and isinstance(tool.action, CommandRun):
+            result = CommandResult(stdout=buf.text())
+            self.log.update_tool(index, action=evolve(tool.action, result=result))
+
+    def _streamed_output(self, item_id: str) -> str | None:
+        buf = self._output.get(item_id)
+        return buf.text() if buf is not None else None
 
     def _file_change(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
         changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
@@ -454,11 +462,11 @@ class CodexAppServerNormalizer(LineNormalizer):
         error = _s(_dict(turn.get("error")).get("message"))
         if status == "interrupted":
             self.log.error("The turn was interrupted", "interrupted", ts)
-            self.log.close_tools(self._items.values(), "cancelled")
+            self.log.close_open_tools("cancelled")
         elif status == "failed":
             if error != self._shown_error:
                 self.log.error(error or "the turn failed", "agent_error", ts)
-            self.log.close_tools(self._items.values(), "cancelled")
+            self.log.close_open_tools("cancelled")
         self._shown_error = None
 
     def _error(self, p: dict[str, Any], ts: datetime | None) -> None:
@@ -480,7 +488,7 @@ class CodexAppServerNormalizer(LineNormalizer):
         content = f"```diff\n{diff}```" if diff.endswith("\n") else f"```diff\n{diff}\n```"
         index = self._per_turn.get((turn_id, "diff"))
         if index is None:
-            self._per_turn[(turn_id, "diff")] = self.log.add(SystemMessage(), content, ts, turn_diff=diff)
+            self._per_turn[(turn_id, "diff")] = self.log.add(SYSTEM, content, ts, turn_diff=diff)
         else:
             self.log.replace(index, content=content, metadata=self.log.metadata(turn_diff=diff))
 
@@ -507,7 +515,7 @@ class CodexAppServerNormalizer(LineNormalizer):
         return index
 
     def close(self, ts: datetime | None) -> None:
-        self.log.close_tools(self._items.values(), "cancelled")
+        self.log.close_open_tools("cancelled")
 
 
 def _command_text(command: Any) -> str:

@@ -27,7 +27,6 @@ from ..entries import (
     Plan,
     PlanItem,
     Search,
-    SystemMessage,
     Thinking,
     TokenUsage,
     TokenUsageEntry,
@@ -35,11 +34,11 @@ from ..entries import (
     ToolStatus,
     ToolUse,
     ToolUseEntry,
-    UserMessage,
 )
 from .actions import describe
 from .base import LineNormalizer, Stream
 from .codex_items import display_command
+from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count, json_object
 from .values import obj as _dict
 from .values import text as _s
@@ -54,7 +53,6 @@ class CodexExecNormalizer(LineNormalizer):
         super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
         self._items: dict[str, int] = {}
         self._prompt_index: int | None = None
-        self._prompt = ""
         self._stdin_decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._previous_total: dict[str, int] | None = None
         self._resumed = False
@@ -64,11 +62,11 @@ class CodexExecNormalizer(LineNormalizer):
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
         if stream == "stdin":  # the prompt, as plain text: one user message, however it is chunked
-            self._prompt += self._stdin_decoder.decode(chunk)
+            piece = self._stdin_decoder.decode(chunk)
             if self._prompt_index is None:
-                self._prompt_index = self.log.add(UserMessage(), self._prompt, ts)
+                self._prompt_index = self.log.add(USER, piece, ts)
             else:
-                self.log.replace(self._prompt_index, content=self._prompt)
+                self.log.append_text(self._prompt_index, piece)
             return self.log.drain()
         return super().feed(chunk, stream, ts)
 
@@ -83,7 +81,7 @@ class CodexExecNormalizer(LineNormalizer):
             case "thread.started":
                 self.log.session_id = _s(obj.get("thread_id")) or self.log.session_id
                 verb = "resumed" if self._resumed else "started"
-                self.log.add(SystemMessage(), f"Thread `{self.log.session_id}` {verb}", ts)
+                self.log.add(SYSTEM, f"Thread `{self.log.session_id}` {verb}", ts)
             case "turn.started":
                 self._turn_open = True
             case "item.started" | "item.updated" | "item.completed":
@@ -102,7 +100,7 @@ class CodexExecNormalizer(LineNormalizer):
                 self.log.error(message, code, ts)
             case _:
                 label = _s(obj.get("type")) or "unknown"
-                self.log.add(SystemMessage(), f"`{label}` event", ts, raw=obj)
+                self.log.add(SYSTEM, f"`{label}` event", ts, raw=obj)
 
     def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
         if event.get("type") == "resumed_thread":
@@ -119,9 +117,9 @@ class CodexExecNormalizer(LineNormalizer):
         action: FileEdit | Search | GenericTool
         match kind:
             case "agent_message":
-                self._text(item_id, AssistantMessage(), _s(item.get("text")), ts)
+                self._text(item_id, ASSISTANT, _s(item.get("text")), ts)
             case "reasoning":
-                self._text(item_id, Thinking(), _s(item.get("text")), ts)
+                self._text(item_id, THINKING, _s(item.get("text")), ts)
             case "command_execution":
                 self._command(item_id, item, completed, ts)
             case "file_change":
@@ -224,10 +222,10 @@ class CodexExecNormalizer(LineNormalizer):
                 **({"cumulative": True} if cumulative else {}),
             )
         if status != "completed":
-            self.log.close_tools(self._items.values(), "cancelled")
+            self.log.close_open_tools("cancelled")
 
     def close(self, ts: datetime | None) -> None:
         if self._turn_open:  # no terminal event: exec was interrupted (SIGINT prints none)
             self.log.error("The turn ended without a result: codex exec was interrupted", "interrupted", ts)
             self._turn_end("interrupted", ts)
-        self.log.close_tools(self._items.values(), "cancelled")
+        self.log.close_open_tools("cancelled")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import shlex
 from typing import Any
 
@@ -17,10 +18,27 @@ _SHELL_WRAPPERS = (
     ["sh", "-c"],
     ["/bin/zsh", "-lc"],
 )
+_QUOTED_PREFIXES = tuple(" ".join(w) + " '" for w in _SHELL_WRAPPERS)
 
 
 def display_command(command: str) -> str:
     """The command the model asked for: Codex runs it as ``/bin/bash -lc '<cmd>'`` (0.169.0)."""
+    # The usual form, a body in single quotes with none inside, is exactly what shlex would give
+    # back (nothing is special between single quotes): no need to run the tokenizer on it.
+    for prefix in _QUOTED_PREFIXES:
+        body = command[len(prefix) : -1]
+        if (
+            command.startswith(prefix)
+            and len(command) > len(prefix)
+            and command[-1] == "'"
+            and "'" not in body
+        ):
+            return body
+    return _unwrapped(command)
+
+
+@functools.lru_cache(maxsize=256)  # each item's command comes again when the item completes
+def _unwrapped(command: str) -> str:
     try:
         argv = shlex.split(command)
     except ValueError:

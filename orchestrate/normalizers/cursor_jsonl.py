@@ -20,7 +20,6 @@ import orjson
 
 from ..entries import (
     ActionType,
-    AssistantMessage,
     CommandResult,
     CommandRun,
     FileChange,
@@ -32,18 +31,17 @@ from ..entries import (
     PlanItem,
     PlanStatus,
     Search,
-    SystemMessage,
-    Thinking,
     TokenUsage,
     TokenUsageEntry,
     ToolResult,
     ToolUse,
     ToolUseEntry,
-    UserMessage,
 )
 from .actions import describe
 from .base import LineNormalizer, Stream
 from .diffs import diff_texts
+from .evolve import evolve
+from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count, json_object, obj, text
 
 __all__ = ["CursorNormalizer"]
@@ -61,7 +59,7 @@ _TODO_STATUS: dict[str, PlanStatus] = {
 class CursorNormalizer(LineNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
         super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
-        self._open: tuple[str, int, str] | None = None  # (kind, entry index, text so far)
+        self._open: tuple[str, int] | None = None  # (kind, entry index) of the text streaming in
         self._tools: dict[str, int] = {}
         self._plan: int | None = None
         self._cwd: str | None = None
@@ -91,7 +89,7 @@ class CursorNormalizer(LineNormalizer):
                 self._system(event, ts)
             case "user":
                 self._close_text()
-                self.log.add(UserMessage(), _message_text(event), ts)
+                self.log.add(USER, _message_text(event), ts)
             case "assistant":
                 self._assistant(event, ts)
             case "thinking":
@@ -103,9 +101,7 @@ class CursorNormalizer(LineNormalizer):
                 self._result(event, ts)
             case _:
                 self._close_text()
-                self.log.add(
-                    SystemMessage(), f"`{text(event.get('type')) or 'unknown'}` event", ts, raw=event
-                )
+                self.log.add(SYSTEM, f"`{text(event.get('type')) or 'unknown'}` event", ts, raw=event)
 
     def _system(self, event: dict[str, Any], ts: datetime | None) -> None:
         self._close_text()
@@ -113,7 +109,7 @@ class CursorNormalizer(LineNormalizer):
         self.log.model = text(event.get("model")) or self.log.model
         self._cwd = text(event.get("cwd")) or self._cwd
         self.log.add(
-            SystemMessage(),
+            SYSTEM,
             f"Cursor agent started with model `{self.log.model}`",
             ts,
             cwd=self._cwd,
@@ -127,36 +123,33 @@ class CursorNormalizer(LineNormalizer):
         piece = _message_text(event)
         if self._open is None or self._open[0] != "assistant":
             self._close_text()
-            self._open = ("assistant", self.log.add(AssistantMessage(), piece, ts), piece)
+            self._open = ("assistant", self.log.add(ASSISTANT, piece, ts))
             return
-        _, index, so_far = self._open
-        if piece == so_far:
+        index = self._open[1]
+        so_far = self.log.streamed(index)
+        if so_far.equals(piece):
             return  # a cumulative copy of what is there
-        if so_far and piece.startswith(so_far):
-            new = piece  # a cumulative copy that goes further
+        if len(so_far) and so_far.is_prefix_of(piece):
+            self.log.replace(index, content=piece)  # a cumulative copy that goes further
         elif so_far.endswith(piece) and "timestamp_ms" not in event:
             return  # a repeated tail, not a delta (deltas carry their timestamp)
         else:
-            new = so_far + piece
-        self._open = ("assistant", index, new)
-        self.log.replace(index, content=new)
+            self.log.append_text(index, piece)
 
     def _thinking(self, event: dict[str, Any], ts: datetime | None) -> None:
         piece = text(event.get("text"))
         if event.get("subtype") == "completed":
             if self._open is not None and self._open[0] == "thinking":
-                _, index, so_far = self._open
-                if piece and piece != so_far:
+                index = self._open[1]
+                if piece and not self.log.streamed(index).equals(piece):
                     self.log.replace(index, content=piece)
             self._close_text()
             return
         if self._open is None or self._open[0] != "thinking":
             self._close_text()
-            self._open = ("thinking", self.log.add(Thinking(), piece, ts), piece)
+            self._open = ("thinking", self.log.add(THINKING, piece, ts))
             return
-        _, index, so_far = self._open
-        self._open = ("thinking", index, so_far + piece)
-        self.log.replace(index, content=so_far + piece)
+        self.log.append_text(self._open[1], piece)
 
     def _close_text(self) -> None:
         self._open = None
@@ -229,7 +222,7 @@ class CursorNormalizer(LineNormalizer):
         self.turn_statuses.append("failed" if failed else "completed")
         if failed:
             self.log.error(text(event.get("result")) or "the turn failed", "agent_error", ts)
-        self.log.close_tools(self._tools.values(), "cancelled")
+        self.log.close_open_tools("cancelled")
 
     def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
         if event.get("type") == "run_error" and event.get("code") == "process_exited":
@@ -243,7 +236,7 @@ class CursorNormalizer(LineNormalizer):
             if not self._exit_reported:
                 self.log.error("cursor-agent's stream ended without a result", "process_exited", ts)
             self.turn_statuses.append("failed")
-        self.log.close_tools(self._tools.values(), "cancelled")
+        self.log.close_open_tools("cancelled")
 
 
 def _message_text(event: dict[str, Any]) -> str:
@@ -275,15 +268,12 @@ def _action(kind: str, args: dict[str, Any], result: dict[str, Any]) -> tuple[Ac
             command = CommandRun(command=text(args.get("command")))
             if result:
                 exit_code = detail.get("exitCode")
-                command = command.model_copy(
-                    update={
-                        "result": CommandResult(
-                            exit_code=exit_code if isinstance(exit_code, int) else None,
-                            stdout=text(detail.get("stdout")) or None,
-                            stderr=text(detail.get("stderr")) or None,
-                        )
-                    }
+                outcome = CommandResult(
+                    exit_code=exit_code if isinstance(exit_code, int) else None,
+                    stdout=text(detail.get("stdout")) or None,
+                    stderr=text(detail.get("stderr")) or None,
                 )
+                command = evolve(command, result=outcome)
             return command, "shell"
         case "readToolCall":
             return FileRead(path=path), "read"

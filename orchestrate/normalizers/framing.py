@@ -36,26 +36,36 @@ class LineFramer:
         if max_line_bytes < 1:
             raise ValueError("max_line_bytes must be positive")
         self._max = max_line_bytes
-        self._buf = bytearray()
-        # Where to resume looking for b"\n": avoids rescanning a long partial line on every chunk.
-        self._scan_from = 0
+        self._buf = bytearray()  # the partial line after the last newline
         # While > 0 we are inside an over-long line whose bytes are being discarded.
         self._dropped = 0
         self._dropped_head = b""
 
     def feed(self, chunk: bytes) -> list[FramedLine]:
         """Add bytes; return the lines they completed, in order."""
+        last = chunk.rfind(b"\n")
+        if last < 0:
+            self._buf += chunk
+            self._guard_length()
+            return []
+        # Everything up to the last newline is whole lines: cut and decode them in one pass each
+        # (a C loop, not a Python one per line); the rest waits in the buffer.
+        view = memoryview(chunk)
+        if self._buf or self._dropped:
+            self._buf += view[:last]
+            complete: bytes | memoryview = bytes(self._buf)
+            self._buf.clear()
+        else:
+            complete = view[:last]
+        self._buf += view[last + 1 :]
         out: list[FramedLine] = []
-        self._buf += chunk
-        while True:
-            nl = self._buf.find(b"\n", self._scan_from)
-            if nl < 0:
-                self._scan_from = len(self._buf)
-                self._guard_length()
-                return out
-            self._emit(bytes(self._buf[:nl]), out)
-            del self._buf[: nl + 1]
-            self._scan_from = 0
+        if self._dropped or len(complete) > self._max:
+            for raw in bytes(complete).split(b"\n"):
+                self._emit(raw, out)
+        else:
+            _decoded_lines(str(complete, "utf-8", "replace"), out)
+        self._guard_length()
+        return out
 
     def finish(self) -> list[FramedLine]:
         """End of stream: deliver a final line that had no newline."""
@@ -63,7 +73,6 @@ class LineFramer:
         if self._buf or self._dropped:
             self._emit(bytes(self._buf), out)
         self._buf.clear()
-        self._scan_from = 0
         return out
 
     def _guard_length(self) -> None:
@@ -73,7 +82,6 @@ class LineFramer:
             self._dropped_head = bytes(self._buf[:_HEAD_BYTES])
         self._dropped += len(self._buf)
         self._buf.clear()
-        self._scan_from = 0
 
     def _emit(self, raw: bytes, out: list[FramedLine]) -> None:
         if self._dropped or len(raw) > self._max:
@@ -82,7 +90,21 @@ class LineFramer:
             self._dropped = 0
             self._dropped_head = b""
             return
-        if raw.endswith(b"\r"):
-            raw = raw[:-1]
-        if raw.strip():
-            out.append(raw.decode("utf-8", "replace"))
+        _decoded_lines(raw.decode("utf-8", "replace"), out)
+
+
+# What bytes.strip() strips: a line of only these is blank.  (str.strip() would also strip
+# Unicode spaces, which a line of the protocol may well consist of.)
+_ASCII_SPACE = " \t\n\r\x0b\x0c"
+
+
+def _decoded_lines(text: str, out: list[FramedLine]) -> None:
+    """The non-blank lines of ``text`` (already decoded), each without its ``\\r``.
+
+    Decoding a run of whole lines at once gives the same text as decoding each line: 0x0A never
+    occurs inside a multi-byte UTF-8 sequence, so no line boundary cuts one."""
+    for line in text.split("\n"):
+        if line and line[-1] == "\r":
+            line = line[:-1]
+        if line and (line[0] not in _ASCII_SPACE or line.strip(_ASCII_SPACE)):
+            out.append(line)

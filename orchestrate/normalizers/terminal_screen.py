@@ -20,16 +20,15 @@ import pyte
 from ..entries import (
     ApprovalInfo,
     ApprovalOutcome,
-    AssistantMessage,
     CommandRun,
     EntryPatch,
     GenericTool,
     ToolStatus,
     ToolUse,
     ToolUseEntry,
-    UserMessage,
 )
 from .base import Normalizer, Stream
+from .kinds import ASSISTANT, USER
 from .tui import TuiRules
 from .values import text
 
@@ -60,7 +59,7 @@ class TerminalScreenNormalizer(Normalizer):
         return []  # keys typed (stdin) show on the screen, and the notes say what they meant
 
     def finish(self, ts: datetime | None = None) -> list[EntryPatch]:
-        self.log.close_tools(self._tools.values(), "cancelled")
+        self.log.close_open_tools("cancelled")
         return self.log.drain()
 
     def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
@@ -83,12 +82,12 @@ class TerminalScreenNormalizer(Normalizer):
         self._prompt_lines = {line.strip() for line in prompt.splitlines() if line.strip()}
         self._answer = None
         self._turn_open = True
-        self.log.add(UserMessage(), prompt, ts)
+        self.log.add(USER, prompt, ts)
 
     def _stable(self, ts: datetime | None, idle: bool) -> None:
         answer = self.answer_text()
         if self._answer is None and answer:
-            self._answer = self.log.add(AssistantMessage(), answer, ts)
+            self._answer = self.log.add(ASSISTANT, answer, ts)
         elif self._answer is not None and answer and answer != self.log.get(self._answer).content:
             self.log.replace(self._answer, content=answer)
         for index in self._tools.values():  # approved and the screen settled: it ran
