@@ -115,12 +115,14 @@ def test_a_huge_line_is_dropped_as_it_streams() -> None:
 
 
 def test_pending_requests_are_bounded() -> None:
-    """The agent sends 5000 requests of 4 KB before it reads one answer: at most MAX_SERVED are
+    """The agent sends 10000 requests of 4 KB before it reads one answer: at most MAX_SERVED are
     served at once, the rest wait in its pipe, not in our memory (before: 6 KB each and what they
-    carry, 242 MB for 40k small ones)."""
-    run = measured_run("acp", "requests=5000 pad=4096", limit=60)
-    assert run["texts"] == ["5000 of 5000 requests answered"] and run["outcome"] == "success"
-    assert run["grew_mb"] < 30, run  # 21 MB measured; 40 MB with no bound on the requests served
+    carry, 242 MB for 40k small ones).  What is held does not depend on how many were sent, so
+    twice the requests of the first measurement (21 MB for 5000; 40 MB for 5000 with no bound)
+    leaves a wide margin against a loaded machine's noise."""
+    run = measured_run("acp", "requests=10000 pad=4096", limit=90)
+    assert run["texts"] == ["10000 of 10000 requests answered"] and run["outcome"] == "success"
+    assert run["grew_mb"] < 45, run  # with no bound: 71 MB measured
 
 
 def test_stderr_is_kept_as_a_tail() -> None:
