@@ -45,6 +45,7 @@ from ..testing.recording import FIXTURE_FOLDERS, record_case
 from ..testing.scenario import Scenario
 from ..testing.upgrade import upgrade as run_upgrade
 from .render import TextRenderer
+from .tasks import record_run, register
 
 __all__ = ["main"]
 
@@ -176,8 +177,12 @@ def run(
             approval_timeout=approval_timeout,
             raw_log=record,
         )
+        live = Run(executor, task, service)
         try:
-            result = anyio.run(_run_live, Run(executor, task, service), _sink(output), asker)
+            # Recorded in the store as a task (`orchestrate tasks`); a store failure only warns.
+            with record_run(executor_name, options, live, output) as recording:
+                result = anyio.run(_run_live, live, recording.sink(_sink(output)), asker)
+                recording.result = result
         finally:
             asker.close()
     except OrchestrateError as exc:
@@ -515,3 +520,6 @@ def upgrade(executor_name: str, version: str, no_install: bool, pins: Path, fixt
     click.echo(
         f"{len(changes) - changed} unchanged, {changed} changed: review the .entries.json diffs, then commit"
     )
+
+
+register(main)  # submit, tasks, show, follow, cancel, retry, send, approvals, approve, deny, worker

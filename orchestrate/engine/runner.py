@@ -21,7 +21,7 @@ from ..store import EventWriter, RunEnd, RunRecord, Store, StoreError, TaskRecor
 from ..task import Task
 from .procinfo import start_time
 
-__all__ = ["LiveRun", "execute"]
+__all__ = ["LiveRun", "execute", "run_end"]
 
 _TAIL_EVERY = 0.05
 
@@ -70,7 +70,7 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
     try:
         executor = settings.registry.create(task.executor, ExecutorOptions(**task.executor_options))
         spec = Task(
-            prompt=task.prompt,
+            prompt=record.prompt or task.prompt,  # a follow-up turn's messages, or the task's prompt
             cwd=task.cwd,
             resume=record.resume_token,
             resume_fallback=record.resume_token is not None,
@@ -84,7 +84,9 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
                 tg.start_soon(_tail, writer, live, log)
                 tg.start_soon(_cancel_on_request, live, run)
                 async for patch in run.patches():
-                    writer.put(task.id, record.id, "patch", patch.model_dump_json(by_alias=True))
+                    writer.put(
+                        task.id, record.id, "patch", patch.model_dump_json(by_alias=True, exclude_none=True)
+                    )
                     session = patch.entry.metadata.session_id if patch.entry.metadata else None
                     if session and session != live.session_id:
                         live.session_id = session
@@ -180,28 +182,33 @@ async def _finish(
             await anyio.sleep(delay)
 
 
+def run_end(result: RunResult | None, error: tuple[str, str] | None = None) -> RunEnd:
+    """The stored columns of a run that ended with ``result`` (None: it never started, ``error``
+    says why)."""
+    if result is None:
+        code, message = error or ("start_failed", "the run did not start")
+        return RunEnd(status="failed", outcome="failed", error=message, error_code=code)
+    usage = result.token_usage
+    return RunEnd(
+        status={"success": "done"}.get(result.outcome, result.outcome),
+        outcome=result.outcome,
+        exit_code=result.exit_code,
+        error=result.error if result.outcome != "success" else None,
+        error_code=None if result.outcome == "success" else result.outcome,
+        session_id=result.session_id,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        cost_usd=usage.total_cost_usd,
+    )
+
+
 def _decide(
     live: LiveRun, result: RunResult | None, error: tuple[str, str] | None
 ) -> tuple[RunEnd, str, str | None]:
     task = live.task
-    if result is None:
-        code, message = error or ("start_failed", "the run did not start")
-        end = RunEnd(status="failed", outcome="failed", error=message, error_code=code)
-    else:
-        usage = result.token_usage
-        end = RunEnd(
-            status={"success": "done"}.get(result.outcome, result.outcome),
-            outcome=result.outcome,
-            exit_code=result.exit_code,
-            error=result.error if result.outcome != "success" else None,
-            error_code=None if result.outcome == "success" else result.outcome,
-            session_id=result.session_id,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            cost_usd=usage.total_cost_usd,
-        )
+    end = run_end(result, error)
     if result is not None and result.outcome == "success":
         return end, "done", None
     if live.cancel.is_set():

@@ -16,12 +16,13 @@ from .errors import (
     StoreReadOnlyError,
     StoreVersionError,
 )
-from .records import TERMINAL, Event, Limits, RunRecord, TaskRecord, TaskSpec
+from .records import TERMINAL, ApprovalRecord, Event, Limits, RunRecord, TaskRecord, TaskSpec
 from .store import RunEnd, Store
 from .writer import EventWriter, WriteTrouble
 
 __all__ = [
     "TERMINAL",
+    "ApprovalRecord",
     "Event",
     "EventWriter",
     "Limits",
