@@ -118,6 +118,14 @@ class Engine:
         self._wake.set()
         return task
 
+    async def send(self, task_id: int, text: str) -> TaskRecord:
+        """A follow-up message: a new turn of the task in the agent's session.  For a task whose agent
+        is busy (or that waits in the queue) it is stored and sent when the turn ends done; a task that
+        has ended starts a follow-up run at once.  Messages that wait are sent together, in order."""
+        task, _, _ = await self._call(self.store.send, task_id, text)
+        self._wake.set()
+        return task
+
     async def subscribe(
         self, task_id: int | None = None, *, run_id: int | None = None, after: int = 0, follow: bool = True
     ) -> AsyncIterator[Event]:
