@@ -192,3 +192,25 @@ def test_usage_errors() -> None:
     unknown = orchestrate("submit", "-e", "no-such-agent", "hi")
     assert unknown.returncode == 2 and "no-such-agent" in unknown.stderr
     assert orchestrate("worker", "--per-executor", "codex").returncode == 2
+
+
+def test_approvals_wait_in_the_store_for_approve_or_deny(tmp_path: Path) -> None:
+    log = tmp_path / "worker.log"
+    proc = background("worker", "--poll", "0.05", log=log)  # approvals: the store's (the default)
+    try:
+        task_id = submit(tmp_path, "tool")
+        with store() as s:
+            wait_until(lambda: s.approvals(task_id=task_id) != [])
+            [listed] = orjson.loads(read("approvals", "--json"))
+            assert listed["task_id"] == task_id and listed["request"]["command"] == "echo original"
+            assert "waiting_approval" in read("tasks")
+            denied = orchestrate("deny", str(listed["id"]), "--reason", "not today", "--by", "carol")
+            late = orchestrate("approve", str(listed["id"]))
+            wait_until(lambda: s.get(task_id).finished)
+            events = s.events(task_id=task_id, limit=10_000)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(10)
+    assert denied.returncode == 0 and denied.stdout.strip() == f"approval {listed['id']}: denied"
+    assert late.returncode == 1 and "already answered: denied by carol" in late.stderr
+    assert any("not today" in str(e.data) for e in events if e.kind == "patch")

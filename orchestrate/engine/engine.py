@@ -21,7 +21,19 @@ import anyio
 from ..approvals.base import ApprovalService
 from ..process.pipes import ShutdownPolicy
 from ..registry import Registry, default_registry
-from ..store import Event, EventWriter, Limits, RunRecord, Store, StoreError, TaskRecord, TaskSpec, home
+from ..store import (
+    AlreadyAnsweredError,
+    ApprovalRecord,
+    Event,
+    EventWriter,
+    Limits,
+    RunRecord,
+    Store,
+    StoreError,
+    TaskRecord,
+    TaskSpec,
+    home,
+)
 from .procinfo import HOST, kill_group_if_same
 from .runner import LiveRun, RunSettings, execute
 
@@ -60,8 +72,9 @@ class Engine:
         """Runs this engine is executing, by run id."""
         self.errors: list[StoreError] = []
         """Store errors the worker loop met and went on past (the latest few)."""
+        # No approval service given: requests wait in the store for any client (approve / deny).
         self._settings = RunSettings(
-            registry or default_registry, approvals, log_dir or home() / "runs", shutdown
+            registry or default_registry, approvals, log_dir or home() / "runs", shutdown, poll / 2
         )
         self._wake = anyio.Event()
         self._stop = anyio.Event()
@@ -125,6 +138,29 @@ class Engine:
         task, _, _ = await self._call(self.store.send, task_id, text)
         self._wake.set()
         return task
+
+    async def approvals(
+        self, task_id: int | None = None, status: str | None = "open"
+    ) -> builtins.list[ApprovalRecord]:
+        """Approvals waiting for an answer (``status=None``: all), of one task or every task."""
+        return await self._call(lambda: self.store.approvals(task_id=task_id, status=status))
+
+    async def approve(self, approval_id: int, *, by: str = "engine API") -> ApprovalRecord:
+        """Answer an open approval: allowed.  Raises :class:`AlreadyAnsweredError` if another client
+        answered first (or the request was withdrawn): that answer stands."""
+        return await self._answer(approval_id, "approved", None, by)
+
+    async def deny(
+        self, approval_id: int, reason: str = "denied", *, by: str = "engine API"
+    ) -> ApprovalRecord:
+        """Answer an open approval: refused, with ``reason`` for the agent.  First answer wins."""
+        return await self._answer(approval_id, "denied", reason, by)
+
+    async def _answer(self, approval_id: int, decision: str, reason: str | None, by: str) -> ApprovalRecord:
+        won, record = await self._call(lambda: self.store.answer_approval(approval_id, decision, reason, by))
+        if not won:
+            raise AlreadyAnsweredError(record)
+        return record
 
     async def subscribe(
         self, task_id: int | None = None, *, run_id: int | None = None, after: int = 0, follow: bool = True

@@ -19,6 +19,7 @@ from ..registry import Registry
 from ..run import Run, RunResult
 from ..store import EventWriter, RunEnd, RunRecord, Store, StoreError, TaskRecord
 from ..task import Task
+from .approvals import StoreApprovals
 from .procinfo import start_time
 
 __all__ = ["LiveRun", "execute", "run_end"]
@@ -59,6 +60,7 @@ class RunSettings:
     approvals: ApprovalService | None
     log_dir: Path
     shutdown: ShutdownPolicy | None = None
+    approval_poll: float = 0.1
 
 
 async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: RunSettings) -> None:
@@ -77,7 +79,10 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
             raw_log=log,
             **task.run_options,
         )
-        run = live.handle = Run(executor, spec, settings.approvals, shutdown=settings.shutdown)
+        approvals = settings.approvals or StoreApprovals(
+            store, record.id, timeout=spec.approval_timeout, poll=settings.approval_poll
+        )
+        run = live.handle = Run(executor, spec, approvals, shutdown=settings.shutdown)
         async with run:
             await _record_process(store, run, record.id, log)
             async with anyio.create_task_group() as tg:

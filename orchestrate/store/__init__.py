@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .database import connect, current_revision, default_url, downgrade, head_revision, home, migrate
 from .errors import (
+    AlreadyAnsweredError,
     NotFoundError,
     StoreBusyError,
     StoreError,
@@ -22,6 +23,7 @@ from .writer import EventWriter, WriteTrouble
 
 __all__ = [
     "TERMINAL",
+    "AlreadyAnsweredError",
     "ApprovalRecord",
     "Event",
     "EventWriter",
