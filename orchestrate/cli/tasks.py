@@ -27,7 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..approvals import ApprovalService, AutoApprove, AutoDeny, RulePolicy
-from ..engine import Engine
+from ..engine import Engine, Watchdogs
 from ..engine.record import RunRecorder
 from ..entries import PATCH_ADAPTER, EntryPatch
 from ..errors import OrchestrateError
@@ -540,6 +540,11 @@ def _worker_approvals(spec: str) -> ApprovalService | None:
     show_default=True,
     help="store (wait for `orchestrate approve`) | auto | deny | PATH to a policy file.",
 )
+@click.option(
+    "--startup-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds to first output."
+)
+@click.option("--silence-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds of silence.")
+@click.option("--run-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds for a whole run.")
 @store_option
 def worker(
     capacity: int,
@@ -550,6 +555,9 @@ def worker(
     lease: float,
     poll: float,
     approvals_spec: str,
+    startup_timeout: float | None,
+    silence_timeout: float | None,
+    run_timeout: float | None,
     url: str | None,
 ) -> None:
     """Run queued tasks until SIGINT or SIGTERM.  Any number of workers share one store's queue.
@@ -562,27 +570,23 @@ def worker(
         per_label=_pairs(per_label, "--per-label"),
     )
     service = _worker_approvals(approvals_spec)
+    options: dict[str, Any] = {
+        "limits": limits,
+        "capacity": capacity,
+        "executors": list(only) or None,
+        "lease": lease,
+        "poll": poll,
+        "approvals": service,
+        "watchdogs": Watchdogs(startup=startup_timeout, silence=silence_timeout, total=run_timeout),
+    }
     try:
-        anyio.run(_work, url, limits, capacity, list(only) or None, lease, poll, service)
+        anyio.run(_work, url, options)
     except OrchestrateError as exc:
         raise TaskCliError(str(exc), 1) from exc
 
 
-async def _work(
-    url: str | None,
-    limits: Limits,
-    capacity: int,
-    only: list[str] | None,
-    lease: float,
-    poll: float,
-    service: ApprovalService | None,
-) -> None:
-    async with (
-        Engine.open(
-            url, limits=limits, capacity=capacity, executors=only, lease=lease, poll=poll, approvals=service
-        ) as engine,
-        anyio.create_task_group() as tg,
-    ):
+async def _work(url: str | None, options: dict[str, Any]) -> None:
+    async with Engine.open(url, **options) as engine, anyio.create_task_group() as tg:
 
         async def on_signals() -> None:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:

@@ -35,7 +35,7 @@ from ..store import (
     home,
 )
 from .procinfo import HOST, kill_group_if_same
-from .runner import LiveRun, RunSettings, execute
+from .runner import LiveRun, RunSettings, Watchdogs, execute
 
 __all__ = ["Engine"]
 
@@ -59,6 +59,7 @@ class Engine:
         executors: Sequence[str] | None = None,
         shutdown: ShutdownPolicy | None = None,
         log_dir: Path | None = None,
+        watchdogs: Watchdogs | None = None,
     ) -> None:
         self.store = store
         self.limits = limits or Limits()
@@ -74,7 +75,12 @@ class Engine:
         """Store errors the worker loop met and went on past (the latest few)."""
         # No approval service given: requests wait in the store for any client (approve / deny).
         self._settings = RunSettings(
-            registry or default_registry, approvals, log_dir or home() / "runs", shutdown, poll / 2
+            registry or default_registry,
+            approvals,
+            log_dir or home() / "runs",
+            shutdown,
+            poll / 2,
+            watchdogs or Watchdogs(),
         )
         self._wake = anyio.Event()
         self._stop = anyio.Event()

@@ -5,13 +5,16 @@ next state (done, retried, failed, cancelled)."""
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 import orjson
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..approvals.base import ApprovalService
+from ..entries import EntryPatch, ToolUse
 from ..errors import OrchestrateError
 from ..executors.base import ExecutorOptions
 from ..process.pipes import ShutdownPolicy
@@ -22,7 +25,7 @@ from ..task import Task
 from .approvals import StoreApprovals
 from .procinfo import start_time
 
-__all__ = ["LiveRun", "execute", "run_end"]
+__all__ = ["LiveRun", "Watchdogs", "execute", "run_end"]
 
 _TAIL_EVERY = 0.05
 
@@ -40,6 +43,25 @@ class _Tail:
         self.partial = b""
 
 
+class Watchdogs(BaseModel):
+    """Limits per phase of a run, each with its own error code on the task (None: no limit).
+
+    ``startup``: seconds from spawn to the agent's first output (``startup_timeout``); ``silence``:
+    seconds without output while no approval is pending (``silence_timeout``); ``total``: seconds for
+    the whole run (``run_timeout``).  A tripped watchdog stops the agent; the run fails with the code
+    and the task is retried if it has attempts left."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    startup: float | None = Field(default=None, gt=0)
+    silence: float | None = Field(default=None, gt=0)
+    total: float | None = Field(default=None, gt=0)
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in (self.startup, self.silence, self.total))
+
+
 @dataclass
 class LiveRun:
     """What the engine knows of a run it is executing."""
@@ -52,6 +74,12 @@ class LiveRun:
     notices: list[str] = field(default_factory=list)
     tail: _Tail = field(default_factory=_Tail)
     session_id: str | None = None
+    last_output: float | None = None
+    """When the agent last wrote to stdout or stderr (monotonic); None before its first output."""
+    pending: set[int] = field(default_factory=set)
+    """Entries (tool calls) now waiting for an approval."""
+    tripped: tuple[str, str] | None = None
+    """The watchdog that stopped the run: (error code, message)."""
 
 
 @dataclass
@@ -61,6 +89,7 @@ class RunSettings:
     log_dir: Path
     shutdown: ShutdownPolicy | None = None
     approval_poll: float = 0.1
+    watchdogs: Watchdogs = field(default_factory=lambda: Watchdogs())
 
 
 async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: RunSettings) -> None:
@@ -88,7 +117,10 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_tail, writer, live, log)
                 tg.start_soon(_cancel_on_request, live, run)
+                if settings.watchdogs.any:
+                    tg.start_soon(_watch, live, run, settings.watchdogs)
                 async for patch in run.patches():
+                    _track_approvals(live, patch)
                     writer.put(
                         task.id, record.id, "patch", patch.model_dump_json(by_alias=True, exclude_none=True)
                     )
@@ -142,6 +174,8 @@ def _tail_once(writer: EventWriter, live: LiveRun, log: Path) -> None:
         if not line.strip():
             continue
         writer.put(live.task.id, live.run.id, "raw", line)
+        if b'"stream":"stdout"' in line or b'"stream":"stderr"' in line:
+            live.last_output = time.monotonic()
         if b'"restart"' in line:
             _continuity(live, line)
 
@@ -156,6 +190,44 @@ def _continuity(live: LiveRun, line: bytes) -> None:
             f"continuity: the agent's session {live.run.resume_token} could not be resumed, so this run "
             f"started a fresh session ({event.get('reason')})"
         )
+
+
+def _track_approvals(live: LiveRun, patch: EntryPatch) -> None:
+    # Whatever answers (the store, a person, a policy), a tool call shows pending_approval meanwhile.
+    kind = patch.entry.type
+    if isinstance(kind, ToolUse):
+        if kind.tool.status == "pending_approval":
+            live.pending.add(patch.index)
+        else:
+            live.pending.discard(patch.index)
+
+
+async def _watch(live: LiveRun, run: Run, dogs: Watchdogs) -> None:
+    """Stop the run when a phase outlasts its limit."""
+    started = time.monotonic()
+    quiet_since = started
+    limits = [v for v in (dogs.startup, dogs.silence, dogs.total) if v is not None]
+    tick = min(0.1, min(limits) / 5)
+    while live.tripped is None:
+        await anyio.sleep(tick)
+        now = time.monotonic()
+        if live.pending:
+            quiet_since = now  # waiting for an approval is not silence
+        elif live.last_output is not None and live.last_output > quiet_since:
+            quiet_since = live.last_output
+        if dogs.total is not None and now - started > dogs.total:
+            live.tripped = ("run_timeout", f"the run took longer than its limit of {dogs.total:g} s")
+        elif live.last_output is None and dogs.startup is not None and now - started > dogs.startup:
+            live.tripped = (
+                "startup_timeout",
+                f"the agent wrote nothing within {dogs.startup:g} s of starting",
+            )
+        elif live.last_output is not None and dogs.silence is not None and now - quiet_since > dogs.silence:
+            live.tripped = (
+                "silence_timeout",
+                f"the agent wrote nothing for {dogs.silence:g} s while no approval was pending",
+            )
+    run.cancel()
 
 
 async def _cancel_on_request(live: LiveRun, run: Run) -> None:
@@ -214,7 +286,10 @@ def _decide(
 ) -> tuple[RunEnd, str, str | None]:
     task = live.task
     end = run_end(result, error)
-    if result is not None and result.outcome == "success":
+    if live.tripped is not None and not live.cancel.is_set():
+        code, message = live.tripped
+        end |= {"status": "failed", "error_code": code, "error": message}
+    elif result is not None and result.outcome == "success":
         return end, "done", None
     if live.cancel.is_set():
         return end, "cancelled", "cancelled by request"
