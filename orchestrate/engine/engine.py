@@ -11,7 +11,7 @@ import builtins
 import functools
 import os
 import secrets
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -34,6 +34,7 @@ from ..store import (
     TaskSpec,
     home,
 )
+from .observers import Observers
 from .procinfo import HOST, kill_group_if_same
 from .runner import LiveRun, RunSettings, Watchdogs, execute
 
@@ -60,6 +61,7 @@ class Engine:
         shutdown: ShutdownPolicy | None = None,
         log_dir: Path | None = None,
         watchdogs: Watchdogs | None = None,
+        observers: Sequence[Any] = (),
     ) -> None:
         self.store = store
         self.limits = limits or Limits()
@@ -81,6 +83,7 @@ class Engine:
             shutdown,
             poll / 2,
             watchdogs or Watchdogs(),
+            Observers(observers),
         )
         self._wake = anyio.Event()
         self._stop = anyio.Event()
@@ -169,19 +172,28 @@ class Engine:
         return record
 
     async def subscribe(
-        self, task_id: int | None = None, *, run_id: int | None = None, after: int = 0, follow: bool = True
+        self,
+        task_id: int | None = None,
+        *,
+        run_id: int | None = None,
+        after: int = 0,
+        follow: bool = True,
+        kinds: Collection[str] | None = None,
     ) -> AsyncIterator[Event]:
         """A task's events after ``seq`` ``after`` (or a run's, after ``run_seq``): the stored ones, then
         live ones as they are stored, until the task (or run) has ended and everything is read.  To
-        resume after a disconnect, pass the last ``seq`` (``run_seq``) seen."""
+        resume after a disconnect, pass the last ``seq`` (``run_seq``) seen.  ``kinds`` keeps only
+        those kinds: ``{"state"}`` is the task's state changes (queued, running, waiting_approval,
+        done, failed, blocked, cancelled, lost), each with its reason."""
         if (task_id is None) == (run_id is None):
             raise ValueError("subscribe to exactly one of a task and a run")
         while True:
             read = functools.partial(self.store.events, task_id=task_id, run_id=run_id, after=after)
             page = await self._call(read)
             for event in page:
-                yield event
                 after = event.seq if task_id is not None else event.run_seq or after
+                if kinds is None or event.kind in kinds:
+                    yield event
             if page:
                 continue
             if not follow or await self._ended(task_id, run_id, after):

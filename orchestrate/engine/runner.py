@@ -23,6 +23,7 @@ from ..run import Run, RunResult
 from ..store import EventWriter, RunEnd, RunRecord, Store, StoreError, TaskRecord
 from ..task import Task
 from .approvals import StoreApprovals
+from .observers import Observers
 from .procinfo import start_time
 
 __all__ = ["LiveRun", "Watchdogs", "execute", "run_end"]
@@ -80,6 +81,8 @@ class LiveRun:
     """Entries (tool calls) now waiting for an approval."""
     tripped: tuple[str, str] | None = None
     """The watchdog that stopped the run: (error code, message)."""
+    tool_states: dict[int, str] = field(default_factory=dict)
+    """Each tool call's last status, for the observers."""
 
 
 @dataclass
@@ -90,6 +93,7 @@ class RunSettings:
     shutdown: ShutdownPolicy | None = None
     approval_poll: float = 0.1
     watchdogs: Watchdogs = field(default_factory=lambda: Watchdogs())
+    observers: Observers = field(default_factory=Observers)
 
 
 async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: RunSettings) -> None:
@@ -119,8 +123,12 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
                 tg.start_soon(_cancel_on_request, live, run)
                 if settings.watchdogs.any:
                     tg.start_soon(_watch, live, run, settings.watchdogs)
+                observers = settings.observers
+                observers.started(task, record)
                 async for patch in run.patches():
                     _track_approvals(live, patch)
+                    if observers.per_entry:
+                        _observe(live, patch, observers)
                     writer.put(
                         task.id, record.id, "patch", patch.model_dump_json(by_alias=True, exclude_none=True)
                     )
@@ -137,7 +145,7 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
         error = ("engine_error", f"{type(exc).__name__}: {exc}")
     if live.lease_lost:
         return  # another worker declared this run lost and owns the task now
-    await _finish(store, writer, live, result, error)
+    await _finish(store, writer, live, result, error, settings.observers)
 
 
 async def _record_process(store: Store, run: Run, run_id: int, log: Path) -> None:
@@ -202,6 +210,21 @@ def _track_approvals(live: LiveRun, patch: EntryPatch) -> None:
             live.pending.discard(patch.index)
 
 
+def _observe(live: LiveRun, patch: EntryPatch, observers: Observers) -> None:
+    kind = patch.entry.type
+    if not isinstance(kind, ToolUse):
+        return
+    status, before = kind.tool.status, live.tool_states.get(patch.index)
+    if status == before:
+        return  # a patch that changed something else (streamed input, output)
+    live.tool_states[patch.index] = status
+    observers.tool(live.task, live.run, patch.entry)
+    if status == "pending_approval":
+        observers.asked(live.task, live.run, patch.entry, "asked")
+    elif before == "pending_approval":
+        observers.asked(live.task, live.run, patch.entry, "answered")
+
+
 async def _watch(live: LiveRun, run: Run, dogs: Watchdogs) -> None:
     """Stop the run when a phase outlasts its limit."""
     started = time.monotonic()
@@ -236,10 +259,16 @@ async def _cancel_on_request(live: LiveRun, run: Run) -> None:
 
 
 async def _finish(
-    store: Store, writer: EventWriter, live: LiveRun, result: RunResult | None, error: tuple[str, str] | None
+    store: Store,
+    writer: EventWriter,
+    live: LiveRun,
+    result: RunResult | None,
+    error: tuple[str, str] | None,
+    observers: Observers,
 ) -> None:
     await anyio.to_thread.run_sync(writer.flush, 30.0)
     end, status, reason = _decide(live, result, error)
+    observers.ended(live.task, live.run, end, status)
     trouble = writer.trouble.pop(live.task.id, None)
     notice = "; ".join(live.notices) or None
     if trouble is not None:
