@@ -42,7 +42,9 @@ def run_fake(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess
 
 
 def patches(stdout: str) -> list[dict[str, object]]:
-    return [orjson.loads(line) for line in stdout.splitlines() if line.strip()]
+    # The last line of `run --output jsonl` names the task and run it was stored as: not a patch.
+    lines = [orjson.loads(line) for line in stdout.splitlines() if line.strip()]
+    return [p for p in lines if "stored" not in p]
 
 
 def final_entries(stdout: str) -> list[dict[str, object]]:

@@ -18,6 +18,7 @@ import anyio
 import pytest
 
 from orchestrate import ApprovalDecision, ApprovalRequest
+from orchestrate.approvals import AutoDeny
 from orchestrate.engine import Engine
 from orchestrate.engine.procinfo import kill_group_if_same, start_time
 from orchestrate.entries import PATCH_ADAPTER
@@ -176,7 +177,7 @@ async def test_per_executor_limit_holds_across_two_workers_under_load(url: str, 
 
 
 async def test_subscribe_from_an_offset_and_reconnect_miss_nothing(url: str, tmp_path: Path) -> None:
-    async with engine_on(url) as engine, anyio.create_task_group() as tg:
+    async with engine_on(url, approvals=AutoDeny()) as engine, anyio.create_task_group() as tg:
         tg.start_soon(engine.work)
         task_id = await submit(engine, "tool", tmp_path)
         got: list[Event] = []

@@ -10,6 +10,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -72,18 +73,24 @@ def test_upgrade_from_empty_matches_the_schema_the_code_uses(tmp_path: Path) -> 
     engine.dispose()
 
 
+def columns(engine: Any) -> set[tuple[str, str]]:
+    """Every (table, column) of the database."""
+    found = inspect(engine)
+    return {(t, c["name"]) for t in found.get_table_names() for c in found.get_columns(t)}
+
+
 @pytest.mark.parametrize("revision", revisions())
 def test_every_migration_goes_down_and_up_again(tmp_path: Path, revision: str) -> None:
     engine = connect(f"sqlite:///{tmp_path / 's.db'}")
     chain = revisions()
     previous = chain[chain.index(revision) - 1] if chain.index(revision) else "base"
     migrate(engine, revision)
-    tables = set(inspect(engine).get_table_names())
+    after = columns(engine)
     downgrade(engine, previous)
     assert current_revision(engine) == (None if previous == "base" else previous)
-    assert set(inspect(engine).get_table_names()) < tables  # this step's tables are gone
+    assert columns(engine) < after  # this step's tables and columns are gone
     migrate(engine, revision)
-    assert set(inspect(engine).get_table_names()) == tables
+    assert columns(engine) == after
     migrate(engine)  # and on to the head from there
     assert current_revision(engine) == head_revision()
     engine.dispose()

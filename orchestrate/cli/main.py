@@ -45,6 +45,7 @@ from ..replay import normalizer_for_file, replay
 from ..run import Run, RunResult
 from ..task import Task
 from .render import TextRenderer
+from .tasks import record_run, register
 
 if TYPE_CHECKING:
     from ..testing.conformance import Cell
@@ -189,8 +190,12 @@ def run(
             raw_log=record,
             redact_raw_log=not no_redact,
         )
+        live = Run(executor, task, service)
         try:
-            result = anyio.run(_run_live, Run(executor, task, service), _sink(output), asker)
+            # Recorded in the store as a task (`orchestrate tasks`); a store failure only warns.
+            with record_run(executor_name, options, live, output) as recording:
+                result = anyio.run(_run_live, live, recording.sink(_sink(output)), asker)
+                recording.result = result
         finally:
             asker.close()
     except OrchestrateError as exc:
@@ -619,3 +624,6 @@ def upgrade(executor_name: str, version: str, no_install: bool, pins: Path, fixt
     click.echo(
         f"{len(changes) - changed} unchanged, {changed} changed: review the .entries.json diffs, then commit"
     )
+
+
+register(main)  # submit, tasks, show, follow, cancel, retry, send, approvals, approve, deny, worker

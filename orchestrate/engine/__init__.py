@@ -4,5 +4,6 @@ recovery, and the API a board embeds (:class:`Engine`)."""
 from __future__ import annotations
 
 from .engine import Engine
+from .runner import Watchdogs
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "Watchdogs"]

@@ -11,7 +11,7 @@ import builtins
 import functools
 import os
 import secrets
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar
@@ -21,9 +21,22 @@ import anyio
 from ..approvals.base import ApprovalService
 from ..process.pipes import ShutdownPolicy
 from ..registry import Registry, default_registry
-from ..store import Event, EventWriter, Limits, RunRecord, Store, StoreError, TaskRecord, TaskSpec, home
+from ..store import (
+    AlreadyAnsweredError,
+    ApprovalRecord,
+    Event,
+    EventWriter,
+    Limits,
+    RunRecord,
+    Store,
+    StoreError,
+    TaskRecord,
+    TaskSpec,
+    home,
+)
+from .observers import Observers
 from .procinfo import HOST, kill_group_if_same
-from .runner import LiveRun, RunSettings, execute
+from .runner import LiveRun, RunSettings, Watchdogs, execute
 
 __all__ = ["Engine"]
 
@@ -47,6 +60,8 @@ class Engine:
         executors: Sequence[str] | None = None,
         shutdown: ShutdownPolicy | None = None,
         log_dir: Path | None = None,
+        watchdogs: Watchdogs | None = None,
+        observers: Sequence[Any] = (),
     ) -> None:
         self.store = store
         self.limits = limits or Limits()
@@ -60,8 +75,15 @@ class Engine:
         """Runs this engine is executing, by run id."""
         self.errors: list[StoreError] = []
         """Store errors the worker loop met and went on past (the latest few)."""
+        # No approval service given: requests wait in the store for any client (approve / deny).
         self._settings = RunSettings(
-            registry or default_registry, approvals, log_dir or home() / "runs", shutdown
+            registry or default_registry,
+            approvals,
+            log_dir or home() / "runs",
+            shutdown,
+            poll / 2,
+            watchdogs or Watchdogs(),
+            Observers(observers),
         )
         self._wake = anyio.Event()
         self._stop = anyio.Event()
@@ -118,20 +140,60 @@ class Engine:
         self._wake.set()
         return task
 
+    async def send(self, task_id: int, text: str) -> TaskRecord:
+        """A follow-up message: a new turn of the task in the agent's session.  For a task whose agent
+        is busy (or that waits in the queue) it is stored and sent when the turn ends done; a task that
+        has ended starts a follow-up run at once.  Messages that wait are sent together, in order."""
+        task, _, _ = await self._call(self.store.send, task_id, text)
+        self._wake.set()
+        return task
+
+    async def approvals(
+        self, task_id: int | None = None, status: str | None = "open"
+    ) -> builtins.list[ApprovalRecord]:
+        """Approvals waiting for an answer (``status=None``: all), of one task or every task."""
+        return await self._call(lambda: self.store.approvals(task_id=task_id, status=status))
+
+    async def approve(self, approval_id: int, *, by: str = "engine API") -> ApprovalRecord:
+        """Answer an open approval: allowed.  Raises :class:`AlreadyAnsweredError` if another client
+        answered first (or the request was withdrawn): that answer stands."""
+        return await self._answer(approval_id, "approved", None, by)
+
+    async def deny(
+        self, approval_id: int, reason: str = "denied", *, by: str = "engine API"
+    ) -> ApprovalRecord:
+        """Answer an open approval: refused, with ``reason`` for the agent.  First answer wins."""
+        return await self._answer(approval_id, "denied", reason, by)
+
+    async def _answer(self, approval_id: int, decision: str, reason: str | None, by: str) -> ApprovalRecord:
+        won, record = await self._call(lambda: self.store.answer_approval(approval_id, decision, reason, by))
+        if not won:
+            raise AlreadyAnsweredError(record)
+        return record
+
     async def subscribe(
-        self, task_id: int | None = None, *, run_id: int | None = None, after: int = 0, follow: bool = True
+        self,
+        task_id: int | None = None,
+        *,
+        run_id: int | None = None,
+        after: int = 0,
+        follow: bool = True,
+        kinds: Collection[str] | None = None,
     ) -> AsyncIterator[Event]:
         """A task's events after ``seq`` ``after`` (or a run's, after ``run_seq``): the stored ones, then
         live ones as they are stored, until the task (or run) has ended and everything is read.  To
-        resume after a disconnect, pass the last ``seq`` (``run_seq``) seen."""
+        resume after a disconnect, pass the last ``seq`` (``run_seq``) seen.  ``kinds`` keeps only
+        those kinds: ``{"state"}`` is the task's state changes (queued, running, waiting_approval,
+        done, failed, blocked, cancelled, lost), each with its reason."""
         if (task_id is None) == (run_id is None):
             raise ValueError("subscribe to exactly one of a task and a run")
         while True:
             read = functools.partial(self.store.events, task_id=task_id, run_id=run_id, after=after)
             page = await self._call(read)
             for event in page:
-                yield event
                 after = event.seq if task_id is not None else event.run_seq or after
+                if kinds is None or event.kind in kinds:
+                    yield event
             if page:
                 continue
             if not follow or await self._ended(task_id, run_id, after):

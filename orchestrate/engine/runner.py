@@ -5,13 +5,16 @@ next state (done, retried, failed, cancelled)."""
 from __future__ import annotations
 
 import contextlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
 import orjson
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..approvals.base import ApprovalService
+from ..entries import EntryPatch, ToolUse
 from ..errors import OrchestrateError
 from ..executors.base import ExecutorOptions
 from ..process.pipes import ShutdownPolicy
@@ -19,9 +22,11 @@ from ..registry import Registry
 from ..run import Run, RunResult
 from ..store import EventWriter, RunEnd, RunRecord, Store, StoreError, TaskRecord
 from ..task import Task
+from .approvals import StoreApprovals
+from .observers import Observers
 from .procinfo import start_time
 
-__all__ = ["LiveRun", "execute"]
+__all__ = ["LiveRun", "Watchdogs", "execute", "run_end"]
 
 _TAIL_EVERY = 0.05
 
@@ -39,6 +44,25 @@ class _Tail:
         self.partial = b""
 
 
+class Watchdogs(BaseModel):
+    """Limits per phase of a run, each with its own error code on the task (None: no limit).
+
+    ``startup``: seconds from spawn to the agent's first output (``startup_timeout``); ``silence``:
+    seconds without output while no approval is pending (``silence_timeout``); ``total``: seconds for
+    the whole run (``run_timeout``).  A tripped watchdog stops the agent; the run fails with the code
+    and the task is retried if it has attempts left."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    startup: float | None = Field(default=None, gt=0)
+    silence: float | None = Field(default=None, gt=0)
+    total: float | None = Field(default=None, gt=0)
+
+    @property
+    def any(self) -> bool:
+        return any(v is not None for v in (self.startup, self.silence, self.total))
+
+
 @dataclass
 class LiveRun:
     """What the engine knows of a run it is executing."""
@@ -51,6 +75,14 @@ class LiveRun:
     notices: list[str] = field(default_factory=list)
     tail: _Tail = field(default_factory=_Tail)
     session_id: str | None = None
+    last_output: float | None = None
+    """When the agent last wrote to stdout or stderr (monotonic); None before its first output."""
+    pending: set[int] = field(default_factory=set)
+    """Entries (tool calls) now waiting for an approval."""
+    tripped: tuple[str, str] | None = None
+    """The watchdog that stopped the run: (error code, message)."""
+    tool_states: dict[int, str] = field(default_factory=dict)
+    """Each tool call's last status, for the observers."""
 
 
 @dataclass
@@ -59,6 +91,9 @@ class RunSettings:
     approvals: ApprovalService | None
     log_dir: Path
     shutdown: ShutdownPolicy | None = None
+    approval_poll: float = 0.1
+    watchdogs: Watchdogs = field(default_factory=lambda: Watchdogs())
+    observers: Observers = field(default_factory=Observers)
 
 
 async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: RunSettings) -> None:
@@ -70,21 +105,33 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
     try:
         executor = settings.registry.create(task.executor, ExecutorOptions(**task.executor_options))
         spec = Task(
-            prompt=task.prompt,
+            prompt=record.prompt or task.prompt,  # a follow-up turn's messages, or the task's prompt
             cwd=task.cwd,
             resume=record.resume_token,
             resume_fallback=record.resume_token is not None,
             raw_log=log,
             **task.run_options,
         )
-        run = live.handle = Run(executor, spec, settings.approvals, shutdown=settings.shutdown)
+        approvals = settings.approvals or StoreApprovals(
+            store, record.id, timeout=spec.approval_timeout, poll=settings.approval_poll
+        )
+        run = live.handle = Run(executor, spec, approvals, shutdown=settings.shutdown)
         async with run:
             await _record_process(store, run, record.id, log)
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_tail, writer, live, log)
                 tg.start_soon(_cancel_on_request, live, run)
+                if settings.watchdogs.any:
+                    tg.start_soon(_watch, live, run, settings.watchdogs)
+                observers = settings.observers
+                observers.started(task, record)
                 async for patch in run.patches():
-                    writer.put(task.id, record.id, "patch", patch.model_dump_json(by_alias=True))
+                    _track_approvals(live, patch)
+                    if observers.per_entry:
+                        _observe(live, patch, observers)
+                    writer.put(
+                        task.id, record.id, "patch", patch.model_dump_json(by_alias=True, exclude_none=True)
+                    )
                     session = patch.entry.metadata.session_id if patch.entry.metadata else None
                     if session and session != live.session_id:
                         live.session_id = session
@@ -98,7 +145,7 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
         error = ("engine_error", f"{type(exc).__name__}: {exc}")
     if live.lease_lost:
         return  # another worker declared this run lost and owns the task now
-    await _finish(store, writer, live, result, error)
+    await _finish(store, writer, live, result, error, settings.observers)
 
 
 async def _record_process(store: Store, run: Run, run_id: int, log: Path) -> None:
@@ -135,6 +182,8 @@ def _tail_once(writer: EventWriter, live: LiveRun, log: Path) -> None:
         if not line.strip():
             continue
         writer.put(live.task.id, live.run.id, "raw", line)
+        if b'"stream":"stdout"' in line or b'"stream":"stderr"' in line:
+            live.last_output = time.monotonic()
         if b'"restart"' in line:
             _continuity(live, line)
 
@@ -151,16 +200,75 @@ def _continuity(live: LiveRun, line: bytes) -> None:
         )
 
 
+def _track_approvals(live: LiveRun, patch: EntryPatch) -> None:
+    # Whatever answers (the store, a person, a policy), a tool call shows pending_approval meanwhile.
+    kind = patch.entry.type
+    if isinstance(kind, ToolUse):
+        if kind.tool.status == "pending_approval":
+            live.pending.add(patch.index)
+        else:
+            live.pending.discard(patch.index)
+
+
+def _observe(live: LiveRun, patch: EntryPatch, observers: Observers) -> None:
+    kind = patch.entry.type
+    if not isinstance(kind, ToolUse):
+        return
+    status, before = kind.tool.status, live.tool_states.get(patch.index)
+    if status == before:
+        return  # a patch that changed something else (streamed input, output)
+    live.tool_states[patch.index] = status
+    observers.tool(live.task, live.run, patch.entry)
+    if status == "pending_approval":
+        observers.asked(live.task, live.run, patch.entry, "asked")
+    elif before == "pending_approval":
+        observers.asked(live.task, live.run, patch.entry, "answered")
+
+
+async def _watch(live: LiveRun, run: Run, dogs: Watchdogs) -> None:
+    """Stop the run when a phase outlasts its limit."""
+    started = time.monotonic()
+    quiet_since = started
+    limits = [v for v in (dogs.startup, dogs.silence, dogs.total) if v is not None]
+    tick = min(0.1, min(limits) / 5)
+    while live.tripped is None:
+        await anyio.sleep(tick)
+        now = time.monotonic()
+        if live.pending:
+            quiet_since = now  # waiting for an approval is not silence
+        elif live.last_output is not None and live.last_output > quiet_since:
+            quiet_since = live.last_output
+        if dogs.total is not None and now - started > dogs.total:
+            live.tripped = ("run_timeout", f"the run took longer than its limit of {dogs.total:g} s")
+        elif live.last_output is None and dogs.startup is not None and now - started > dogs.startup:
+            live.tripped = (
+                "startup_timeout",
+                f"the agent wrote nothing within {dogs.startup:g} s of starting",
+            )
+        elif live.last_output is not None and dogs.silence is not None and now - quiet_since > dogs.silence:
+            live.tripped = (
+                "silence_timeout",
+                f"the agent wrote nothing for {dogs.silence:g} s while no approval was pending",
+            )
+    run.cancel()
+
+
 async def _cancel_on_request(live: LiveRun, run: Run) -> None:
     await live.cancel.wait()
     run.cancel()
 
 
 async def _finish(
-    store: Store, writer: EventWriter, live: LiveRun, result: RunResult | None, error: tuple[str, str] | None
+    store: Store,
+    writer: EventWriter,
+    live: LiveRun,
+    result: RunResult | None,
+    error: tuple[str, str] | None,
+    observers: Observers,
 ) -> None:
     await anyio.to_thread.run_sync(writer.flush, 30.0)
     end, status, reason = _decide(live, result, error)
+    observers.ended(live.task, live.run, end, status)
     trouble = writer.trouble.pop(live.task.id, None)
     notice = "; ".join(live.notices) or None
     if trouble is not None:
@@ -180,29 +288,37 @@ async def _finish(
             await anyio.sleep(delay)
 
 
+def run_end(result: RunResult | None, error: tuple[str, str] | None = None) -> RunEnd:
+    """The stored columns of a run that ended with ``result`` (None: it never started, ``error``
+    says why)."""
+    if result is None:
+        code, message = error or ("start_failed", "the run did not start")
+        return RunEnd(status="failed", outcome="failed", error=message, error_code=code)
+    usage = result.token_usage
+    return RunEnd(
+        status={"success": "done"}.get(result.outcome, result.outcome),
+        outcome=result.outcome,
+        exit_code=result.exit_code,
+        error=result.error if result.outcome != "success" else None,
+        error_code=None if result.outcome == "success" else result.outcome,
+        session_id=result.session_id,
+        input_tokens=usage.input_tokens,
+        output_tokens=usage.output_tokens,
+        cache_read_tokens=usage.cache_read_tokens,
+        cache_write_tokens=usage.cache_write_tokens,
+        cost_usd=usage.total_cost_usd,
+    )
+
+
 def _decide(
     live: LiveRun, result: RunResult | None, error: tuple[str, str] | None
 ) -> tuple[RunEnd, str, str | None]:
     task = live.task
-    if result is None:
-        code, message = error or ("start_failed", "the run did not start")
-        end = RunEnd(status="failed", outcome="failed", error=message, error_code=code)
-    else:
-        usage = result.token_usage
-        end = RunEnd(
-            status={"success": "done"}.get(result.outcome, result.outcome),
-            outcome=result.outcome,
-            exit_code=result.exit_code,
-            error=result.error if result.outcome != "success" else None,
-            error_code=None if result.outcome == "success" else result.outcome,
-            session_id=result.session_id,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_tokens,
-            cache_write_tokens=usage.cache_write_tokens,
-            cost_usd=usage.total_cost_usd,
-        )
-    if result is not None and result.outcome == "success":
+    end = run_end(result, error)
+    if live.tripped is not None and not live.cancel.is_set():
+        code, message = live.tripped
+        end |= {"status": "failed", "error_code": code, "error": message}
+    elif result is not None and result.outcome == "success":
         return end, "done", None
     if live.cancel.is_set():
         return end, "cancelled", "cancelled by request"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .database import connect, current_revision, default_url, downgrade, head_revision, home, migrate
 from .errors import (
+    AlreadyAnsweredError,
     NotFoundError,
     StoreBusyError,
     StoreError,
@@ -16,12 +17,14 @@ from .errors import (
     StoreReadOnlyError,
     StoreVersionError,
 )
-from .records import TERMINAL, Event, Limits, RunRecord, TaskRecord, TaskSpec
+from .records import TERMINAL, ApprovalRecord, Event, Limits, RunRecord, TaskRecord, TaskSpec
 from .store import RunEnd, Store
 from .writer import EventWriter, WriteTrouble
 
 __all__ = [
     "TERMINAL",
+    "AlreadyAnsweredError",
+    "ApprovalRecord",
     "Event",
     "EventWriter",
     "Limits",

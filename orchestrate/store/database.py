@@ -15,7 +15,7 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 from sqlalchemy import Engine, create_engine, event
 
-from .errors import StoreVersionError, map_db_errors
+from .errors import StoreError, StoreVersionError, map_db_errors
 
 __all__ = ["connect", "current_revision", "default_url", "downgrade", "head_revision", "home", "migrate"]
 
@@ -108,15 +108,29 @@ def downgrade(engine: Engine, revision: str) -> None:
 
 def _alembic(engine: Engine, direction: str, revision: str) -> None:
     cfg = _config(engine)
-    with map_db_errors(f"migrating the store ({direction} to {revision})"), engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        current = MigrationContext.configure(conn).get_current_revision()
-        if current is not None and not _known(cfg, current):
-            raise StoreVersionError(
-                f"the store is at schema {current}, which this version of orchestrate does not know "
-                "(a newer orchestrate wrote it)"
-            )
-        (command.upgrade if direction == "upgrade" else command.downgrade)(cfg, revision)
+    with map_db_errors(f"migrating the store ({direction} to {revision})"), engine.connect() as conn:
+        # SQLite changes a table by copying it, dropping the old one and renaming the copy; with
+        # foreign keys on, the drop would cascade into the rows that point at it (a task's labels).
+        # The pragma only takes effect outside a transaction, so it is set on the bare connection,
+        # and the keys are checked once the migration is committed.
+        raw = conn.connection.dbapi_connection if engine.dialect.name == "sqlite" else None
+        if raw is not None:
+            raw.execute("PRAGMA foreign_keys=OFF")
+        try:
+            with conn.begin():
+                cfg.attributes["connection"] = conn
+                current = MigrationContext.configure(conn).get_current_revision()
+                if current is not None and not _known(cfg, current):
+                    raise StoreVersionError(
+                        f"the store is at schema {current}, which this version of orchestrate does not "
+                        "know (a newer orchestrate wrote it)"
+                    )
+                (command.upgrade if direction == "upgrade" else command.downgrade)(cfg, revision)
+            if raw is not None and (broken := raw.execute("PRAGMA foreign_key_check").fetchall()):
+                raise StoreError(f"migrating the store left rows pointing nowhere: {broken[:5]}")
+        finally:
+            if raw is not None:
+                raw.execute("PRAGMA foreign_keys=ON")
 
 
 def _known(cfg: Config, revision: str) -> bool:

@@ -6,7 +6,8 @@
         ├── StoreFullError          the disk (or the file size limit) has no room
         ├── StoreReadOnlyError      the database file or its directory cannot be written
         ├── StoreVersionError       the database's schema is newer or older than this code
-        └── NotFoundError           no task or run by that id
+        ├── NotFoundError           no task, run or approval by that id
+        └── AlreadyAnsweredError    an approval another client answered first (or that was withdrawn)
 
 The busy, full and read-only errors are *transient* for the engine: a run keeps going, its events wait
 in memory (bounded), and the task says what happened.  The raw log on disk stays the source of truth.
@@ -16,12 +17,14 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import Any
 
 from sqlalchemy import exc as sa_exc
 
 from ..errors import OrchestrateError
 
 __all__ = [
+    "AlreadyAnsweredError",
     "NotFoundError",
     "StoreBusyError",
     "StoreError",
@@ -56,6 +59,21 @@ class StoreVersionError(StoreError):
 
 class NotFoundError(StoreError):
     code = "not_found"
+
+
+class AlreadyAnsweredError(StoreError):
+    """The approval was answered by someone else first (or withdrawn); ``approval`` says how."""
+
+    code = "already_answered"
+
+    def __init__(self, approval: Any) -> None:
+        how = (
+            f"withdrawn ({approval.reason})"
+            if approval.status == "withdrawn"
+            else f"already answered: {approval.decision} by {approval.answered_by}"
+        )
+        super().__init__(f"approval {approval.id} was {how}")
+        self.approval = approval
 
 
 # SQLite's messages (sqlite3 has no error codes before 3.11's sqlite_errorname on every driver), and

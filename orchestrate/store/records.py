@@ -13,6 +13,8 @@ from ..task import Task
 __all__ = [
     "LIVE_RUN",
     "TERMINAL",
+    "ApprovalRecord",
+    "ApprovalStatus",
     "Event",
     "EventKind",
     "Limits",
@@ -30,6 +32,7 @@ TERMINAL: frozenset[str] = frozenset({"done", "failed", "blocked", "cancelled", 
 RunStatus = Literal["running", "done", "failed", "interrupted", "cancelled", "timed_out", "lost"]
 LIVE_RUN: frozenset[str] = frozenset({"running"})
 EventKind = Literal["raw", "patch", "state", "notice"]
+ApprovalStatus = Literal["open", "answered", "withdrawn"]
 
 # The run options a task may carry: the fields of orchestrate.Task that are not set per run.
 _PER_RUN = {"prompt", "cwd", "resume", "fork", "resume_fallback", "raw_log"}
@@ -105,6 +108,8 @@ class TaskRecord(_Frozen):
     session_id: str | None
     cancel_requested: bool
     last_seq: int
+    follow_up: bool = False
+    attempts_per_turn: int = 1
     input_tokens: int = 0
     output_tokens: int = 0
     cache_read_tokens: int = 0
@@ -145,6 +150,24 @@ class RunRecord(_Frozen):
     cost_usd: float | None
     raw_log: str | None
     last_seq: int
+    prompt: str | None = None
+    """What this run was asked when it is not the task's prompt (a follow-up turn's messages)."""
+
+
+class ApprovalRecord(_Frozen):
+    """A permission request waiting in the store for any client's answer (the first one wins)."""
+
+    id: int
+    task_id: int
+    run_id: int
+    created_at: float
+    request: dict[str, Any]
+    status: ApprovalStatus
+    decision: str | None
+    reason: str | None
+    answered_by: str | None
+    answered_at: float | None
+    expires_at: float | None
 
 
 class Event(_Frozen):

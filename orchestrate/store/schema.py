@@ -19,6 +19,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    false,
 )
 
 __all__ = ["approvals", "events", "messages", "metadata", "runs", "task_deps", "task_labels", "tasks"]
@@ -51,6 +52,10 @@ tasks = Table(
     Column("session_id", Text),
     Column("cancel_requested", Boolean, nullable=False, default=False),
     Column("last_seq", Integer, nullable=False, default=0),
+    # The next run delivers the task's waiting messages as a new turn (resuming its session).
+    Column("follow_up", Boolean, nullable=False, default=False, server_default=false()),
+    # Attempts each turn gets (the submitted max_attempts); a follow-up turn starts a fresh budget.
+    Column("attempts_per_turn", Integer, nullable=False, default=1, server_default="1"),
     Index("ix_tasks_queue", "status", "priority", "id"),
 )
 
@@ -102,6 +107,8 @@ runs = Table(
     Column("cost_usd", Float),
     Column("raw_log", Text),
     Column("last_seq", Integer, nullable=False, default=0),
+    # What this run was asked, when it is not the task's prompt (a follow-up turn's messages).
+    Column("prompt", Text),
     Index("ix_runs_task", "task_id", "id"),
     Index("ix_runs_live", "status", "lease_expires_at"),
 )
@@ -136,7 +143,8 @@ messages = Table(
 )
 
 # Approvals waiting for an answer from any client; the first answer wins (an UPDATE ... WHERE
-# decision IS NULL), the rest are told it was already answered.
+# status = 'open'), the rest are told it was already answered.  ``status``: open, answered, or
+# withdrawn (the run ended, or the agent stopped waiting, before anyone answered).
 approvals = Table(
     "approvals",
     metadata,
@@ -150,5 +158,6 @@ approvals = Table(
     Column("answered_by", String(200)),
     Column("answered_at", Float),
     Column("expires_at", Float),
-    Index("ix_approvals_open", "decision", "task_id"),
+    Column("status", String(16), nullable=False, default="open", server_default="open"),
+    Index("ix_approvals_open", "status", "task_id"),
 )

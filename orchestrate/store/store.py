@@ -13,14 +13,14 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Engine, and_, exists, func, insert, select, text, update
+from sqlalchemy import Connection, Engine, and_, exists, func, insert, select, text, true, update
 from sqlalchemy.orm import aliased
 
 from . import database
 from .errors import NotFoundError, StoreError, map_db_errors
-from .records import LIVE_RUN, TERMINAL, Event, Limits, RunRecord, TaskRecord, TaskSpec
+from .records import LIVE_RUN, TERMINAL, ApprovalRecord, Event, Limits, RunRecord, TaskRecord, TaskSpec
 from .rows import NewEvent, insert_events, read_events, read_runs, read_tasks, task_event
-from .schema import events, runs, task_deps, task_labels, tasks
+from .schema import approvals, events, messages, runs, task_deps, task_labels, tasks
 
 __all__ = ["RunEnd", "Store"]
 
@@ -77,43 +77,22 @@ class Store:
 
     def submit(self, spec: TaskSpec) -> TaskRecord:
         """Store a new task, queued (or blocked at once if a dependency already failed)."""
-        now = time.time()
         with self._write("submitting a task") as conn:
-            deps = read_tasks(conn, tasks.c.id.in_(spec.depends_on)) if spec.depends_on else []
-            missing = set(spec.depends_on) - {d.id for d in deps}
-            if missing:
-                raise NotFoundError(f"no task {min(missing)} to depend on")
-            dead = [d for d in deps if d.status in _DEAD]
-            status, reason = (
-                ("blocked", _blocked_reason(dead[0].id, dead[0].status)) if dead else ("queued", None)
-            )
-            task_id: Any = conn.execute(
-                insert(tasks).values(
-                    created_at=now,
-                    updated_at=now,
-                    prompt=spec.prompt,
-                    executor=spec.executor,
-                    executor_options=spec.executor_options,
-                    run_options=spec.run_options,
-                    cwd=str(spec.cwd),
-                    priority=spec.priority,
-                    metadata=spec.metadata,
-                    status=status,
-                    reason=reason,
-                    max_attempts=spec.max_attempts,
-                    attempts=0,
-                    cancel_requested=False,
-                    last_seq=0,
-                )
-            ).inserted_primary_key
-            task_id = int(task_id[0]) if task_id else 0
-            if spec.labels:
-                conn.execute(insert(task_labels), [{"task_id": task_id, "label": lb} for lb in spec.labels])
-            if spec.depends_on:
-                rows = [{"task_id": task_id, "depends_on": d} for d in sorted(set(spec.depends_on))]
-                conn.execute(insert(task_deps), rows)
-            task_event(conn, task_id, status, reason=reason)
-            return self._task(conn, task_id)
+            return self._task(conn, _insert_task(conn, spec))
+
+    def open_run(
+        self, spec: TaskSpec, worker: str, lease: float, kind: str = "cli"
+    ) -> tuple[TaskRecord, RunRecord]:
+        """Record a run that a client starts itself (``orchestrate run``): a task that is running at
+        once, outside the queue, leased to ``worker`` like any claimed run (so a client that dies
+        leaves a run the next worker finds lost, not a ghost)."""
+        with self._write("recording a run") as conn:
+            task_id = _insert_task(conn, spec)
+            task = self._task(conn, task_id)
+            if task.status != "queued":
+                raise StoreError(f"task {task_id} is {task.status}: {task.reason}")
+            run = _start_run(conn, task, worker, lease, kind=kind, prompt=None, parent=None)
+            return self._task(conn, task_id), run
 
     def get(self, task_id: int) -> TaskRecord:
         with self._read(f"reading task {task_id}") as conn:
@@ -182,11 +161,151 @@ class Store:
                 cancel_requested=False,
             )
             task_event(conn, task_id, "queued", reason="retried")
-            for dep in _dependents(conn, task_id):
-                if self._task(conn, dep).status == "blocked":
-                    _set_task(conn, dep, status="queued", reason=None)
-                    task_event(conn, dep, "queued", reason=f"task {task_id} was retried")
+            self._unblock(conn, task_id, "retried")
             return self._task(conn, task_id)
+
+    def _unblock(self, conn: Connection, task_id: int, how: str) -> None:
+        for dep in _dependents(conn, task_id):
+            if self._task(conn, dep).status == "blocked":
+                _set_task(conn, dep, status="queued", reason=None)
+                task_event(conn, dep, "queued", reason=f"task {task_id} was {how}")
+
+    # --- follow-ups ---------------------------------------------------------------------------
+
+    def send(self, task_id: int, text: str) -> tuple[TaskRecord, int, bool]:
+        """Store a follow-up message for task ``task_id``; returns the task, the message's id, and
+        whether it starts a turn now.  A task that has ended (done, failed, cancelled, lost) is queued
+        again for a follow-up run that resumes its session with the message.  Otherwise the message
+        waits: it is delivered as the next turn once a turn of the task ends done."""
+        if not text.strip():
+            raise StoreError("a follow-up message needs some text")
+        with self._write(f"sending a message to task {task_id}") as conn:
+            task = self._task(conn, task_id)
+            key: Any = conn.execute(
+                insert(messages).values(task_id=task_id, created_at=time.time(), text=text)
+            ).inserted_primary_key
+            message_id = int(key[0]) if key else 0
+            starts = task.status in TERMINAL and task.status != "blocked"
+            if starts:
+                why = f"follow-up message {message_id}"
+                _set_task(
+                    conn,
+                    task_id,
+                    status="queued",
+                    reason=why,
+                    error=None,
+                    error_code=None,
+                    follow_up=True,
+                    cancel_requested=False,
+                    max_attempts=task.attempts + task.attempts_per_turn,
+                )
+                task_event(conn, task_id, "queued", reason=why, follow_up=True)
+                self._unblock(conn, task_id, "given a follow-up")
+            return self._task(conn, task_id), message_id, starts
+
+    def messages(self, task_id: int) -> list[dict[str, Any]]:
+        """The task's follow-up messages, in order, with the run each was delivered to (None: waiting)."""
+        with self._read(f"reading the messages of task {task_id}") as conn:
+            rows = conn.execute(select(messages).where(messages.c.task_id == task_id).order_by(messages.c.id))
+            return [dict(r._mapping) for r in rows]
+
+    # --- approvals ----------------------------------------------------------------------------
+
+    def open_approval(
+        self, run_id: int, request: dict[str, Any], expires_at: float | None = None
+    ) -> ApprovalRecord:
+        """Store a permission request of run ``run_id`` for any client to answer; its task is
+        ``waiting_approval`` until every open request of the run is answered."""
+        with self._write(f"opening an approval for run {run_id}") as conn:
+            run = read_runs(conn, runs.c.id == run_id)
+            if not run or run[0].status not in LIVE_RUN:
+                raise NotFoundError(f"no live run {run_id} to ask for")
+            task_id = run[0].task_id
+            key: Any = conn.execute(
+                insert(approvals).values(
+                    task_id=task_id,
+                    run_id=run_id,
+                    created_at=time.time(),
+                    request=request,
+                    status="open",
+                    expires_at=expires_at,
+                )
+            ).inserted_primary_key
+            approval_id = int(key[0]) if key else 0
+            if self._task(conn, task_id).status == "running":
+                _set_task(conn, task_id, status="waiting_approval")
+            task_event(
+                conn,
+                task_id,
+                "waiting_approval",
+                run_id=run_id,
+                approval_id=approval_id,
+                tool=request.get("tool_name"),
+                command=request.get("command"),
+            )
+            return _approval(conn, approval_id)
+
+    def answer_approval(
+        self, approval_id: int, decision: str, reason: str | None = None, by: str = "unknown"
+    ) -> tuple[bool, ApprovalRecord]:
+        """Answer an open approval (``approved``, ``denied`` or ``timed_out``); the first answer wins.
+        Returns whether this answer was the one taken, and the approval as it now stands."""
+        if decision not in ("approved", "denied", "timed_out"):
+            raise StoreError(f"an approval is approved, denied or timed_out, not {decision!r}")
+        with self._write(f"answering approval {approval_id}") as conn:
+            won = conn.execute(
+                update(approvals)
+                .where(approvals.c.id == approval_id, approvals.c.status == "open")
+                .values(
+                    status="answered",
+                    decision=decision,
+                    reason=reason,
+                    answered_by=by,
+                    answered_at=time.time(),
+                )
+            ).rowcount
+            record = _approval(conn, approval_id)
+            if won:
+                self._resume_running(conn, record, f"approval {approval_id} {decision} by {by}")
+            return bool(won), record
+
+    def withdraw_approval(self, approval_id: int, why: str) -> bool:
+        """Close an approval nobody answered (the agent stopped waiting); False if it was answered."""
+        with self._write(f"withdrawing approval {approval_id}") as conn:
+            taken = conn.execute(
+                update(approvals)
+                .where(approvals.c.id == approval_id, approvals.c.status == "open")
+                .values(status="withdrawn", reason=why, answered_at=time.time())
+            ).rowcount
+            if taken:
+                self._resume_running(conn, _approval(conn, approval_id), f"approval {approval_id} withdrawn")
+            return bool(taken)
+
+    def approval(self, approval_id: int) -> ApprovalRecord:
+        with self._read(f"reading approval {approval_id}") as conn:
+            return _approval(conn, approval_id)
+
+    def approvals(self, *, task_id: int | None = None, status: str | None = "open") -> list[ApprovalRecord]:
+        """Approvals in id order, of one task or all, by status (None: any)."""
+        where = []
+        if task_id is not None:
+            where.append(approvals.c.task_id == task_id)
+        if status is not None:
+            where.append(approvals.c.status == status)
+        with self._read("listing approvals") as conn:
+            query = select(approvals).where(and_(true(), *where)).order_by(approvals.c.id)
+            return [ApprovalRecord(**dict(r._mapping)) for r in conn.execute(query)]
+
+    def _resume_running(self, conn: Connection, approval: ApprovalRecord, why: str) -> None:
+        still_open = conn.execute(
+            select(func.count())
+            .select_from(approvals)
+            .where(approvals.c.run_id == approval.run_id, approvals.c.status == "open")
+        ).scalar()
+        task = self._task(conn, approval.task_id)
+        if not still_open and task.status == "waiting_approval":
+            _set_task(conn, task.id, status="running")
+            task_event(conn, task.id, "running", reason=why, run_id=approval.run_id)
 
     # --- the queue ----------------------------------------------------------------------------
 
@@ -200,32 +319,26 @@ class Store:
             if task_id is None:
                 return None
             task = self._task(conn, task_id)
-            now = time.time()
             previous = read_runs(conn, runs.c.task_id == task_id)
-            run_key = conn.execute(
-                insert(runs).values(
-                    task_id=task_id,
-                    attempt=task.attempts + 1,
-                    parent_run_id=previous[-1].id if previous else None,
-                    kind="attempt",
-                    status="running",
-                    created_at=now,
-                    started_at=now,
-                    worker=worker,
-                    lease_expires_at=now + lease,
-                    resume_token=task.session_id,
-                    input_tokens=0,
-                    output_tokens=0,
-                    cache_read_tokens=0,
-                    cache_write_tokens=0,
-                    last_seq=0,
+            parent = previous[-1].id if previous else None
+            prompt: str | None
+            if task.follow_up and (waiting := _waiting_messages(conn, task_id)):
+                # A new turn: the messages that waited, in the agent's session.
+                prompt = "\n\n".join(text for _, text in waiting)
+                run = _start_run(conn, task, worker, lease, kind="follow_up", prompt=prompt, parent=parent)
+                conn.execute(
+                    update(messages)
+                    .where(messages.c.id.in_([m for m, _ in waiting]))
+                    .values(delivered_run_id=run.id, delivered_at=time.time())
                 )
-            ).inserted_primary_key
-            assert run_key is not None
-            run_id = int(run_key[0])
-            _set_task(conn, task_id, status="running", reason=None, attempts=task.attempts + 1)
-            task_event(conn, task_id, "running", run_id=run_id, attempt=task.attempts + 1, worker=worker)
-            return self._task(conn, task_id), read_runs(conn, runs.c.id == run_id)[0]
+                _set_task(conn, task_id, follow_up=False)
+            else:
+                # A first attempt, or a retry of the last turn with the same prompt.
+                last = previous[-1] if previous else None
+                kind = last.kind if last is not None and last.kind == "follow_up" else "attempt"
+                prompt = last.prompt if last is not None else None
+                run = _start_run(conn, task, worker, lease, kind=kind, prompt=prompt, parent=parent)
+            return self._task(conn, task_id), run
 
     def heartbeat(self, worker: str, run_ids: Sequence[int], lease: float) -> set[int]:
         """Extend ``worker``'s leases on ``run_ids``; returns the ids it still holds (a run another
@@ -290,7 +403,22 @@ class Store:
                 if task_status != "done"
                 else {}
             )
-            if task_status == "queued":
+            _withdraw_approvals(conn, run_id, f"run {run_id} ended")
+            task = self._task(conn, run.task_id)
+            waiting = _waiting_messages(conn, run.task_id) if task_status == "done" else []
+            if waiting and not task.cancel_requested:
+                # The turn is over and messages wait for it: they are the next turn, in this session.
+                why = f"run {run_id} done; {len(waiting)} follow-up message(s) waiting"
+                _set_task(
+                    conn,
+                    run.task_id,
+                    status="queued",
+                    reason=why,
+                    follow_up=True,
+                    max_attempts=task.attempts + task.attempts_per_turn,
+                )
+                task_event(conn, run.task_id, "queued", reason=why, run_id=run_id, follow_up=True)
+            elif task_status == "queued":
                 _set_task(conn, run.task_id, status="queued", reason=reason, cancel_requested=False, **error)
                 task_event(conn, run.task_id, "queued", reason=reason, run_id=run_id)
             else:
@@ -323,6 +451,7 @@ class Store:
             run = read_runs(conn, runs.c.id == run_id)[0]
             task = self._task(conn, run.task_id)
             why = f"run {run_id} was lost ({run.worker} stopped)"
+            _withdraw_approvals(conn, run_id, why)
             if task.cancel_requested:
                 self._end_task(conn, task.id, "cancelled", reason=why, run_id=run_id)
             elif task.attempts < task.max_attempts:
@@ -388,6 +517,109 @@ class Store:
                     _set_task(conn, dep, status="blocked", reason=why)
                     task_event(conn, dep, "blocked", reason=why)
                     frontier.append((dep, "blocked"))
+
+
+def _insert_task(conn: Connection, spec: TaskSpec) -> int:
+    deps = read_tasks(conn, tasks.c.id.in_(spec.depends_on)) if spec.depends_on else []
+    missing = set(spec.depends_on) - {d.id for d in deps}
+    if missing:
+        raise NotFoundError(f"no task {min(missing)} to depend on")
+    dead = [d for d in deps if d.status in _DEAD]
+    status, reason = ("blocked", _blocked_reason(dead[0].id, dead[0].status)) if dead else ("queued", None)
+    now = time.time()
+    key: Any = conn.execute(
+        insert(tasks).values(
+            created_at=now,
+            updated_at=now,
+            prompt=spec.prompt,
+            executor=spec.executor,
+            executor_options=spec.executor_options,
+            run_options=spec.run_options,
+            cwd=str(spec.cwd),
+            priority=spec.priority,
+            metadata=spec.metadata,
+            status=status,
+            reason=reason,
+            max_attempts=spec.max_attempts,
+            attempts_per_turn=spec.max_attempts,
+            attempts=0,
+            cancel_requested=False,
+            follow_up=False,
+            last_seq=0,
+        )
+    ).inserted_primary_key
+    task_id = int(key[0]) if key else 0
+    if spec.labels:
+        conn.execute(insert(task_labels), [{"task_id": task_id, "label": lb} for lb in spec.labels])
+    if spec.depends_on:
+        rows = [{"task_id": task_id, "depends_on": d} for d in sorted(set(spec.depends_on))]
+        conn.execute(insert(task_deps), rows)
+    task_event(conn, task_id, status, reason=reason)
+    return task_id
+
+
+def _start_run(
+    conn: Connection,
+    task: TaskRecord,
+    worker: str,
+    lease: float,
+    *,
+    kind: str,
+    prompt: str | None,
+    parent: int | None,
+) -> RunRecord:
+    """Open a run of ``task`` leased to ``worker`` and mark the task running, in the caller's transaction."""
+    now = time.time()
+    key = conn.execute(
+        insert(runs).values(
+            task_id=task.id,
+            attempt=task.attempts + 1,
+            parent_run_id=parent,
+            kind=kind,
+            status="running",
+            created_at=now,
+            started_at=now,
+            worker=worker,
+            lease_expires_at=now + lease,
+            resume_token=task.session_id,
+            prompt=prompt,
+            input_tokens=0,
+            output_tokens=0,
+            cache_read_tokens=0,
+            cache_write_tokens=0,
+            last_seq=0,
+        )
+    ).inserted_primary_key
+    assert key is not None
+    run_id = int(key[0])
+    _set_task(conn, task.id, status="running", reason=None, attempts=task.attempts + 1)
+    task_event(conn, task.id, "running", run_id=run_id, attempt=task.attempts + 1, worker=worker, kind=kind)
+    return read_runs(conn, runs.c.id == run_id)[0]
+
+
+def _waiting_messages(conn: Connection, task_id: int) -> list[tuple[int, str]]:
+    query = (
+        select(messages.c.id, messages.c.text)
+        .where(messages.c.task_id == task_id, messages.c.delivered_run_id.is_(None))
+        .order_by(messages.c.id)
+    )
+    return [(int(m), str(t)) for m, t in conn.execute(query)]
+
+
+def _withdraw_approvals(conn: Connection, run_id: int, why: str) -> None:
+    """Close the run's open approvals: nobody's answer can reach the agent any more."""
+    conn.execute(
+        update(approvals)
+        .where(approvals.c.run_id == run_id, approvals.c.status == "open")
+        .values(status="withdrawn", reason=why, answered_at=time.time())
+    )
+
+
+def _approval(conn: Connection, approval_id: int) -> ApprovalRecord:
+    row = conn.execute(select(approvals).where(approvals.c.id == approval_id)).first()
+    if row is None:
+        raise NotFoundError(f"no approval {approval_id}")
+    return ApprovalRecord(**dict(row._mapping))
 
 
 def _set_task(conn: Connection, task_id: int, **values: Any) -> None:

@@ -1,0 +1,659 @@
+"""The commands over the store and the engine: ``submit``, ``tasks``, ``show``, ``follow``, ``cancel``,
+``retry``, ``send``, ``approvals``, ``approve``, ``deny`` and ``worker``; and the hook that records an
+``orchestrate run`` in the store.  Each command opens the store (``--store URL``, or
+``$ORCHESTRATE_STORE``, default SQLite under ``$ORCHESTRATE_HOME``), does one thing and exits; only
+``worker`` and ``follow`` stay.  Every listing and showing command takes ``--json``.
+
+Exit codes: 0 success, 1 the store failed or the followed task did not end done (or an approval was
+already answered), 2 usage error (no such task, bad option).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import click
+import orjson
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from ..approvals import ApprovalService, AutoApprove, AutoDeny, RulePolicy
+from ..engine import Engine, Watchdogs
+from ..engine.record import RunRecorder
+from ..entries import PATCH_ADAPTER, EntryPatch
+from ..errors import OrchestrateError
+from ..executors.base import ExecutorOptions
+from ..executors.config import load_mcp_servers, parse_config_overrides
+from ..process.env import parse_env_overrides
+from ..registry import default_registry
+from ..run import Run, RunResult
+from ..store import Event, Limits, NotFoundError, RunRecord, Store, TaskRecord, TaskSpec
+from .render import TextRenderer
+
+__all__ = ["record_run", "register"]
+
+STORE_ENV = "ORCHESTRATE_STORE"
+"""The store's URL for every command; ``off`` keeps ``orchestrate run`` from recording."""
+
+
+class TaskCliError(click.ClickException):
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code  # type: ignore[misc]  # click declares it on the class
+
+
+@contextmanager
+def _store(url: str | None) -> Iterator[Store]:
+    """The store, with its errors as the CLI's: no such task is a usage error, the rest exit 1."""
+    try:
+        with Store.open(url) as store:
+            yield store
+    except NotFoundError as exc:
+        raise TaskCliError(str(exc), 2) from exc
+    except OrchestrateError as exc:
+        raise TaskCliError(str(exc), 1) from exc
+
+
+store_option = click.option(
+    "--store", "url", envvar=STORE_ENV, help="The store's URL (default: SQLite under $ORCHESTRATE_HOME)."
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="JSON for scripts.")
+
+
+def _echo_json(value: Any) -> None:
+    click.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode())
+
+
+# --- submit ---------------------------------------------------------------------------------------
+
+
+def executor_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """The executor and run options ``orchestrate run`` takes, for a task to run later."""
+    options = [
+        click.option("--executor", "-e", "executor_name", required=True, help="Which agent."),
+        click.option(
+            "--cwd", type=click.Path(file_okay=False, exists=True, path_type=Path), default=Path.cwd
+        ),
+        click.option("--model", help="Model name passed to the agent."),
+        click.option("--permission-mode", help="The agent's own permission mode."),
+        click.option("--base-command", "--command", "base_command", help="The CLI to run."),
+        click.option("--env", "env_pairs", multiple=True, metavar="K=V", help="Environment override."),
+        click.option("--sandbox", help="Codex: read-only | workspace-write | danger-full-access."),
+        click.option("--approval-policy", help="Codex: untrusted | on-request | never."),
+        click.option("--config", "-c", "config_pairs", multiple=True, metavar="K=V", help="CLI config."),
+        click.option("--mcp-config", type=click.Path(dir_okay=False, exists=True, path_type=Path)),
+        click.option("--stable-seconds", type=click.FloatRange(min=0, min_open=True)),
+        click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds for a run."),
+        click.option("--approval-timeout", type=click.FloatRange(min=0, min_open=True), default=600.0),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+@click.command()
+@executor_options
+@click.option("--priority", type=int, default=0, show_default=True, help="Higher runs first.")
+@click.option("--after", "after", type=int, multiple=True, metavar="TASK", help="Run after TASK is done.")
+@click.option("--label", "labels", multiple=True, help="A label (limits and filters use them).")
+@click.option("--max-attempts", type=click.IntRange(1, 100), default=1, show_default=True)
+@store_option
+@click.argument("prompt")
+def submit(
+    executor_name: str,
+    cwd: Path,
+    model: str | None,
+    permission_mode: str | None,
+    base_command: str | None,
+    env_pairs: tuple[str, ...],
+    sandbox: str | None,
+    approval_policy: str | None,
+    config_pairs: tuple[str, ...],
+    mcp_config: Path | None,
+    stable_seconds: float | None,
+    timeout: float | None,
+    approval_timeout: float,
+    priority: int,
+    after: tuple[int, ...],
+    labels: tuple[str, ...],
+    max_attempts: int,
+    url: str | None,
+    prompt: str,
+) -> None:
+    """Queue PROMPT for a worker and print the new task's id.  PROMPT `-` reads it from stdin."""
+    if prompt == "-":
+        prompt = sys.stdin.read()
+    if not prompt.strip():
+        raise TaskCliError("the prompt is empty", 2)
+    try:
+        options = ExecutorOptions(
+            model=model,
+            permission_mode=permission_mode,
+            base_command=base_command,
+            sandbox=sandbox,
+            approval_policy=approval_policy,
+            config=parse_config_overrides(config_pairs),
+            mcp_servers=load_mcp_servers(mcp_config) if mcp_config else {},
+            stable_seconds=stable_seconds,
+        )
+        default_registry.create(executor_name, options)  # an unknown executor fails now, not in a worker
+        run_options: dict[str, Any] = {"approval_timeout": approval_timeout}
+        if env_pairs:
+            run_options["env"] = parse_env_overrides(env_pairs)
+        if timeout is not None:
+            run_options["timeout"] = timeout
+        spec = TaskSpec(
+            prompt=prompt,
+            executor=executor_name,
+            executor_options=options.model_dump(mode="json", exclude_defaults=True),
+            run_options=run_options,
+            cwd=cwd.resolve(),
+            priority=priority,
+            depends_on=list(after),
+            labels=list(labels),
+            max_attempts=max_attempts,
+        )
+    except (OrchestrateError, ValueError) as exc:
+        raise TaskCliError(str(exc), 2) from exc
+    with _store(url) as store:
+        task = store.submit(spec)
+    click.echo(task.id)
+
+
+# --- tasks, show ----------------------------------------------------------------------------------
+
+
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)}{unit}"
+    return f"{int(seconds)}s"
+
+
+def _cost(value: float | None) -> str:
+    return "-" if value is None else f"${value:.4f}"
+
+
+_STATUS_STYLE = {
+    "done": "green",
+    "failed": "red",
+    "lost": "red",
+    "blocked": "yellow",
+    "cancelled": "yellow",
+    "waiting_approval": "magenta",
+    "running": "cyan",
+}
+
+
+@click.command(name="tasks")
+@click.option("--status", "statuses", multiple=True, help="Only tasks in this status (repeatable).")
+@click.option("--label", help="Only tasks with this label.")
+@click.option("--executor", "-e", "executor_name", help="Only tasks of this executor.")
+@click.option("--limit", type=click.IntRange(1, 10_000), default=100, show_default=True)
+@store_option
+@json_option
+def tasks_command(
+    statuses: tuple[str, ...],
+    label: str | None,
+    executor_name: str | None,
+    limit: int,
+    url: str | None,
+    as_json: bool,
+) -> None:
+    """List tasks, oldest first: id, status, executor, age, cost."""
+    with _store(url) as store:
+        found = store.list_tasks(
+            status=list(statuses) or None, label=label, executor=executor_name, limit=limit
+        )
+    if as_json:
+        _echo_json([t.model_dump(mode="json") for t in found])
+        return
+    now = time.time()
+    table = Table("id", "status", "executor", "age", "cost", "prompt", box=None, pad_edge=False)
+    for t in found:
+        style = _STATUS_STYLE.get(t.status, "")
+        first_line = t.prompt.strip().splitlines()[0] if t.prompt.strip() else ""
+        table.add_row(
+            str(t.id),
+            f"[{style}]{t.status}[/]" if style else t.status,
+            t.executor,
+            _age(now - t.created_at),
+            _cost(t.cost_usd),
+            escape(first_line[:60]),
+        )
+    Console(highlight=False).print(table)
+
+
+def _entries(events: list[Event], run_id: int) -> list[Any]:
+    """A run's entries as its stored patches leave them (JSON, camelCase), in index order."""
+    found: dict[int, Any] = {}
+    for e in events:
+        if e.run_id == run_id and e.kind == "patch":
+            found[e.data["index"]] = e.data["entry"]
+    return [found[i] for i in sorted(found)]
+
+
+def _all_events(store: Store, task_id: int) -> list[Event]:
+    events: list[Event] = []
+    while page := store.events(task_id=task_id, after=events[-1].seq if events else 0):
+        events.extend(page)
+    return events
+
+
+@click.command()
+@click.argument("task_id", type=int, metavar="TASK")
+@store_option
+@json_option
+def show(task_id: int, url: str | None, as_json: bool) -> None:
+    """A task: its runs, their entries as `run` shows them, and tokens and cost summed."""
+    with _store(url) as store:
+        task = store.get(task_id)
+        runs = store.runs(task_id)
+        events = _all_events(store, task_id)
+        messages = store.messages(task_id)
+        approvals = store.approvals(task_id=task_id, status=None)
+    if as_json:
+        _echo_json(
+            {
+                "task": task.model_dump(mode="json"),
+                "runs": [r.model_dump(mode="json") | {"entries": _entries(events, r.id)} for r in runs],
+                "messages": messages,
+                "approvals": [a.model_dump(mode="json") for a in approvals],
+            }
+        )
+        return
+    console = Console(highlight=False)
+    _task_head(console, task)
+    for run in runs:
+        _run_head(console, run)
+        renderer = TextRenderer(console)
+        for e in events:
+            if e.run_id == run.id and e.kind == "patch":
+                renderer.on_patch(PATCH_ADAPTER.validate_python(e.data))
+        renderer.finish()
+    waiting = [m for m in messages if m["delivered_run_id"] is None]
+    for m in waiting:
+        console.print(f"[magenta]message {m['id']} waiting:[/] {escape(m['text'])}")
+    for a in approvals:
+        if a.status == "open":
+            what = a.request.get("command") or a.request.get("tool_name")
+            console.print(f"[magenta]approval {a.id} open:[/] {escape(str(what))}")
+
+
+def _task_head(console: Console, task: TaskRecord) -> None:
+    style = _STATUS_STYLE.get(task.status, "bold")
+    extra = []
+    if task.labels:
+        extra.append("labels " + ",".join(task.labels))
+    if task.depends_on:
+        extra.append("after " + ",".join(map(str, task.depends_on)))
+    console.print(
+        f"[bold]task {task.id}[/] [{style}]{task.status}[/] {task.executor} priority {task.priority} "
+        + escape(" ".join(extra))
+    )
+    console.print(f"[dim]prompt:[/] {escape(task.prompt)}")
+    for name in ("reason", "error", "notice"):
+        value = getattr(task, name)
+        if value:
+            console.print(f"[dim]{name}:[/] {escape(value)}")
+    console.print(
+        f"tokens: {task.input_tokens} in, {task.output_tokens} out, {task.cache_read_tokens} cache read, "
+        f"{task.cache_write_tokens} cache write; cost {_cost(task.cost_usd)} (over {task.attempts} runs)"
+    )
+
+
+def _run_head(console: Console, run: RunRecord) -> None:
+    style = _STATUS_STYLE.get(run.status, "bold")
+    parts = [f"attempt {run.attempt}", run.kind]
+    if run.exit_code is not None:
+        parts.append(f"exit {run.exit_code}")
+    if run.session_id:
+        parts.append(f"session {run.session_id}")
+    if run.cost_usd is not None:
+        parts.append(_cost(run.cost_usd))
+    heading = f"\n[bold]── run {run.id}[/] [{style}]{run.status}[/] " + escape(", ".join(parts))
+    console.print(heading, soft_wrap=True)
+    if run.prompt:
+        console.print(f"[bold green]user[/] {escape(run.prompt)}")
+    if run.error and run.status != "done":
+        console.print(f"[red]{escape(run.error)}[/]")
+
+
+# --- follow ---------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("task_id", type=int, metavar="TASK")
+@click.option("--after", type=int, default=0, show_default=True, help="Only events after this seq.")
+@click.option("--poll", type=click.FloatRange(min=0.01), default=0.2, show_default=True)
+@store_option
+@click.option("--json", "as_json", is_flag=True, help="One JSON event per line (raw records included).")
+def follow(task_id: int, after: int, poll: float, url: str | None, as_json: bool) -> None:
+    """Show a task's events as they happen, from any terminal: what is stored, then live ones, until
+    the task ends.  Exits 0 if it ended done."""
+    try:
+        status = anyio.run(_follow, url, task_id, after, poll, as_json)
+    except NotFoundError as exc:
+        raise TaskCliError(str(exc), 2) from exc
+    except OrchestrateError as exc:
+        raise TaskCliError(str(exc), 1) from exc
+    sys.exit(0 if status == "done" else 1)
+
+
+async def _follow(url: str | None, task_id: int, after: int, poll: float, as_json: bool) -> str:
+    out = sys.stdout.buffer
+    console = Console(highlight=False)
+    renderers: dict[int, TextRenderer] = {}
+    with Store.open(url) as store:
+        store.get(task_id)  # no such task: say so now, not after polling
+        engine = Engine(store, poll=poll)
+        async for event in engine.subscribe(task_id, after=after):
+            if as_json:
+                out.write(orjson.dumps(event.model_dump(mode="json")) + b"\n")
+                out.flush()
+                continue
+            if event.kind == "patch" and event.run_id is not None:
+                if event.run_id not in renderers:
+                    for other in renderers.values():
+                        other.finish()
+                    renderers[event.run_id] = TextRenderer(console)
+                renderers[event.run_id].on_patch(PATCH_ADAPTER.validate_python(event.data))
+            elif event.kind in ("state", "notice"):
+                for r in renderers.values():
+                    r.finish()
+                console.print(_describe(event), markup=False)
+        for r in renderers.values():
+            r.finish()
+        return (await engine.get(task_id)).status
+
+
+def _describe(event: Event) -> str:
+    data = event.data
+    if event.kind == "notice":
+        return f"[task {event.task_id}] notice: {data.get('notice')}"
+    details = [f"{k} {data[k]}" for k in ("run_id", "attempt", "approval_id", "command") if k in data]
+    why = data.get("reason") or data.get("error")
+    text = f"[task {event.task_id}] {data.get('status')}"
+    if details:
+        text += " (" + ", ".join(details).replace("_id", "") + ")"
+    return text + (f": {why}" if why else "")
+
+
+# --- cancel, retry, send ------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("task_ids", type=int, nargs=-1, required=True, metavar="TASK...")
+@store_option
+def cancel(task_ids: tuple[int, ...], url: str | None) -> None:
+    """Cancel tasks: a queued one at once, a running one by the worker that runs it (any process)."""
+    with _store(url) as store:
+        for task_id in task_ids:
+            task = store.cancel(task_id)
+            state = "cancel requested (its worker stops it)" if task.cancel_requested else task.status
+            click.echo(f"task {task_id}: {state}")
+
+
+@click.command()
+@click.argument("task_ids", type=int, nargs=-1, required=True, metavar="TASK...")
+@store_option
+def retry(task_ids: tuple[int, ...], url: str | None) -> None:
+    """Queue tasks that ended without success for one more attempt (and unblock their dependents)."""
+    with _store(url) as store:
+        for task_id in task_ids:
+            click.echo(f"task {task_id}: {store.retry(task_id).status}")
+
+
+@click.command()
+@click.argument("task_id", type=int, metavar="TASK")
+@click.argument("message")
+@store_option
+def send(task_id: int, message: str, url: str | None) -> None:
+    """Send TASK a follow-up MESSAGE (`-`: stdin): a new turn in the agent's session, at once if the
+    task has ended, else when its current turn ends."""
+    if message == "-":
+        message = sys.stdin.read()
+    with _store(url) as store:
+        _, message_id, starts = store.send(task_id, message)
+    when = "queued as a follow-up run" if starts else "waits for the current turn to end"
+    click.echo(f"message {message_id} for task {task_id}: {when}")
+
+
+# --- approvals ------------------------------------------------------------------------------------
+
+
+@click.command()
+@click.option("--task", "task_id", type=int, help="Only this task's.")
+@click.option("--all", "everything", is_flag=True, help="Answered and withdrawn ones too.")
+@store_option
+@json_option
+def approvals(task_id: int | None, everything: bool, url: str | None, as_json: bool) -> None:
+    """Permission requests waiting in the store for an answer (`approve` or `deny` them)."""
+    with _store(url) as store:
+        found = store.approvals(task_id=task_id, status=None if everything else "open")
+    if as_json:
+        _echo_json([a.model_dump(mode="json") for a in found])
+        return
+    table = Table("id", "task", "status", "tool", "command or input", box=None, pad_edge=False)
+    for a in found:
+        what = a.request.get("command") or orjson.dumps(a.request.get("tool_input")).decode()
+        status = a.status if a.status != "answered" else f"{a.decision} by {a.answered_by}"
+        table.add_row(str(a.id), str(a.task_id), status, str(a.request.get("tool_name")), escape(what[:80]))
+    Console(highlight=False).print(table)
+
+
+def _answer(approval_id: int, decision: str, reason: str | None, url: str | None, by: str) -> None:
+    with _store(url) as store:
+        won, record = store.answer_approval(approval_id, decision, reason, by=by)
+    if won:
+        click.echo(f"approval {approval_id}: {decision}")
+        return
+    if record.status == "withdrawn":
+        raise TaskCliError(f"approval {approval_id} was withdrawn: {record.reason}")
+    raise TaskCliError(
+        f"approval {approval_id} was already answered: {record.decision} by {record.answered_by}"
+    )
+
+
+_by_option = click.option("--by", default=None, help="Who answers (default: user@host).")
+
+
+def _who(by: str | None) -> str:
+    import getpass
+    import socket
+
+    return by or f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+@click.command()
+@click.argument("approval_id", type=int, metavar="APPROVAL")
+@click.option("--reason", help="Passed on to the agent.")
+@_by_option
+@store_option
+def approve(approval_id: int, reason: str | None, by: str | None, url: str | None) -> None:
+    """Allow a waiting tool call.  The first answer wins; a later one exits 1 and says who answered."""
+    _answer(approval_id, "approved", reason, url, _who(by))
+
+
+@click.command()
+@click.argument("approval_id", type=int, metavar="APPROVAL")
+@click.option("--reason", default="denied by the user", show_default=True, help="Passed on to the agent.")
+@_by_option
+@store_option
+def deny(approval_id: int, reason: str, by: str | None, url: str | None) -> None:
+    """Refuse a waiting tool call.  The first answer wins; a later one exits 1 and says who answered."""
+    _answer(approval_id, "denied", reason, url, _who(by))
+
+
+# --- worker ---------------------------------------------------------------------------------------
+
+
+def _pairs(values: tuple[str, ...], what: str) -> dict[str, int]:
+    out = {}
+    for value in values:
+        name, sep, n = value.rpartition("=")
+        if not sep or not name or not n.isdigit():
+            raise TaskCliError(f"{what} takes NAME=N, not {value!r}", 2)
+        out[name] = int(n)
+    return out
+
+
+def _worker_approvals(spec: str) -> ApprovalService | None:
+    """None: the engine's own (requests wait in the store for `orchestrate approve`)."""
+    match spec:
+        case "store":
+            return None
+        case "auto":
+            return AutoApprove()
+        case "deny":
+            return AutoDeny()
+    path = Path(spec)
+    if not path.is_file():
+        raise TaskCliError(f"--approvals must be store, auto, deny or a policy file; not {spec!r}", 2)
+    try:
+        return RulePolicy.from_file(path)
+    except OrchestrateError as exc:
+        raise TaskCliError(str(exc), 2) from exc
+
+
+@click.command()
+@click.option("--capacity", type=click.IntRange(1), default=4, show_default=True, help="Runs at once here.")
+@click.option("--total", type=click.IntRange(0), help="Live runs at once across every worker.")
+@click.option("--per-executor", multiple=True, metavar="NAME=N", help="Limit per executor (all workers).")
+@click.option("--per-label", multiple=True, metavar="LABEL=N", help="Limit per label (all workers).")
+@click.option("--executor", "-e", "only", multiple=True, help="Take only tasks of these executors.")
+@click.option("--lease", type=click.FloatRange(min=0.5), default=30.0, show_default=True)
+@click.option("--poll", type=click.FloatRange(min=0.01), default=0.2, show_default=True)
+@click.option(
+    "--approvals",
+    "approvals_spec",
+    default="store",
+    show_default=True,
+    help="store (wait for `orchestrate approve`) | auto | deny | PATH to a policy file.",
+)
+@click.option(
+    "--startup-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds to first output."
+)
+@click.option("--silence-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds of silence.")
+@click.option("--run-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds for a whole run.")
+@store_option
+def worker(
+    capacity: int,
+    total: int | None,
+    per_executor: tuple[str, ...],
+    per_label: tuple[str, ...],
+    only: tuple[str, ...],
+    lease: float,
+    poll: float,
+    approvals_spec: str,
+    startup_timeout: float | None,
+    silence_timeout: float | None,
+    run_timeout: float | None,
+    url: str | None,
+) -> None:
+    """Run queued tasks until SIGINT or SIGTERM.  Any number of workers share one store's queue.
+
+    The first signal stops taking tasks and lets the live runs end; a second one stops them now (their
+    tasks are then recovered, and retried if they have attempts left, by the next worker)."""
+    limits = Limits(
+        total=total,
+        per_executor=_pairs(per_executor, "--per-executor"),
+        per_label=_pairs(per_label, "--per-label"),
+    )
+    service = _worker_approvals(approvals_spec)
+    options: dict[str, Any] = {
+        "limits": limits,
+        "capacity": capacity,
+        "executors": list(only) or None,
+        "lease": lease,
+        "poll": poll,
+        "approvals": service,
+        "watchdogs": Watchdogs(startup=startup_timeout, silence=silence_timeout, total=run_timeout),
+    }
+    try:
+        anyio.run(_work, url, options)
+    except OrchestrateError as exc:
+        raise TaskCliError(str(exc), 1) from exc
+
+
+async def _work(url: str | None, options: dict[str, Any]) -> None:
+    async with Engine.open(url, **options) as engine, anyio.create_task_group() as tg:
+
+        async def on_signals() -> None:
+            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                count = 0
+                async for _ in signals:
+                    count += 1
+                    if count == 1:
+                        click.echo(f"worker {engine.worker}: stopping once live runs end", err=True)
+                        engine.stop()
+                    else:
+                        click.echo(f"worker {engine.worker}: stopping now", err=True)
+                        tg.cancel_scope.cancel()
+
+        tg.start_soon(on_signals)
+        click.echo(f"worker {engine.worker} on {engine.store.engine.url!r}", err=True)
+        await engine.work()
+        tg.cancel_scope.cancel()
+
+
+# --- `orchestrate run`, recorded ------------------------------------------------------------------
+
+
+class _Recording:
+    def __init__(self, sink: Callable[[Callable[[EntryPatch], None]], Callable[[EntryPatch], None]]) -> None:
+        self.sink = sink
+        self.result: RunResult | None = None
+
+
+@contextmanager
+def record_run(executor: str, options: ExecutorOptions, run: Run, output: str) -> Iterator[_Recording]:
+    """Record ``run`` (an ``orchestrate run``) in the store as a task: wrap the sink with
+    ``recording.sink(...)`` and set ``recording.result``.  A store that fails is reported on stderr
+    and nothing else: the run goes on.  With ``--output jsonl`` the last line is
+    ``{"stored": {"taskId": T, "runId": R}}``."""
+    url = os.environ.get(STORE_ENV)
+    if url == "off":
+        yield _Recording(lambda inner: inner)
+        return
+    recorder = RunRecorder.start(executor, options, run.task, url=url)
+    recorder.attach(run)
+    recording = _Recording(recorder.sink)
+    error: BaseException | None = None
+    try:
+        yield recording
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        recorder.finish(recording.result, error if recording.result is None else None)
+        if recorder.problem:
+            click.echo(f"orchestrate: {recorder.problem}", err=True)
+        if recorder.task_id is not None and recording.result is not None:
+            if output == "jsonl":
+                ids = {"stored": {"taskId": recorder.task_id, "runId": recorder.run_id}}
+                sys.stdout.buffer.write(orjson.dumps(ids) + b"\n")
+                sys.stdout.buffer.flush()
+            else:
+                click.echo(
+                    f"stored as task {recorder.task_id} (`orchestrate show {recorder.task_id}`)", err=True
+                )
+
+
+# --- registration ---------------------------------------------------------------------------------
+
+COMMANDS = (submit, tasks_command, show, follow, cancel, retry, send, approvals, approve, deny, worker)
+
+
+def register(group: click.Group) -> None:
+    for command in COMMANDS:
+        group.add_command(command)
