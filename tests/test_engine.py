@@ -139,6 +139,8 @@ def marked_processes(mark: str) -> int:
             continue
         try:
             if f"ORCH_TEST_MARK={mark}".encode() in (entry / "environ").read_bytes().split(b"\0"):
+                if b"supervisor.py" in (entry / "cmdline").read_bytes():
+                    continue  # each agent's supervisor (process/containment.py) shares its environment
                 stat = (entry / "stat").read_text()
                 count += stat[stat.rindex(")") + 2] != "Z"
         except OSError:
@@ -235,21 +237,38 @@ WORKER = textwrap.dedent(
 )
 
 
-@pytest.fixture
-def worker(url: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A worker in its own process on the test's store; what it prints is shown if the test fails."""
+def start_worker(url: str, tmp_path: Path, **env: str) -> subprocess.Popen[bytes]:
     with (tmp_path / "worker.log").open("wb") as log:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, "-c", WORKER, url],
             cwd=ROOT,
-            env=os.environ | {"PYTHONPATH": str(ROOT)},
+            env=os.environ | {"PYTHONPATH": str(ROOT)} | env,
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    yield proc
+
+
+def stop_worker(proc: subprocess.Popen[bytes], tmp_path: Path) -> None:
     proc.kill()
     proc.wait(5)
     print((tmp_path / "worker.log").read_text())
+
+
+@pytest.fixture
+def worker(url: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A worker in its own process on the test's store; what it prints is shown if the test fails."""
+    proc = start_worker(url, tmp_path)
+    yield proc
+    stop_worker(proc, tmp_path)
+
+
+@pytest.fixture
+def uncontained_worker(url: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A worker whose agents are only in their own process group (as off Linux): its agents can
+    outlive it, which is what recovery must then clean up."""
+    proc = start_worker(url, tmp_path, ORCHESTRATE_SUPERVISOR="0")
+    yield proc
+    stop_worker(proc, tmp_path)
 
 
 async def test_a_killed_worker_is_recovered_resumed_and_numbered_on(
@@ -303,8 +322,9 @@ async def test_a_retry_whose_session_is_gone_starts_fresh_and_says_so(url: str, 
 
 
 async def test_recovery_kills_an_agent_that_outlived_its_worker(
-    url: str, tmp_path: Path, worker: subprocess.Popen[bytes]
+    url: str, tmp_path: Path, uncontained_worker: subprocess.Popen[bytes]
 ) -> None:
+    worker = uncontained_worker
     async with engine_on(url, lease=0.6) as engine:
         task_id = await submit(engine, "hang", tmp_path)  # ignores SIGTERM and stdin EOF; has a child
         with anyio.fail_after(20):
