@@ -1,4 +1,4 @@
-"""The board example of the README (STORE-NOTES.md until it is merged there) runs as written, with the
+"""The board example of the README runs as written, with the
 fake Claude standing in for `claude` on $ORCHESTRATE_BIN_PATH."""
 
 from __future__ import annotations
@@ -15,13 +15,10 @@ MARKER = "# example: embedding the engine"
 
 
 def example() -> str:
-    for doc in ("README.md", "STORE-NOTES.md"):
-        path = ROOT / doc
-        if path.exists():
-            for block in re.findall(r"```python\n(.*?)```", path.read_text(), re.S):
-                if MARKER in block:
-                    return str(block)
-    raise AssertionError("no board example in README.md or STORE-NOTES.md")
+    for block in re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), re.S):
+        if MARKER in block:
+            return str(block)
+    raise AssertionError("no board example in README.md")
 
 
 def test_the_board_example_runs(tmp_path: Path) -> None:
