@@ -17,6 +17,8 @@ from .words import Word
 __all__ = ["SHELLS", "Unwrapped", "unwrap"]
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "rbash"})
+POSIX_ONLY_SHELLS = frozenset({"sh", "dash", "ash"})
+"""Shells that may not be bash (``sh`` is dash on Debian): bash-only quoting means something else."""
 
 _STDIN = Word("<stdin>", literal=False)  # what xargs appends from its input
 
@@ -186,7 +188,7 @@ def unwrap(words: tuple[Word, ...]) -> Unwrapped | None:
     if handler is not None:
         return handler(args)
     if name in SHELLS:
-        return _shell(args)
+        return _shell(args, posix_only=name in POSIX_ONLY_SHELLS)
     return None
 
 
@@ -281,7 +283,7 @@ def _eval(args: tuple[Word, ...]) -> Unwrapped:
     return Unwrapped(script=Word(" ".join(w.text for w in args), all(w.literal for w in args)))
 
 
-def _shell(args: tuple[Word, ...]) -> Unwrapped | None:
+def _shell(args: tuple[Word, ...], posix_only: bool = False) -> Unwrapped | None:
     """``bash -c SCRIPT`` runs SCRIPT; ``bash`` with no file reads its script from stdin (or a here
     document, which the caller supplies); ``bash FILE`` runs a file: not a wrapper, the shell is
     judged as any program."""
@@ -291,6 +293,10 @@ def _shell(args: tuple[Word, ...]) -> Unwrapped | None:
     if "-c" in options:
         if not rest:
             return Unwrapped(transparent=False, problems=("a shell -c with no script",))
+        if posix_only and "$'" in rest[0].text:
+            # We parse scripts as bash; sh (dash on Debian) reads $'\x73' as a literal `$` and
+            # text, so what we would judge is not what runs.
+            return Unwrapped(transparent=False, problems=("$'...' quoting in a POSIX sh script",))
         return Unwrapped(script=rest[0], transparent=not unknown, unknown_option=unknown)
     if rest and "-s" not in options:
         return None
