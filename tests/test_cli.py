@@ -293,3 +293,23 @@ def test_codex_run_and_replay_of_both_capture_formats(tmp_path: Path) -> None:
             e["content"] for e in final_entries(replayed.stdout) if e["type"]["kind"] == "assistant_message"
         ]  # type: ignore[index]
         assert texts == ["Hello from the scripted Codex model."], folder
+
+
+def test_replay_finds_a_stored_run_by_id_and_its_executor_in_the_header(tmp_path: Path) -> None:
+    live = run_fake(tmp_path, "--approvals", "auto", "--output", "jsonl", "tool")
+    assert live.returncode == 0, live.stderr
+    [stored] = [orjson.loads(line)["stored"] for line in live.stdout.splitlines() if '"stored"' in line]
+    by_id = orchestrate("replay", str(stored["runId"]), "--output", "jsonl")  # no --executor: the header's
+    assert by_id.returncode == 0, by_id.stderr
+    assert final_entries(by_id.stdout) == final_entries(live.stdout)
+    assert any(e["type"]["kind"] == "tool_use" for e in final_entries(by_id.stdout))  # type: ignore[index]
+    missing = orchestrate("replay", "999999")
+    assert missing.returncode == 2 and "no run 999999" in missing.stderr
+
+
+def test_replay_of_a_plain_capture_needs_an_executor(tmp_path: Path) -> None:
+    capture = tmp_path / "capture.jsonl"
+    capture.write_text('{"type":"system","subtype":"init","session_id":"s"}\n')
+    done = orchestrate("replay", str(capture))
+    assert done.returncode == 2 and "--executor" in done.stderr
+    assert orchestrate("replay", "not-a-file-or-id").returncode == 2

@@ -39,7 +39,7 @@ from ..executors.base import ExecutorOptions
 from ..executors.config import load_mcp_servers, parse_config_overrides
 from ..process.containment import kill_all
 from ..process.env import parse_env_overrides
-from ..process.rawlog import DAMAGED
+from ..process.rawlog import DAMAGED, read_raw_log
 from ..registry import default_registry
 from ..replay import normalizer_for_file, replay
 from ..run import Run, RunResult
@@ -445,14 +445,31 @@ async def _availability() -> list[dict[str, Any]]:
 
 
 @main.command(name="replay")
-@click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
-@click.option("--executor", "-e", "executor_name", required=True)
+@click.argument("target")
+@click.option(
+    "--executor",
+    "-e",
+    "executor_name",
+    help="Whose log it is (default: the executor named in the log's header).",
+)
 @click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
-def replay_cmd(file: Path, executor_name: str, output: str) -> None:
-    """Normalize FILE, a raw log of ours or a plain stdout capture of the CLI.  Exits 1 if some
-    lines of the log could not be read (each is an error entry; the rest is replayed)."""
+@click.option(
+    "--store",
+    "store_url",
+    envvar="ORCHESTRATE_STORE",
+    help="Where to look up a run id (default: SQLite under $ORCHESTRATE_HOME).",
+)
+def replay_cmd(target: str, executor_name: str | None, output: str, store_url: str | None) -> None:
+    """Normalize TARGET: a raw log of ours, a plain stdout capture of the CLI (give --executor), or
+    the id of a stored run (`orchestrate show` lists them).  Exits 1 if some lines of the log could
+    not be read (each is an error entry; the rest is replayed)."""
+    file = _replay_file(target, store_url)
     try:
-        normalizer = normalizer_for_file(file, default_registry.get(executor_name)())
+        header, _ = read_raw_log(file)
+        name = executor_name or (header or {}).get("executor")
+        if not isinstance(name, str):
+            raise CliError(f"{file} is a plain capture with no header: say whose with --executor", EXIT_USAGE)
+        normalizer = normalizer_for_file(file, default_registry.get(name)())
         sink = _sink(output)
         for patch in replay(file, normalizer):
             sink(patch)
@@ -466,6 +483,30 @@ def replay_cmd(file: Path, executor_name: str, output: str) -> None:
     if damaged:
         click.echo(f"{file}: {len(damaged)} line(s) could not be read and were skipped", err=True)
         sys.exit(1)
+
+
+def _replay_file(target: str, store_url: str | None) -> Path:
+    """The raw log ``target`` names: a file, or a stored run's id."""
+    path = Path(target)
+    if path.is_file():
+        return path
+    if not target.isdigit():
+        raise CliError(f"{target}: no such file, and not a run id", EXIT_USAGE)
+    from ..store import Store  # only when a run is looked up: the store is not on run's path
+    from ..store.errors import NotFoundError
+
+    try:
+        with Store.open(store_url) as store:
+            record = store.run(int(target))
+    except NotFoundError as exc:
+        raise CliError(f"no run {target} in the store", EXIT_USAGE) from exc
+    except OrchestrateError as exc:
+        raise _translate(exc) from exc
+    if not record.raw_log or not Path(record.raw_log).is_file():
+        raise CliError(
+            f"run {target} has no raw log on this machine ({record.raw_log or 'none kept'})", EXIT_USAGE
+        )
+    return Path(record.raw_log)
 
 
 @main.command()
