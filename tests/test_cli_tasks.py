@@ -170,6 +170,29 @@ def test_run_is_recorded_as_a_task_and_a_store_failure_does_not_break_it(tmp_pat
     assert all("stored" not in orjson.loads(line) for line in broken.stdout.splitlines())
 
 
+def test_cancel_stops_an_orchestrate_run_from_another_process(tmp_path: Path) -> None:
+    """`orchestrate cancel` reaches a run a person started with `orchestrate run`, not only a
+    worker's: the recorder sees the store's flag and the run stops, its agent with it."""
+    args = ["run", "-e", "claude-code", "--command", FAKE, "--approvals", "deny", "--cwd", str(tmp_path)]
+    live = background(*args, "--output", "jsonl", "slow", log=tmp_path / "run.log")
+    try:
+        with store() as s:
+            wait_until(lambda: bool(s.list_tasks()) and bool(s.runs(s.list_tasks()[0].id)[0].pid))
+            [task] = s.list_tasks()
+            [run] = s.runs(task.id)
+            assert orchestrate("cancel", str(task.id)).returncode == 0
+            started = time.monotonic()
+            assert live.wait(15) != 0  # stopped, not finished
+            assert time.monotonic() - started < 10
+            wait_until(lambda: s.get(task.id).finished)
+            assert (s.get(task.id).status, s.runs(task.id)[0].status) == ("cancelled", "cancelled")
+        assert run.pid and group_members(run.pid) == []
+        assert "cancelled from the store" in (tmp_path / "run.log").read_text()
+    finally:
+        live.kill()
+        live.wait(5)
+
+
 def test_two_workers_share_the_queue_and_never_run_a_task_twice(tmp_path: Path) -> None:
     ids = [submit(tmp_path, "plain") for _ in range(4)]
     workers = [

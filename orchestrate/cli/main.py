@@ -194,7 +194,9 @@ def run(
         try:
             # Recorded in the store as a task (`orchestrate tasks`); a store failure only warns.
             with record_run(executor_name, options, live, output) as recording:
-                result = anyio.run(_run_live, live, recording.sink(_sink(output)), asker)
+                result = anyio.run(
+                    _run_live, live, recording.sink(_sink(output)), asker, recording.cancelled
+                )
                 recording.result = result
         finally:
             asker.close()
@@ -271,16 +273,32 @@ _deadline: list[threading.Timer] = []
 
 
 async def _run_live(
-    run: Run, sink: Callable[[EntryPatch], None], asker: TerminalPrompt | None = None
+    run: Run,
+    sink: Callable[[EntryPatch], None],
+    asker: TerminalPrompt | None = None,
+    cancelled: threading.Event | None = None,
 ) -> RunResult:
     sink = _until_broken(sink)
     async with run, anyio.create_task_group() as tg:
         tg.start_soon(_on_stop_signals, run, asker)
+        if cancelled is not None:
+            tg.start_soon(_on_cancel_from_store, run, cancelled)
         async for patch in run.patches():
             sink(patch)
         result = await run.wait()
         tg.cancel_scope.cancel()
     return result
+
+
+async def _on_cancel_from_store(run: Run, cancelled: threading.Event) -> None:
+    """`orchestrate cancel TASK` from any process: the store's flag, read by the recorder's
+    heartbeat thread, stops this run as a second Ctrl-C would (no interrupt first: it was asked)."""
+    while True:
+        if cancelled.is_set():
+            _tell("cancelled from the store (orchestrate cancel): stopping")
+            run.cancel()
+            return
+        await anyio.sleep(0.2)
 
 
 async def _on_stop_signals(run: Run, asker: TerminalPrompt | None = None) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -610,9 +611,15 @@ async def _work(url: str | None, options: dict[str, Any]) -> None:
 
 
 class _Recording:
-    def __init__(self, sink: Callable[[Callable[[EntryPatch], None]], Callable[[EntryPatch], None]]) -> None:
+    def __init__(
+        self,
+        sink: Callable[[Callable[[EntryPatch], None]], Callable[[EntryPatch], None]],
+        cancelled: threading.Event | None = None,
+    ) -> None:
         self.sink = sink
         self.result: RunResult | None = None
+        self.cancelled = cancelled or threading.Event()
+        """Set when `orchestrate cancel` (any process) asked for this run's task to stop."""
 
 
 @contextmanager
@@ -627,7 +634,7 @@ def record_run(executor: str, options: ExecutorOptions, run: Run, output: str) -
         return
     recorder = RunRecorder.start(executor, options, run.task, url=url)
     recorder.attach(run)
-    recording = _Recording(recorder.sink)
+    recording = _Recording(recorder.sink, recorder.cancelled)
     error: BaseException | None = None
     try:
         yield recording

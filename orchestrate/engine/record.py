@@ -28,6 +28,8 @@ from .runner import run_end
 
 __all__ = ["RunRecorder"]
 
+_CANCEL_POLL = 0.5  # how soon a cancel asked from another process stops the run
+
 
 class RunRecorder:
     """``RunRecorder.start(...)``, :meth:`attach` the run, pass patches through :meth:`sink`, then
@@ -46,6 +48,8 @@ class RunRecorder:
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         self._pid_recorded = False
+        self.cancelled = threading.Event()
+        """Set when a client asked the store to cancel this task (``orchestrate cancel``)."""
 
     @classmethod
     def start(
@@ -134,15 +138,20 @@ class RunRecorder:
             self.problem = f"the raw log could not be stored: {exc}"
 
     def _heartbeats(self) -> None:
-        store, run_id = self._store, self.run_id
-        assert store is not None and run_id is not None
+        store, run_id, task_id = self._store, self.run_id, self.task_id
+        assert store is not None and run_id is not None and task_id is not None
         next_beat = time.monotonic() + self.lease / 3
-        while not self._stop.wait(0.05 if not self._pid_recorded else next_beat - time.monotonic()):
+        next_cancel_check = time.monotonic()
+        while not self._stop.wait(0.05 if not self._pid_recorded else _CANCEL_POLL):
             try:
                 if not self._pid_recorded and self._run is not None and self._run.pids:
                     self._pid_recorded = True  # tried once: recovery can do without it
                     pid = self._run.pids[0]
                     store.set_process(run_id, pid, start_time(pid), str(self._run.raw_log_path))
+                if time.monotonic() >= next_cancel_check:
+                    next_cancel_check = time.monotonic() + _CANCEL_POLL
+                    if task_id in store.cancel_requested([task_id]):
+                        self.cancelled.set()  # the client stops its run (see cli/tasks.py)
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + self.lease / 3
                     store.heartbeat(self._worker, [run_id], self.lease)
