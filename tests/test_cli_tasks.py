@@ -202,6 +202,9 @@ def test_two_workers_share_the_queue_and_never_run_a_task_twice(tmp_path: Path) 
         with store() as s:
             wait_until(lambda: all(s.get(t).status == "done" for t in ids), within=40)
             runs = [s.runs(t) for t in ids]
+        # A worker stops cleanly on SIGTERM once it is up; one still importing would die of it, so
+        # the signal waits for both to say they are working (the tasks may be done before that).
+        wait_until(lambda: all(b" on " in (tmp_path / f"w{i}.log").read_bytes() for i in (1, 2)))
     finally:
         for w in workers:
             w.send_signal(signal.SIGTERM)

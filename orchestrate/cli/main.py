@@ -194,9 +194,7 @@ def run(
         try:
             # Recorded in the store as a task (`orchestrate tasks`); a store failure only warns.
             with record_run(executor_name, options, live, output) as recording:
-                result = anyio.run(
-                    _run_live, live, recording.sink(_sink(output)), asker, recording.cancelled
-                )
+                result = anyio.run(_run_live, live, recording.sink(_sink(output)), asker, recording.cancelled)
                 recording.result = result
         finally:
             asker.close()

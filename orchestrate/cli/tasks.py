@@ -10,6 +10,7 @@ already answered), 2 usage error (no such task, bad option).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import click
 import orjson
 from rich.console import Console
@@ -589,8 +591,9 @@ def worker(
 async def _work(url: str | None, options: dict[str, Any]) -> None:
     async with Engine.open(url, **options) as engine, anyio.create_task_group() as tg:
 
-        async def on_signals() -> None:
+        async def on_signals(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
             with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                task_status.started()  # the handlers are in place: "worker ... on" may be said
                 count = 0
                 async for _ in signals:
                     count += 1
@@ -601,7 +604,7 @@ async def _work(url: str | None, options: dict[str, Any]) -> None:
                         click.echo(f"worker {engine.worker}: stopping now", err=True)
                         tg.cancel_scope.cancel()
 
-        tg.start_soon(on_signals)
+        await tg.start(on_signals)
         click.echo(f"worker {engine.worker} on {engine.store.engine.url!r}", err=True)
         await engine.work()
         tg.cancel_scope.cancel()
@@ -643,17 +646,20 @@ def record_run(executor: str, options: ExecutorOptions, run: Run, output: str) -
         raise
     finally:
         recorder.finish(recording.result, error if recording.result is None else None)
-        if recorder.problem:
-            click.echo(f"orchestrate: {recorder.problem}", err=True)
-        if recorder.task_id is not None and recording.result is not None:
-            if output == "jsonl":
-                ids = {"stored": {"taskId": recorder.task_id, "runId": recorder.run_id}}
-                sys.stdout.buffer.write(orjson.dumps(ids) + b"\n")
-                sys.stdout.buffer.flush()
-            else:
-                click.echo(
-                    f"stored as task {recorder.task_id} (`orchestrate show {recorder.task_id}`)", err=True
-                )
+        # After SIGHUP the terminal may be gone: what cannot be shown is not an error (the run's
+        # exit code must still say how it ended).
+        with contextlib.suppress(OSError, ValueError):
+            if recorder.problem:
+                click.echo(f"orchestrate: {recorder.problem}", err=True)
+            if recorder.task_id is not None and recording.result is not None:
+                if output == "jsonl":
+                    ids = {"stored": {"taskId": recorder.task_id, "runId": recorder.run_id}}
+                    sys.stdout.buffer.write(orjson.dumps(ids) + b"\n")
+                    sys.stdout.buffer.flush()
+                else:
+                    click.echo(
+                        f"stored as task {recorder.task_id} (`orchestrate show {recorder.task_id}`)", err=True
+                    )
 
 
 # --- registration ---------------------------------------------------------------------------------
