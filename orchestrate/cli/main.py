@@ -14,7 +14,8 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +24,11 @@ import click
 import orjson
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..approvals import ApprovalService, AutoApprove, AutoDeny, RulePolicy, TerminalPrompt
 from ..approvals.prompt import NoTerminalError
-from ..entries import EntryPatch, ErrorEntry, entry_json_schema
+from ..entries import EntryPatch, ErrorEntry, TokenUsageEntry, entry_json_schema
 from ..errors import (
     ConfigError,
     ExecutorUnavailableError,
@@ -44,7 +46,8 @@ from ..registry import default_registry
 from ..replay import normalizer_for_file, replay
 from ..run import Run, RunResult
 from ..task import Task
-from .render import TextRenderer
+from .live import LiveView, ViewPrompt
+from .render import TextRenderer, usage_summary
 
 if TYPE_CHECKING:
     from ..testing.conformance import Cell
@@ -75,10 +78,18 @@ def _translate(exc: OrchestrateError) -> CliError:
     return CliError(str(exc), 1)
 
 
-@click.group()
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="agent-orchestrate")
 def main() -> None:
-    """Run coding-agent CLIs and stream what they do as one typed entry model."""
+    """Run coding-agent CLIs and stream what they do as one typed entry model.
+
+    \b
+    Examples:
+      orchestrate demo                                  # a real agent on a scripted model, no key
+      orchestrate run -e claude-code "fix the failing test"
+      orchestrate run -e codex --approvals auto --output jsonl "add a README" > run.jsonl
+      orchestrate executors                             # which agents are installed
+    """
 
 
 # --- run ----------------------------------------------------------------------------------------
@@ -132,7 +143,17 @@ def main() -> None:
     help="Keep secrets in the raw log (for debugging; also ORCHESTRATE_REDACT=0).",
 )
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds for the whole run.")
-@click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
+@click.option(
+    "--output",
+    type=click.Choice(["text", "jsonl"]),
+    default="text",
+    show_default=True,
+    help="text: for a person (a live view on a terminal, plain lines otherwise); jsonl: one entry "
+    "patch per line, then a result line.",
+)
+@click.option(
+    "--verbose", "-v", is_flag=True, help="Text: whole outputs, the agent's own tool names, every notice."
+)
 @click.argument("prompt")
 def run(
     executor_name: str,
@@ -155,9 +176,21 @@ def run(
     no_redact: bool,
     timeout: float | None,
     output: str,
+    verbose: bool,
     prompt: str,
 ) -> None:
-    """Run PROMPT with an agent and stream what it does.  PROMPT `-` reads it from stdin."""
+    """Run PROMPT with an agent and stream what it does.  PROMPT `-` reads it from stdin.
+
+    \b
+    Examples:
+      orchestrate run -e claude-code "fix the failing test"
+      orchestrate run -e codex --cwd ../api --approvals policy.toml "add a health check"
+      orchestrate run -e gemini --approvals auto --output jsonl "summarize README.md" | jq .
+      git diff | orchestrate run -e claude-code --approvals deny -
+      orchestrate run -e claude-code --resume SESSION_ID "now add tests"
+    """
+    if prompt != "-" and not prompt.strip():
+        raise click.UsageError("the prompt is empty: say what the agent should do")
     try:
         options = ExecutorOptions(
             model=model,
@@ -176,7 +209,7 @@ def run(
         if prompt == "-":
             prompt = sys.stdin.read()
             if not prompt.strip():
-                raise CliError("no prompt on stdin", EXIT_USAGE)
+                raise click.UsageError("no prompt on stdin: the prompt is empty")
         task = Task(
             prompt=prompt,
             cwd=cwd.resolve(),
@@ -189,15 +222,15 @@ def run(
             raw_log=record,
             redact_raw_log=not no_redact,
         )
+        view = _view(output, verbose, asker)
+        began = time.monotonic()
         try:
-            result = anyio.run(_run_live, Run(executor, task, service), _sink(output), asker)
+            result = anyio.run(_run_live, Run(executor, task, service), view, asker)
         finally:
             asker.close()
     except OrchestrateError as exc:
         raise _translate(exc) from exc
-    if output == "text":
-        _summary(result)
-    sys.exit(_exit_code(result, asker))
+    _finish(output, result, asker, time.monotonic() - began)
 
 
 def _given(ctx: click.Context, name: str) -> bool:
@@ -211,7 +244,7 @@ def _approval_service(spec: str, given: bool = True) -> tuple[ApprovalService, T
     ``ask`` needs a terminal: without one the run would refuse every tool it should have asked
     about, so it stops here with a usage error instead.  A policy file whose fallback is ``ask``
     runs anyway; what nobody can answer is refused, and the exit code says so (see _exit_code)."""
-    asker = TerminalPrompt()
+    asker = ViewPrompt()
     match spec:
         case "auto":
             return AutoApprove(), asker
@@ -265,17 +298,34 @@ _stopped_by: list[signal.Signals] = []
 _deadline: list[threading.Timer] = []
 
 
-async def _run_live(
-    run: Run, sink: Callable[[EntryPatch], None], asker: TerminalPrompt | None = None
-) -> RunResult:
-    sink = _until_broken(sink)
+async def _run_live(run: Run, view: View, asker: TerminalPrompt | None = None) -> RunResult:
+    sink = _until_broken(view.on_patch)
     async with run, anyio.create_task_group() as tg:
         tg.start_soon(_on_stop_signals, run, asker)
-        async for patch in run.patches():
-            sink(patch)
+        with _showing(view):
+            if isinstance(view, LiveView):
+                tg.start_soon(view.tick)
+            async for patch in run.patches():
+                sink(patch)
         result = await run.wait()
         tg.cancel_scope.cancel()
     return result
+
+
+@contextlib.contextmanager
+def _showing(view: View) -> Iterator[None]:
+    """The view shown for as long as the run streams; the CLI's own notices go through it."""
+    _views.append(view)
+    try:
+        if isinstance(view, LiveView):
+            with view:
+                yield
+        else:
+            yield
+            with contextlib.suppress(OSError):
+                view.finish()
+    finally:
+        _views.remove(view)
 
 
 async def _on_stop_signals(run: Run, asker: TerminalPrompt | None = None) -> None:
@@ -313,6 +363,8 @@ def _stop_now(run: Run) -> None:
 
 def _exit_now() -> None:
     with contextlib.suppress(OSError, ValueError):
+        if any(isinstance(v, LiveView) for v in _views) and sys.stdout.isatty():
+            sys.stdout.write("\x1b[?25h\n")  # the live view hid the cursor; give it back
         sys.stdout.flush()
         sys.stderr.flush()
     os._exit(_signal_exit_code() or 130)
@@ -329,7 +381,11 @@ def _why(sig: signal.Signals) -> str:
 def _tell(message: str) -> None:
     # After SIGHUP the terminal may be gone: a message that cannot be shown is not an error.
     with contextlib.suppress(OSError, ValueError):
-        click.echo(message, err=True)
+        live = next((v for v in _views if isinstance(v, LiveView)), None)
+        if live is not None:  # above the live region, not through it
+            live.note(message.strip())
+        else:
+            click.echo(message, err=True)
 
 
 def _until_broken(sink: Callable[[EntryPatch], None]) -> Callable[[EntryPatch], None]:
@@ -348,27 +404,81 @@ def _until_broken(sink: Callable[[EntryPatch], None]) -> Callable[[EntryPatch], 
     return guarded
 
 
-def _sink(output: str) -> Callable[[EntryPatch], None]:
+class JsonlWriter:
+    """``--output jsonl``: one entry patch per line (``orchestrate schema``), then one result line."""
+
+    def __init__(self) -> None:
+        self.out = sys.stdout.buffer
+
+    def on_patch(self, patch: EntryPatch) -> None:
+        self.out.write(orjson.dumps(patch.to_json_dict()) + b"\n")
+        self.out.flush()
+
+    def finish(self) -> None:
+        pass
+
+    def result(self, result: RunResult, exit_code: int, seconds: float) -> None:
+        self.out.write(orjson.dumps(result_line(result, exit_code, seconds)) + b"\n")
+        self.out.flush()
+
+
+def result_line(result: RunResult, exit_code: int, seconds: float) -> dict[str, Any]:
+    """The last line of ``--output jsonl``: ``{"type": "result", ...}``, told from the patches
+    before it by having ``type`` and no ``op``.  ``exitCode`` is the CLI's own exit code,
+    ``agentExitCode`` the agent process's; ``usage`` is null when the agent reported none."""
+    reported = any(isinstance(e.type, TokenUsageEntry) for e in result.entries)
+    return {
+        "type": "result",
+        "outcome": result.outcome,
+        "exitCode": exit_code,
+        "agentExitCode": result.exit_code,
+        "sessionId": result.session_id,
+        "error": result.error,
+        "usage": result.token_usage.to_json_dict() if reported else None,
+        "costUsd": result.token_usage.total_cost_usd,
+        "durationMs": round(seconds * 1000),
+        "rawLog": str(result.raw_log) if result.raw_log else None,
+    }
+
+
+View = TextRenderer | JsonlWriter
+_views: list[View] = []  # the view of the run under way, for the CLI's own notices
+
+
+def _view(output: str, verbose: bool, asker: TerminalPrompt | None = None) -> View:
+    """JSON lines; or a live view when stdout is a terminal that can take one (not TERM=dumb); or
+    plain lines, with no control codes, for a pipe or a file.  NO_COLOR is honoured by rich."""
     if output == "jsonl":
-        out = sys.stdout.buffer
+        return JsonlWriter()
+    console = Console(highlight=False)
+    if not console.is_interactive:
+        return TextRenderer(console, verbose)
+    view = LiveView(console, verbose)
+    if isinstance(asker, ViewPrompt):
+        asker.view = view  # its questions hold the view still
+    return view
 
-        def write_jsonl(patch: EntryPatch) -> None:
-            out.write(orjson.dumps(patch.to_json_dict()) + b"\n")
-            out.flush()
 
-        return write_jsonl
-    renderer = TextRenderer(Console(highlight=False))
-    return renderer.on_patch
+def _finish(output: str, result: RunResult, asker: TerminalPrompt, seconds: float) -> None:
+    code = _exit_code(result, asker)
+    if output == "jsonl":
+        with contextlib.suppress(OSError):
+            JsonlWriter().result(result, code, seconds)
+    else:
+        _summary(result)
+    sys.exit(code)
 
 
 def _summary(result: RunResult) -> None:
     console = Console(stderr=True, highlight=False)
     style = {"success": "green", "interrupted": "yellow", "cancelled": "yellow"}.get(result.outcome, "red")
-    console.print(
-        f"\n[{style}]{result.outcome}[/]  session {result.session_id or '-'}  raw log {result.raw_log}"
-    )
+    line = Text.assemble("\n", (result.outcome, style), f"  session {result.session_id or '-'}")
+    if any(isinstance(e.type, TokenUsageEntry) for e in result.entries):
+        line.append(f"  {usage_summary(result.token_usage)}")
+    line.append(f"  raw log {result.raw_log}")
+    console.print(line, soft_wrap=True)
     if result.outcome != "success" and result.error:
-        console.print(f"[red]{result.error}[/]", markup=False)
+        console.print(Text(result.error, style="red"), soft_wrap=True)
 
 
 @main.command()
@@ -376,22 +486,23 @@ def _summary(result: RunResult) -> None:
     "--approvals", default="auto", show_default=True, help="auto | deny | ask | PATH to a policy file."
 )
 @click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
-def demo(approvals: str, output: str) -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Whole outputs, the agent's own tool names.")
+def demo(approvals: str, output: str, verbose: bool) -> None:
     """Run the real Claude Code CLI on an embedded task against a scripted local model (no API key)."""
     service, asker = _approval_service(approvals, _given(click.get_current_context(), "approvals"))
+    began = time.monotonic()
     try:
         executor = default_registry.create("claude-code")
         from ..testing.demo import demo_task
 
         with demo_task() as task:
-            result = anyio.run(_run_live, Run(executor, task, service), _sink(output), asker)
+            view = _view(output, verbose, asker)
+            result = anyio.run(_run_live, Run(executor, task, service), view, asker)
     except OrchestrateError as exc:
         raise _translate(exc) from exc
     finally:
         asker.close()
-    if output == "text":
-        _summary(result)
-    sys.exit(_exit_code(result, asker))
+    _finish(output, result, asker, time.monotonic() - began)
 
 
 # --- executors, replay, schema ------------------------------------------------------------------
@@ -443,18 +554,18 @@ async def _availability() -> list[dict[str, Any]]:
 @click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--executor", "-e", "executor_name", required=True)
 @click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
-def replay_cmd(file: Path, executor_name: str, output: str) -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Whole outputs, the agent's own tool names.")
+def replay_cmd(file: Path, executor_name: str, output: str, verbose: bool) -> None:
     """Normalize FILE, a raw log of ours or a plain stdout capture of the CLI.  Exits 1 if some
     lines of the log could not be read (each is an error entry; the rest is replayed)."""
     try:
         normalizer = normalizer_for_file(file, default_registry.get(executor_name)())
-        sink = _sink(output)
+        view: View = JsonlWriter() if output == "jsonl" else TextRenderer(Console(highlight=False), verbose)
         for patch in replay(file, normalizer):
-            sink(patch)
+            view.on_patch(patch)
+        view.finish()
     except OrchestrateError as exc:
         raise _translate(exc) from exc
-    if output == "text":
-        click.echo()
     # A damaged line is an entry and the rest is replayed; the exit code still tells a script.
     errors = [e.type.error for e in normalizer.entries if isinstance(e.type, ErrorEntry)]
     damaged = [e for e in errors if e.code == DAMAGED]
