@@ -108,7 +108,7 @@ class LiveView(TextRenderer):
         if self._live is None and self._holds == 0:
             self._live = Live(
                 console=self.console,
-                get_renderable=self._region,
+                get_renderable=self.region,
                 auto_refresh=False,  # tick() redraws, from the event loop
                 transient=True,
                 redirect_stdout=False,  # nothing else writes to our stdout; stderr is the CLI's
@@ -137,12 +137,14 @@ class LiveView(TextRenderer):
         entry = patch.entry
         kind = entry.type.kind
         if (retry := retry_summary(entry)) is not None:
-            self._retry = retry
-            return  # the status line says it; the error that ends the retries is printed
-        if kind not in ("system_message", "token_usage"):
-            self._retry = None
-        self._doing = _DOING.get(kind, self._doing)
-        super().on_patch(patch)
+            self._retry = retry  # the status line says it; the error that ends the retries is printed
+        else:
+            if kind not in ("system_message", "token_usage"):
+                self._retry = None
+            self._doing = _DOING.get(kind, self._doing)
+            super().on_patch(patch)
+        # Now, not at the next tick; and a line printed above redraws the region as last drawn.
+        self.refresh()
 
     def emit(self, *lines: RenderableType) -> None:
         if not lines:
@@ -206,7 +208,7 @@ class LiveView(TextRenderer):
 
     # --- the region -----------------------------------------------------------------------------
 
-    def _region(self) -> RenderableType:
+    def region(self) -> RenderableType:
         now = self._clock()
         frame = _FRAMES[int(now / _TICK) % len(_FRAMES)]
         rows: list[RenderableType] = []
