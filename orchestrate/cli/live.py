@@ -141,6 +141,8 @@ class LiveView(TextRenderer):
         else:
             if kind not in ("system_message", "token_usage"):
                 self._retry = None
+            if self._doing == "starting" and kind in ("user_message", "system_message"):
+                self._doing = "waiting for the model"  # the agent is up; what it waits on is the model
             self._doing = _DOING.get(kind, self._doing)
             super().on_patch(patch)
         # Now, not at the next tick; and a line printed above redraws the region as last drawn.
@@ -199,7 +201,7 @@ class LiveView(TextRenderer):
         line = tool_head(entry, tool, self.verbose).append(" ").append_text(status_text(tool.status))
         line.append(f" {_duration(self._clock() - since)}", style="dim")
         self.emit(line, *tool_details(tool, self.verbose))
-        self._doing = "working"
+        self._doing = "waiting for the model"
 
     def _block(self, entry: NormalizedEntry) -> None:
         if entry.type.kind == "token_usage":
