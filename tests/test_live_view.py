@@ -180,9 +180,7 @@ def test_the_same_run_redirected_gives_plain_lines(tmp_path: Path) -> None:
     command = f"{shlex.quote(sys.executable)} -m orchestrate run -e claude-code"
     command += f" --base-command {shlex.quote(FAKE)}"
     command += f" --cwd {shlex.quote(str(tmp_path))} --approvals deny tool > {shlex.quote(str(out))}"
-    child = pexpect.spawn(
-        "/bin/sh", ["-c", command], env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=15
-    )
+    child = pexpect.spawn("/bin/sh", ["-c", command], env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=15)
     child.expect(pexpect.EOF)
     child.close()
     assert child.exitstatus == 0
