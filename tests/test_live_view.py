@@ -271,3 +271,29 @@ def test_holding_the_view_keeps_lines_back_and_clears_the_region(
         live.refresh()
         assert out.getvalue() == before  # nothing drawn while a question is open
     assert "  │ held" in out.getvalue()[len(before) :]
+
+
+# --- the screen the README shows ------------------------------------------------------------------
+
+SCREENS = ROOT / "fixtures" / "screens"
+
+
+def _steady(lines: list[str], tmp_path: Path) -> str:
+    """The screen with what changes from run to run (ids, times, paths) put in words."""
+    text = "\n".join(lines).replace(str(tmp_path), "WORKDIR")
+    text = re.sub(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", "SESSION", text)
+    text = re.sub(r"raw log .*", "raw log RAW_LOG", text, flags=re.S)  # the last thing, wrapped
+    return re.sub(r"\b\d+\.\ds\b", "0.1s", text) + "\n"
+
+
+def test_the_screen_of_a_run_with_an_approval_is_the_one_the_readme_links(tmp_path: Path) -> None:
+    """fixtures/screens/run-with-approval.txt is this screen (ORCHESTRATE_WRITE_SCREENS=1 rewrites it)."""
+    term = Terminal(tmp_path, "--approvals", "ask", "tool")
+    term.wait_for(r"  > ")
+    term.child.send("y\r")
+    screen = _steady(term.end(), tmp_path)
+    saved = SCREENS / "run-with-approval.txt"
+    if os.environ.get("ORCHESTRATE_WRITE_SCREENS") == "1":
+        saved.parent.mkdir(exist_ok=True)
+        saved.write_text(screen)
+    assert screen == saved.read_text()
