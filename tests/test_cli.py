@@ -42,9 +42,9 @@ def run_fake(tmp_path: Path, *args: str, stdin: str | None = None) -> subprocess
 
 
 def patches(stdout: str) -> list[dict[str, object]]:
-    # The last line of `run --output jsonl` names the task and run it was stored as: not a patch.
+    """The entry patches of `--output jsonl` (the result line that ends it left out)."""
     lines = [orjson.loads(line) for line in stdout.splitlines() if line.strip()]
-    return [p for p in lines if "stored" not in p]
+    return [line for line in lines if line.get("type") != "result"]
 
 
 def final_entries(stdout: str) -> list[dict[str, object]]:
@@ -70,7 +70,7 @@ def test_run_jsonl_streams_patches_that_match_the_schema(tmp_path: Path) -> None
 def test_run_text_for_a_person(tmp_path: Path) -> None:
     done = run_fake(tmp_path, "--approvals", "deny", "tool")
     assert done.returncode == 0, done.stderr
-    assert "⏺ Bash `echo original` denied" in done.stdout
+    assert "⏺ Shell `echo original` denied" in done.stdout
     assert "tool done" in done.stdout and "success" in done.stderr
 
 
@@ -127,6 +127,8 @@ def test_usage_errors_exit_2(tmp_path: Path) -> None:
     assert orchestrate("run", "hi").returncode == 2
     empty = run_fake(tmp_path, "--approvals", "deny", "-", stdin="  \n")
     assert empty.returncode == 2 and "no prompt on stdin" in empty.stderr
+    blank = run_fake(tmp_path, "--approvals", "deny", " \t ")
+    assert blank.returncode == 2 and "the prompt is empty" in blank.stderr
 
 
 def test_unavailable_executor_exits_3(tmp_path: Path) -> None:
@@ -247,7 +249,6 @@ def test_the_readme_embedding_example_runs(tmp_path: Path) -> None:
     readme = (FIXTURES.parent / "README.md").read_text()
     code = readme.split("## Embedding it", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
     assert len(code.strip().splitlines()) <= 16
-    code = code.replace('"/srv/repos/api"', repr(str(tmp_path)))
     shim = tmp_path / "bin" / "claude"  # the fake CLI stands in for `claude` on the bin path
     shim.parent.mkdir()
     shim.write_text(f'#!/bin/sh\nexec {FAKE} "$@"\n')
@@ -258,6 +259,7 @@ def test_the_readme_embedding_example_runs(tmp_path: Path) -> None:
         text=True,
         timeout=60,
         env={**os.environ, "ORCHESTRATE_BIN_PATH": str(shim.parent)},
+        cwd=tmp_path,  # as pasted: it runs in the directory it is started in
     )
     assert done.returncode == 0, done.stderr
     assert "add 0 user_message add a health check endpoint" in done.stdout
@@ -281,7 +283,7 @@ def test_codex_run_and_replay_of_both_capture_formats(tmp_path: Path) -> None:
         "command",
     )
     assert done.returncode == 0, done.stderr
-    assert "⏺ commandExecution `touch x` success" in done.stdout and "approved with accept" in done.stdout
+    assert "⏺ Shell `touch x` success" in done.stdout and "approved with accept" in done.stdout
     for folder in ("codex-app-server", "codex-exec"):
         fixture = FIXTURES / folder / "plain_answer.jsonl"
         records = [orjson.loads(line) for line in fixture.read_bytes().splitlines()[1:]]
@@ -298,7 +300,7 @@ def test_codex_run_and_replay_of_both_capture_formats(tmp_path: Path) -> None:
 def test_replay_finds_a_stored_run_by_id_and_its_executor_in_the_header(tmp_path: Path) -> None:
     live = run_fake(tmp_path, "--approvals", "auto", "--output", "jsonl", "tool")
     assert live.returncode == 0, live.stderr
-    [stored] = [orjson.loads(line)["stored"] for line in live.stdout.splitlines() if '"stored"' in line]
+    stored = orjson.loads(live.stdout.splitlines()[-1])  # the result line names the stored run
     by_id = orchestrate("replay", str(stored["runId"]), "--output", "jsonl")  # no --executor: the header's
     assert by_id.returncode == 0, by_id.stderr
     assert final_entries(by_id.stdout) == final_entries(live.stdout)

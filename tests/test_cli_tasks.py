@@ -147,7 +147,8 @@ def test_run_is_recorded_as_a_task_and_a_store_failure_does_not_break_it(tmp_pat
     done = orchestrate(*args, "--output", "jsonl", "tool")
     assert done.returncode == 0, done.stderr
     *patches, last = [orjson.loads(line) for line in done.stdout.splitlines()]
-    ids = last["stored"]
+    assert last["type"] == "result"
+    ids = {"taskId": last["taskId"], "runId": last["runId"]}
     with store() as s:
         task = s.get(ids["taskId"])
         [run] = s.runs(task.id)
@@ -167,7 +168,8 @@ def test_run_is_recorded_as_a_task_and_a_store_failure_does_not_break_it(tmp_pat
         del os.environ["ORCHESTRATE_STORE"]
     assert broken.returncode == 0, broken.stderr
     assert "not recorded in the store" in broken.stderr
-    assert all("stored" not in orjson.loads(line) for line in broken.stdout.splitlines())
+    last_line = orjson.loads(broken.stdout.splitlines()[-1])
+    assert last_line["type"] == "result" and last_line["taskId"] is None and last_line["runId"] is None
 
 
 def test_cancel_stops_an_orchestrate_run_from_another_process(tmp_path: Path) -> None:

@@ -670,7 +670,8 @@ def test_the_cli_survives_a_file_size_limit_hit_mid_run(tmp_path: Path) -> None:
         preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit)),
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    entries = {p["index"]: p["entry"] for p in map(orjson.loads, done.stdout.splitlines())}
+    lines = map(orjson.loads, done.stdout.splitlines())
+    entries = {p["index"]: p["entry"] for p in lines if "op" in p}  # not the result line
     errors = [e for e in entries.values() if e["type"]["kind"] == "error"]
     assert [e["type"]["error"]["code"] for e in errors] == [RAW_LOG_FAILED]
     assert "File too large" in errors[0]["content"]

@@ -14,7 +14,8 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,10 +24,11 @@ import click
 import orjson
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from ..approvals import ApprovalService, AutoApprove, AutoDeny, RulePolicy, TerminalPrompt
 from ..approvals.prompt import NoTerminalError
-from ..entries import EntryPatch, ErrorEntry, entry_json_schema
+from ..entries import EntryPatch, ErrorEntry, TokenUsageEntry, entry_json_schema
 from ..errors import (
     ConfigError,
     ExecutorUnavailableError,
@@ -44,7 +46,8 @@ from ..registry import default_registry
 from ..replay import normalizer_for_file, replay
 from ..run import Run, RunResult
 from ..task import Task
-from .render import TextRenderer
+from .live import LiveView, ViewPrompt
+from .render import TextRenderer, usage_summary
 from .tasks import record_run, register
 
 if TYPE_CHECKING:
@@ -76,10 +79,18 @@ def _translate(exc: OrchestrateError) -> CliError:
     return CliError(str(exc), 1)
 
 
-@click.group()
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="agent-orchestrate")
 def main() -> None:
-    """Run coding-agent CLIs and stream what they do as one typed entry model."""
+    """Run coding-agent CLIs and stream what they do as one typed entry model.
+
+    \b
+    Examples:
+      orchestrate demo                                  # a real agent on a scripted model, no key
+      orchestrate run -e claude-code "fix the failing test"
+      orchestrate run -e codex --approvals auto --output jsonl "add a README" > run.jsonl
+      orchestrate executors                             # which agents are installed
+    """
 
 
 # --- run ----------------------------------------------------------------------------------------
@@ -133,7 +144,17 @@ def main() -> None:
     help="Keep secrets in the raw log (for debugging; also ORCHESTRATE_REDACT=0).",
 )
 @click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds for the whole run.")
-@click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
+@click.option(
+    "--output",
+    type=click.Choice(["text", "jsonl"]),
+    default="text",
+    show_default=True,
+    help="text: for a person (a live view on a terminal, plain lines otherwise); jsonl: one entry "
+    "patch per line, then a result line.",
+)
+@click.option(
+    "--verbose", "-v", is_flag=True, help="Text: whole outputs, the agent's own tool names, every notice."
+)
 @click.argument("prompt")
 def run(
     executor_name: str,
@@ -156,9 +177,21 @@ def run(
     no_redact: bool,
     timeout: float | None,
     output: str,
+    verbose: bool,
     prompt: str,
 ) -> None:
-    """Run PROMPT with an agent and stream what it does.  PROMPT `-` reads it from stdin."""
+    """Run PROMPT with an agent and stream what it does.  PROMPT `-` reads it from stdin.
+
+    \b
+    Examples:
+      orchestrate run -e claude-code "fix the failing test"
+      orchestrate run -e codex --cwd ../api --approvals policy.toml "add a health check"
+      orchestrate run -e gemini --approvals auto --output jsonl "summarize README.md" | jq .
+      git diff | orchestrate run -e claude-code --approvals deny -
+      orchestrate run -e claude-code --resume SESSION_ID "now add tests"
+    """
+    if prompt != "-" and not prompt.strip():
+        raise click.UsageError("the prompt is empty: say what the agent should do")
     try:
         options = ExecutorOptions(
             model=model,
@@ -177,7 +210,7 @@ def run(
         if prompt == "-":
             prompt = sys.stdin.read()
             if not prompt.strip():
-                raise CliError("no prompt on stdin", EXIT_USAGE)
+                raise click.UsageError("no prompt on stdin: the prompt is empty")
         task = Task(
             prompt=prompt,
             cwd=cwd.resolve(),
@@ -190,19 +223,21 @@ def run(
             raw_log=record,
             redact_raw_log=not no_redact,
         )
+        view = _view(output, verbose, asker)
+        began = time.monotonic()
         live = Run(executor, task, service)
+        stored: dict[str, int] | None = None
         try:
             # Recorded in the store as a task (`orchestrate tasks`); a store failure only warns.
             with record_run(executor_name, options, live, output) as recording:
-                result = anyio.run(_run_live, live, recording.sink(_sink(output)), asker, recording.cancelled)
+                result = anyio.run(_run_live, live, view, asker, recording.cancelled, recording.sink)
                 recording.result = result
+                stored = recording.ids
         finally:
             asker.close()
     except OrchestrateError as exc:
         raise _translate(exc) from exc
-    if output == "text":
-        _summary(result)
-    sys.exit(_exit_code(result, asker))
+    _finish(output, result, asker, time.monotonic() - began, stored)
 
 
 def _given(ctx: click.Context, name: str) -> bool:
@@ -216,7 +251,7 @@ def _approval_service(spec: str, given: bool = True) -> tuple[ApprovalService, T
     ``ask`` needs a terminal: without one the run would refuse every tool it should have asked
     about, so it stops here with a usage error instead.  A policy file whose fallback is ``ask``
     runs anyway; what nobody can answer is refused, and the exit code says so (see _exit_code)."""
-    asker = TerminalPrompt()
+    asker = ViewPrompt()
     match spec:
         case "auto":
             return AutoApprove(), asker
@@ -272,17 +307,23 @@ _deadline: list[threading.Timer] = []
 
 async def _run_live(
     run: Run,
-    sink: Callable[[EntryPatch], None],
+    view: View,
     asker: TerminalPrompt | None = None,
     cancelled: threading.Event | None = None,
+    tap: Callable[[Callable[[EntryPatch], None]], Callable[[EntryPatch], None]] | None = None,
 ) -> RunResult:
-    sink = _until_broken(sink)
+    """Stream ``run`` into ``view`` (through ``tap``, the store's recorder, when given); stop it on
+    the stop signals, or when ``cancelled`` is set (``orchestrate cancel`` from anywhere)."""
+    sink = _until_broken(tap(view.on_patch) if tap is not None else view.on_patch)
     async with run, anyio.create_task_group() as tg:
         tg.start_soon(_on_stop_signals, run, asker)
         if cancelled is not None:
             tg.start_soon(_on_cancel_from_store, run, cancelled)
-        async for patch in run.patches():
-            sink(patch)
+        with _showing(view):
+            if isinstance(view, LiveView):
+                tg.start_soon(view.tick)
+            async for patch in run.patches():
+                sink(patch)
         result = await run.wait()
         tg.cancel_scope.cancel()
     return result
@@ -297,6 +338,22 @@ async def _on_cancel_from_store(run: Run, cancelled: threading.Event) -> None:
             run.cancel()
             return
         await anyio.sleep(0.2)
+
+
+@contextlib.contextmanager
+def _showing(view: View) -> Iterator[None]:
+    """The view shown for as long as the run streams; the CLI's own notices go through it."""
+    _views.append(view)
+    try:
+        if isinstance(view, LiveView):
+            with view:
+                yield
+        else:
+            yield
+            with contextlib.suppress(OSError):
+                view.finish()
+    finally:
+        _views.remove(view)
 
 
 async def _on_stop_signals(run: Run, asker: TerminalPrompt | None = None) -> None:
@@ -334,6 +391,8 @@ def _stop_now(run: Run) -> None:
 
 def _exit_now() -> None:
     with contextlib.suppress(OSError, ValueError):
+        if any(isinstance(v, LiveView) for v in _views) and sys.stdout.isatty():
+            sys.stdout.write("\x1b[?25h\n")  # the live view hid the cursor; give it back
         sys.stdout.flush()
         sys.stderr.flush()
     os._exit(_signal_exit_code() or 130)
@@ -350,7 +409,11 @@ def _why(sig: signal.Signals) -> str:
 def _tell(message: str) -> None:
     # After SIGHUP the terminal may be gone: a message that cannot be shown is not an error.
     with contextlib.suppress(OSError, ValueError):
-        click.echo(message, err=True)
+        live = next((v for v in _views if isinstance(v, LiveView)), None)
+        if live is not None:  # above the live region, not through it
+            live.note(message.strip())
+        else:
+            click.echo(message, err=True)
 
 
 def _until_broken(sink: Callable[[EntryPatch], None]) -> Callable[[EntryPatch], None]:
@@ -369,27 +432,94 @@ def _until_broken(sink: Callable[[EntryPatch], None]) -> Callable[[EntryPatch], 
     return guarded
 
 
-def _sink(output: str) -> Callable[[EntryPatch], None]:
+class JsonlWriter:
+    """``--output jsonl``: one entry patch per line (``orchestrate schema``), then one result line."""
+
+    def __init__(self) -> None:
+        self.out = sys.stdout.buffer
+
+    def on_patch(self, patch: EntryPatch) -> None:
+        self.out.write(orjson.dumps(patch.to_json_dict()) + b"\n")
+        self.out.flush()
+
+    def finish(self) -> None:
+        pass
+
+    def result(
+        self, result: RunResult, exit_code: int, seconds: float, stored: dict[str, int] | None = None
+    ) -> None:
+        self.out.write(orjson.dumps(result_line(result, exit_code, seconds, stored)) + b"\n")
+        self.out.flush()
+
+
+def result_line(
+    result: RunResult, exit_code: int, seconds: float, stored: dict[str, int] | None = None
+) -> dict[str, Any]:
+    """The last line of ``--output jsonl``: ``{"type": "result", ...}``, told from the patches
+    before it by having ``type`` and no ``op``.  ``exitCode`` is the CLI's own exit code,
+    ``agentExitCode`` the agent process's; ``usage`` is null when the agent reported none;
+    ``taskId``/``runId`` name the task and run the store recorded it as (null when not recorded)."""
+    reported = any(isinstance(e.type, TokenUsageEntry) for e in result.entries)
+    return {
+        "type": "result",
+        "outcome": result.outcome,
+        "exitCode": exit_code,
+        "agentExitCode": result.exit_code,
+        "sessionId": result.session_id,
+        "error": result.error,
+        "usage": result.token_usage.to_json_dict() if reported else None,
+        "costUsd": result.token_usage.total_cost_usd,
+        "durationMs": round(seconds * 1000),
+        "rawLog": str(result.raw_log) if result.raw_log else None,
+        "taskId": (stored or {}).get("taskId"),
+        "runId": (stored or {}).get("runId"),
+    }
+
+
+View = TextRenderer | JsonlWriter
+_views: list[View] = []  # the view of the run under way, for the CLI's own notices
+
+
+def _view(output: str, verbose: bool, asker: TerminalPrompt | None = None) -> View:
+    """JSON lines; or a live view when stdout is a terminal that can take one (not TERM=dumb); or
+    plain lines, with no control codes, for a pipe or a file.  NO_COLOR is honoured by rich."""
     if output == "jsonl":
-        out = sys.stdout.buffer
+        return JsonlWriter()
+    console = Console(highlight=False)
+    if not console.is_interactive:
+        return TextRenderer(console, verbose)
+    view = LiveView(console, verbose)
+    if isinstance(asker, ViewPrompt):
+        asker.view = view  # its questions hold the view still
+    return view
 
-        def write_jsonl(patch: EntryPatch) -> None:
-            out.write(orjson.dumps(patch.to_json_dict()) + b"\n")
-            out.flush()
 
-        return write_jsonl
-    renderer = TextRenderer(Console(highlight=False))
-    return renderer.on_patch
+def _finish(
+    output: str,
+    result: RunResult,
+    asker: TerminalPrompt,
+    seconds: float,
+    stored: dict[str, int] | None = None,
+) -> None:
+    code = _exit_code(result, asker)
+    if output == "jsonl":
+        with contextlib.suppress(OSError):
+            JsonlWriter().result(result, code, seconds, stored)
+    else:
+        _summary(result)
+    sys.exit(code)
 
 
 def _summary(result: RunResult) -> None:
     console = Console(stderr=True, highlight=False)
     style = {"success": "green", "interrupted": "yellow", "cancelled": "yellow"}.get(result.outcome, "red")
-    console.print(
-        f"\n[{style}]{result.outcome}[/]  session {result.session_id or '-'}  raw log {result.raw_log}"
-    )
+    line = Text.assemble("\n", (result.outcome, style), f"  session {result.session_id or '-'}")
+    if any(isinstance(e.type, TokenUsageEntry) for e in result.entries):
+        line.append(f"  {usage_summary(result.token_usage)}")
+    line.append(f"  raw log {result.raw_log}")
+    console.print(line, soft_wrap=True)
     if result.outcome != "success" and result.error:
-        console.print(f"[red]{result.error}[/]", markup=False)
+        console.print(Text(result.error, style="red"), soft_wrap=True)
 
 
 @main.command()
@@ -397,22 +527,23 @@ def _summary(result: RunResult) -> None:
     "--approvals", default="auto", show_default=True, help="auto | deny | ask | PATH to a policy file."
 )
 @click.option("--output", type=click.Choice(["text", "jsonl"]), default="text", show_default=True)
-def demo(approvals: str, output: str) -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Whole outputs, the agent's own tool names.")
+def demo(approvals: str, output: str, verbose: bool) -> None:
     """Run the real Claude Code CLI on an embedded task against a scripted local model (no API key)."""
     service, asker = _approval_service(approvals, _given(click.get_current_context(), "approvals"))
+    began = time.monotonic()
     try:
         executor = default_registry.create("claude-code")
         from ..testing.demo import demo_task
 
         with demo_task() as task:
-            result = anyio.run(_run_live, Run(executor, task, service), _sink(output), asker)
+            view = _view(output, verbose, asker)
+            result = anyio.run(_run_live, Run(executor, task, service), view, asker)
     except OrchestrateError as exc:
         raise _translate(exc) from exc
     finally:
         asker.close()
-    if output == "text":
-        _summary(result)
-    sys.exit(_exit_code(result, asker))
+    _finish(output, result, asker, time.monotonic() - began)
 
 
 # --- executors, replay, schema ------------------------------------------------------------------
@@ -475,7 +606,10 @@ async def _availability() -> list[dict[str, Any]]:
     envvar="ORCHESTRATE_STORE",
     help="Where to look up a run id (default: SQLite under $ORCHESTRATE_HOME).",
 )
-def replay_cmd(target: str, executor_name: str | None, output: str, store_url: str | None) -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Whole outputs, the agent's own tool names.")
+def replay_cmd(
+    target: str, executor_name: str | None, output: str, store_url: str | None, verbose: bool
+) -> None:
     """Normalize TARGET: a raw log of ours, a plain stdout capture of the CLI (give --executor), or
     the id of a stored run (`orchestrate show` lists them).  Exits 1 if some lines of the log could
     not be read (each is an error entry; the rest is replayed)."""
@@ -486,13 +620,12 @@ def replay_cmd(target: str, executor_name: str | None, output: str, store_url: s
         if not isinstance(name, str):
             raise CliError(f"{file} is a plain capture with no header: say whose with --executor", EXIT_USAGE)
         normalizer = normalizer_for_file(file, default_registry.get(name)())
-        sink = _sink(output)
+        view: View = JsonlWriter() if output == "jsonl" else TextRenderer(Console(highlight=False), verbose)
         for patch in replay(file, normalizer):
-            sink(patch)
+            view.on_patch(patch)
+        view.finish()
     except OrchestrateError as exc:
         raise _translate(exc) from exc
-    if output == "text":
-        click.echo()
     # A damaged line is an entry and the rest is replayed; the exit code still tells a script.
     errors = [e.type.error for e in normalizer.entries if isinstance(e.type, ErrorEntry)]
     damaged = [e for e in errors if e.code == DAMAGED]

@@ -623,14 +623,16 @@ class _Recording:
         self.result: RunResult | None = None
         self.cancelled = cancelled or threading.Event()
         """Set when `orchestrate cancel` (any process) asked for this run's task to stop."""
+        self.ids: dict[str, int] | None = None
+        """``{"taskId": T, "runId": R}`` once recorded; the result line of ``--output jsonl`` says them."""
 
 
 @contextmanager
 def record_run(executor: str, options: ExecutorOptions, run: Run, output: str) -> Iterator[_Recording]:
     """Record ``run`` (an ``orchestrate run``) in the store as a task: wrap the sink with
     ``recording.sink(...)`` and set ``recording.result``.  A store that fails is reported on stderr
-    and nothing else: the run goes on.  With ``--output jsonl`` the last line is
-    ``{"stored": {"taskId": T, "runId": R}}``."""
+    and nothing else: the run goes on.  ``recording.ids`` names the task and run (the result line of
+    ``--output jsonl`` carries them)."""
     url = os.environ.get(STORE_ENV)
     if url == "off":
         yield _Recording(lambda inner: inner)
@@ -638,6 +640,8 @@ def record_run(executor: str, options: ExecutorOptions, run: Run, output: str) -
     recorder = RunRecorder.start(executor, options, run.task, url=url)
     recorder.attach(run)
     recording = _Recording(recorder.sink, recorder.cancelled)
+    if recorder.task_id is not None and recorder.run_id is not None:
+        recording.ids = {"taskId": recorder.task_id, "runId": recorder.run_id}
     error: BaseException | None = None
     try:
         yield recording
@@ -651,15 +655,10 @@ def record_run(executor: str, options: ExecutorOptions, run: Run, output: str) -
         with contextlib.suppress(OSError, ValueError):
             if recorder.problem:
                 click.echo(f"orchestrate: {recorder.problem}", err=True)
-            if recorder.task_id is not None and recording.result is not None:
-                if output == "jsonl":
-                    ids = {"stored": {"taskId": recorder.task_id, "runId": recorder.run_id}}
-                    sys.stdout.buffer.write(orjson.dumps(ids) + b"\n")
-                    sys.stdout.buffer.flush()
-                else:
-                    click.echo(
-                        f"stored as task {recorder.task_id} (`orchestrate show {recorder.task_id}`)", err=True
-                    )
+            if recorder.task_id is not None and recording.result is not None and output != "jsonl":
+                click.echo(
+                    f"stored as task {recorder.task_id} (`orchestrate show {recorder.task_id}`)", err=True
+                )
 
 
 # --- registration ---------------------------------------------------------------------------------

@@ -212,6 +212,14 @@ async def climb_ladder(
         await process.wait(5.0)
 
 
+def spawn_failure(argv: list[str], cwd: Path, exc: OSError) -> SpawnError:
+    """Why ``argv`` could not start.  A missing working directory fails the spawn with the same
+    ENOENT as a missing program: name the directory, not the program, when that is the cause."""
+    if not Path(cwd).is_dir():
+        return SpawnError(argv, f"the working directory {str(cwd)!r} does not exist or is not a directory")
+    return SpawnError(argv, exc.strerror or str(exc))
+
+
 async def open_contained(
     argv: list[str],
     cwd: Path,
@@ -236,7 +244,7 @@ async def open_contained(
         )
     except OSError as exc:
         launch.abandon()
-        raise SpawnError(argv, exc.strerror or str(exc)) from exc
+        raise spawn_failure(argv, cwd, exc) from exc
     try:
         return process, await launch.started(process.pid, lambda: process.returncode is not None)
     except BaseException:

@@ -23,9 +23,9 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 from ptyprocess import PtyProcess
 
-from ..errors import ProcessExitedError, SpawnError
+from ..errors import ProcessExitedError
 from .containment import Containment, prepare
-from .pipes import Chunk, ProcessSpec, ShutdownPolicy, climb_ladder
+from .pipes import Chunk, ProcessSpec, ShutdownPolicy, climb_ladder, spawn_failure
 
 __all__ = ["PtyAgentProcess"]
 
@@ -58,7 +58,7 @@ class PtyAgentProcess:
             )
         except (OSError, FileNotFoundError) as exc:
             launch.abandon()
-            raise SpawnError(spec.argv, str(exc)) from exc
+            raise spawn_failure(spec.argv, spec.cwd, exc) from exc
         os.set_blocking(child.fd, False)
         process = cls(child, spec, None)  # type: ignore[arg-type]  # contained just below
         try:
