@@ -154,7 +154,7 @@ def test_jsonl_ends_with_a_result_line(tmp_path: Path) -> None:
     result = lines[-1]
     assert set(result) == {
         "type", "outcome", "exitCode", "agentExitCode", "sessionId", "error", "usage", "costUsd",
-        "durationMs", "rawLog",
+        "durationMs", "rawLog", "taskId", "runId",
     }  # fmt: skip
     assert result["type"] == "result" and result["outcome"] == "success"
     assert result["exitCode"] == done.returncode == 0

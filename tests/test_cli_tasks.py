@@ -98,7 +98,7 @@ def test_submit_worker_follow_tasks_show_end_to_end(tmp_path: Path, worker: subp
     assert follow.wait(30) == 0, (tmp_path / "follow.log").read_text()
     followed = (tmp_path / "follow.log").read_text()
     assert f"[task {second}] queued" in followed and f"[task {second}] done" in followed
-    assert "⏺ Bash `echo original` success" in followed and "ran: echo original" in followed
+    assert "⏺ Shell `echo original` success" in followed and "ran: echo original" in followed
 
     listed = orjson.loads(read("tasks", "--json"))
     assert [(t["id"], t["status"], t["labels"]) for t in listed] == [

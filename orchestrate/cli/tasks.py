@@ -655,10 +655,6 @@ def record_run(executor: str, options: ExecutorOptions, run: Run, output: str) -
         with contextlib.suppress(OSError, ValueError):
             if recorder.problem:
                 click.echo(f"orchestrate: {recorder.problem}", err=True)
-            if recorder.task_id is not None and recording.result is not None and output != "jsonl":
-                click.echo(
-                    f"stored as task {recorder.task_id} (`orchestrate show {recorder.task_id}`)", err=True
-                )
 
 
 # --- registration ---------------------------------------------------------------------------------
