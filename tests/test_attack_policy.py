@@ -1,0 +1,87 @@
+"""Attacks on the rule policy: command lines that real bash runs differently from what the rules
+were shown.  Each case first proves the attack under real bash (a marker file appears: code ran
+that no allow rule names), then that the approval pipeline does not approve it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import anyio
+import pytest
+
+from orchestrate.approvals import ApprovalPipeline, ApprovalRequest, RulePolicy
+
+BASH = shutil.which("bash")
+pytestmark = pytest.mark.skipif(BASH is None, reason="needs bash")
+
+DENY = {"commands": ["rm -rf*", "sudo *"], "paths": ["**/.env", "/etc/**"]}
+README = {"allow": {"commands": ["git status*", "pytest*"]}, "deny": DENY}
+ECHO = {"allow": {"commands": ["git status*", "pytest*", "echo*"]}, "deny": DENY}
+FULL = {"autonomy": "full", "deny": DENY}
+
+
+def decide(policy: dict[str, object], line: str, cwd: Path) -> str:
+    pipeline = ApprovalPipeline(RulePolicy.from_dict(policy))
+    request = ApprovalRequest(request_id="r", tool_name="Bash", command=line, cwd=str(cwd))
+    return anyio.run(pipeline.request_approval, request).status
+
+
+def runs_marker(line: str, cwd: Path) -> bool:
+    """Run ``line`` under real bash with harmless stand-ins for git and pytest: whether the
+    ``touch MARK`` hidden in it ran."""
+    bin_dir = cwd / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    for name in ("git", "pytest"):
+        (bin_dir / name).write_text("#!/bin/sh\nexit 0\n")
+        (bin_dir / name).chmod(0o755)
+    touch = shutil.which("touch")
+    assert BASH is not None and touch is not None
+    (bin_dir / "touch").symlink_to(touch)
+    (cwd / "MARK").unlink(missing_ok=True)
+    subprocess.run(
+        [BASH, "--norc", "--noprofile", "-c", line],
+        cwd=cwd,
+        env={"PATH": str(bin_dir), "HOME": str(cwd)},
+        capture_output=True,
+        timeout=10,
+        check=False,
+    )
+    return (cwd / "MARK").exists()
+
+
+# Bash evaluates a variable's value as code in arithmetic (``a[$(cmd)]`` as a subscript runs cmd),
+# in prompt expansion (``${x@P}``) and in indirect expansion (``${!x}``).  ``$_``, the previous
+# command's last argument, carries the payload with no assignment anywhere in the line.
+EVALUATED = [
+    (README, "pytest 'a[$(touch MARK)]'; ((_))"),
+    (README, "git status 'a[$(touch MARK)]'; [[ $_ -eq 0 ]]"),
+    (README, "git status 'a[$(touch MARK)]'; [[ _ -lt 1 ]]"),
+    (README, "git status 'a[$(touch MARK)]'; git status $((_))"),
+    (README, "git status 'a[$(touch MARK)]'; git status $[_]"),
+    (README, "pytest 'a[$(touch MARK)]'; for ((i=_;0;)); do :; done"),
+    (README, "pytest 'a[$(touch MARK)]'; pytest ${x[_]}"),
+    (README, "pytest 'a[$(touch MARK)]'; pytest \"${PWD:_}\""),
+    (README, "pytest 'x'; [[ -v 'a[$(touch MARK)]' ]]"),
+    (ECHO, "echo '$(touch MARK)'; echo ${_@P}"),
+    (ECHO, "echo 'a[$(touch MARK)]'; echo ${!_}"),
+    (ECHO, "[[ '$(touch MARK)' =~ .* ]]; echo ${BASH_REMATCH@P}"),
+    (FULL, "git status 'a[$(rm -rf x; touch MARK)]'; ((_))"),
+]
+
+
+@pytest.mark.parametrize(("policy", "line"), EVALUATED, ids=[line for _, line in EVALUATED])
+def test_a_value_evaluated_as_code_is_not_approved(
+    policy: dict[str, object], line: str, tmp_path: Path
+) -> None:
+    assert runs_marker(line, tmp_path), "the attack must really run code under bash"
+    assert decide(policy, line, tmp_path) != "approved"
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["echo $((1 + 2))", "pytest -n $((2*2))", "git status ${x:-a} ${x:1:2} ${a[0]} ${a[@]} ${#a[@]}"],
+)
+def test_arithmetic_on_numbers_alone_is_still_approved(line: str, tmp_path: Path) -> None:
+    assert decide(ECHO, line, tmp_path) == "approved"
