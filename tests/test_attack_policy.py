@@ -85,3 +85,24 @@ def test_a_value_evaluated_as_code_is_not_approved(
 )
 def test_arithmetic_on_numbers_alone_is_still_approved(line: str, tmp_path: Path) -> None:
     assert decide(ECHO, line, tmp_path) == "approved"
+
+
+# Inside backticks bash unescapes \` before parsing, so an escaped backtick pair is a nested
+# command substitution that runs; a parser reading it as words sees only ``echo``.
+BACKTICKS = [
+    (ECHO, r"echo `echo \`touch MARK\``"),
+    (ECHO, r'echo "`echo \`touch MARK\``"'),
+    (FULL, r"echo `echo \`rm -rf x; touch MARK\``"),
+]
+
+
+@pytest.mark.parametrize(("policy", "line"), BACKTICKS, ids=[line for _, line in BACKTICKS])
+def test_nested_backticks_are_judged_as_bash_reads_them(
+    policy: dict[str, object], line: str, tmp_path: Path
+) -> None:
+    assert runs_marker(line, tmp_path), "the attack must really run code under bash"
+    assert decide(policy, line, tmp_path) != "approved"
+
+
+def test_plain_backticks_are_still_approved(tmp_path: Path) -> None:
+    assert decide(ECHO, 'echo `echo a` "`git status`"', tmp_path) == "approved"

@@ -158,6 +158,8 @@ class _Walker:
                 self.assignments.append(_text(node))
             case "file_redirect":
                 self.redirect(node)
+            case "command_substitution" if node.children and node.children[0].type == "`":
+                self.backticks(node, depth, level)
             case "word" if _has_bare_break(_text(node)):
                 # Bash ends a word at an unquoted space or newline; tree-sitter-bash 0.25 sometimes
                 # does not ("a\\n\\rm" became one word), so the words it gives are not bash's.
@@ -166,6 +168,17 @@ class _Walker:
             self.problems.append("the shell parser cannot read it")
         for child in node.children:
             self.node(child, depth, level + 1)
+
+    def backticks(self, node: tree_sitter.Node, depth: int, level: int) -> None:
+        """Inside backticks bash removes the backslash before ``$``, `````` and ``\\`` (and ``"``
+        inside double quotes) before it parses the text, so ``echo `echo \\`sudo x\\``` runs
+        ``sudo x``; tree-sitter-bash reads the escaped backticks as words.  Judge the unescaped
+        text as a script too (its commands must pass in both readings)."""
+        inner = _text(node)[1:-1]
+        in_string = node.parent is not None and node.parent.type == "string"
+        unescaped = re.sub(r'\\([$`\\"])' if in_string else r"\\([$`\\])", r"\1", inner)
+        if unescaped != inner:
+            self.script(unescaped, depth + 1, level + 1)
 
     def redirected(self, node: tree_sitter.Node, depth: int, level: int) -> None:
         body = node.child_by_field_name("body")
