@@ -4,6 +4,7 @@ that no allow rule names), then that the approval pipeline does not approve it."
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
@@ -106,3 +107,52 @@ def test_nested_backticks_are_judged_as_bash_reads_them(
 
 def test_plain_backticks_are_still_approved(tmp_path: Path) -> None:
     assert decide(ECHO, 'echo `echo a` "`git status`"', tmp_path) == "approved"
+
+
+# A script handed to sh (dash on Debian) is read by dash, whose grammar is not bash's: it has no
+# $'...' quoting, and reads "a &>f b" as "a &" then ">f b".  Each line is one echo to a bash
+# grammar and runs touch under dash.
+DASH = shutil.which("dash")
+SH_SCRIPTS = ["echo $'a\\'; touch MARK; #'", "echo a &>/dev/null touch MARK"]
+
+
+@pytest.mark.skipif(DASH is None, reason="needs dash")
+@pytest.mark.parametrize("script", SH_SCRIPTS)
+def test_a_script_for_dash_is_not_judged_as_bash(script: str, tmp_path: Path) -> None:
+    line = f"dash -c {shlex.quote(script)}"
+    assert runs_marker(line.replace("dash", str(DASH), 1), tmp_path), "the attack must really run under dash"
+    assert decide(ECHO, f"echo x; {line}", tmp_path) != "approved"
+    assert decide(ECHO, line.replace("dash", "sh", 1), tmp_path) != "approved"
+    assert decide(ECHO, f"bash -c {shlex.quote(script)}", tmp_path) == "approved"  # bash reads it as one echo
+
+
+@pytest.mark.skipif(DASH is None, reason="needs dash")
+@pytest.mark.parametrize("script", SH_SCRIPTS)
+def test_codex_sh_wrapper_is_not_taken_off_before_judging(script: str, tmp_path: Path) -> None:
+    """Codex runs the argv the model asked for; ["/bin/sh", "-c", script] runs dash."""
+    from orchestrate import Task
+    from orchestrate.executors.codex import CodexExecutor
+
+    argv = [str(DASH), "-c", script]
+    assert runs_marker(shlex.join(argv), tmp_path)
+    for shell in ("/bin/sh", "sh", "dash"):
+        request = CodexExecutor().approval_request(
+            "1",
+            "item/commandExecution/requestApproval",
+            {"command": [shell, "-c", script]},
+            {},
+            Task(prompt="x", cwd=tmp_path),
+            None,
+        )
+        assert request.command is not None
+        decision = anyio.run(ApprovalPipeline(RulePolicy.from_dict(ECHO)).request_approval, request)
+        assert decision.status != "approved", (shell, request.command)
+    bash = CodexExecutor().approval_request(
+        "1",
+        "item/commandExecution/requestApproval",
+        {"command": ["/bin/bash", "-lc", "git status"]},
+        {},
+        Task(prompt="x", cwd=tmp_path),
+        None,
+    )
+    assert bash.command == "git status"  # bash is still taken off, as before
