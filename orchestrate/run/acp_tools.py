@@ -127,7 +127,9 @@ class AcpTools:
             raise RpcError(INVALID_PARAMS, str(exc)) from exc
         await self._approve_write(str(incoming.id), params.path, real, params.content)
         try:
-            await self.workspace.write_text(params.path, params.content)
+            # The real path that was judged, no link followed: a directory swapped for a link to
+            # .git/hooks while the person was answering cannot carry the write there.
+            await self.workspace.write_text(str(real), params.content, exact=True)
         except OrchestrateError as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from exc
         except OSError as exc:
