@@ -41,6 +41,16 @@ _ANSI_SIMPLE = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": 
     "?": "?",
 }
 _OPERATORS = re.compile(r"\$\(|<\(|>\(|[;&|\n()`<>{}]")
+# Bash evaluates a variable's value as code in arithmetic: a value ``a[$(cmd)]`` runs cmd as a
+# subscript.  ``$_`` (the previous command's last argument) carries such a value into a line with
+# no assignment in it, so any arithmetic that reads anything but numbers is never approved.
+_EVALUATED = "a variable's value is evaluated as code (arithmetic, ${x@P}, ${!x}) and may run commands"
+_ARITHMETIC_SAFE = frozenset(
+    {"number", "binary_expression", "unary_expression", "postfix_expression", "parenthesized_expression"}
+    | {"ternary_expression", "test_operator"}
+)
+_ARITHMETIC_TESTS = frozenset({"-eq", "-ne", "-lt", "-le", "-gt", "-ge"})
+_NAME_TESTS = frozenset({"-v", "-R"})  # [[ -v 'a[$(cmd)]' ]] evaluates the subscript
 
 
 @dataclass(frozen=True)
@@ -125,6 +135,8 @@ class _Walker:
         if level > MAX_NODE_DEPTH:
             self._unreadable("nested too deep", _text(node))
             return
+        if _EVALUATED not in self.problems and _evaluates_value(node):
+            self.problems.append(_EVALUATED)
         match node.type:
             case "ERROR":
                 self.problems.append("the shell parser cannot read it")
@@ -146,6 +158,8 @@ class _Walker:
                 self.assignments.append(_text(node))
             case "file_redirect":
                 self.redirect(node)
+            case "command_substitution" if node.children and node.children[0].type == "`":
+                self.backticks(node, depth, level)
             case "word" if _has_bare_break(_text(node)):
                 # Bash ends a word at an unquoted space or newline; tree-sitter-bash 0.25 sometimes
                 # does not ("a\\n\\rm" became one word), so the words it gives are not bash's.
@@ -154,6 +168,17 @@ class _Walker:
             self.problems.append("the shell parser cannot read it")
         for child in node.children:
             self.node(child, depth, level + 1)
+
+    def backticks(self, node: tree_sitter.Node, depth: int, level: int) -> None:
+        """Inside backticks bash removes the backslash before ``$``, `````` and ``\\`` (and ``"``
+        inside double quotes) before it parses the text, so ``echo `echo \\`sudo x\\``` runs
+        ``sudo x``; tree-sitter-bash reads the escaped backticks as words.  Judge the unescaped
+        text as a script too (its commands must pass in both readings)."""
+        inner = _text(node)[1:-1]
+        in_string = node.parent is not None and node.parent.type == "string"
+        unescaped = re.sub(r'\\([$`\\"])' if in_string else r"\\([$`\\])", r"\1", inner)
+        if unescaped != inner:
+            self.script(unescaped, depth + 1, level + 1)
 
     def redirected(self, node: tree_sitter.Node, depth: int, level: int) -> None:
         body = node.child_by_field_name("body")
@@ -239,6 +264,49 @@ class _Walker:
             self._unreadable("a script only known at run time", script.text)
             return
         self.script(script.text, depth + 1, level + 1)
+
+
+def _evaluates_value(node: tree_sitter.Node) -> bool:
+    """Whether bash evaluates some value as code at ``node``: arithmetic (``$((x))``, ``((x))``,
+    ``$[x]``, ``for ((..))``, a subscript, a substring offset, ``[[ x -eq y ]]``) on anything but
+    numbers, ``[[ -v name ]]``, prompt expansion ``${x@P}`` and indirect expansion ``${!x}``."""
+    kind = node.type
+    children = node.children
+    if kind in ("arithmetic_expansion", "c_style_for_statement"):
+        return _reads_more_than_numbers(node)
+    if kind == "compound_statement" and children and children[0].type == "((":
+        return _reads_more_than_numbers(node)
+    if kind == "subscript":
+        index = [c for c in children[2:] if c.type != "]"]
+        return not all(c.type == "number" or _text(c) in ("@", "*") for c in index)
+    if kind == "unary_expression" or kind == "binary_expression":
+        operator = next((_text(c) for c in children if c.type == "test_operator"), None)
+        if operator in _NAME_TESTS:
+            return True
+        if operator in _ARITHMETIC_TESTS:
+            return any(c.is_named and c.type not in _ARITHMETIC_SAFE for c in children)
+        return False
+    if kind == "expansion":
+        types = [c.type for c in children]
+        if "@" in types and any(_text(c) == "P" for c in children[types.index("@") + 1 :]):
+            return True
+        if len(types) > 2 and types[1] == "!" and "*" not in types and types[2] != "subscript":
+            return True  # ${!x}: the value of the variable x names (${!x*}, ${!a[@]} list names)
+        if ":" in types:  # ${x:offset:length}, both arithmetic
+            return _reads_more_than_numbers(node, after=types.index(":"))
+    return False
+
+
+def _reads_more_than_numbers(node: tree_sitter.Node, after: int = 0) -> bool:
+    """Whether arithmetic at ``node`` (from child ``after`` on) refers to anything but numbers.
+    Iterative: the tree may be deep."""
+    stack = [c for c in node.children[after:] if c.is_named]
+    while stack:
+        child = stack.pop()
+        if child.type not in _ARITHMETIC_SAFE:
+            return True
+        stack.extend(c for c in child.children if c.is_named)
+    return False
 
 
 def _stdin_script(redirect: tree_sitter.Node) -> Word | None:

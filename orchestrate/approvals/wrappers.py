@@ -17,8 +17,6 @@ from .words import Word
 __all__ = ["SHELLS", "Unwrapped", "unwrap"]
 
 SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "mksh", "ash", "fish", "rbash"})
-POSIX_ONLY_SHELLS = frozenset({"sh", "dash", "ash"})
-"""Shells that may not be bash (``sh`` is dash on Debian): bash-only quoting means something else."""
 
 _STDIN = Word("<stdin>", literal=False)  # what xargs appends from its input
 
@@ -188,7 +186,7 @@ def unwrap(words: tuple[Word, ...]) -> Unwrapped | None:
     if handler is not None:
         return handler(args)
     if name in SHELLS:
-        return _shell(args, posix_only=name in POSIX_ONLY_SHELLS)
+        return _shell(args, name)
     return None
 
 
@@ -283,7 +281,7 @@ def _eval(args: tuple[Word, ...]) -> Unwrapped:
     return Unwrapped(script=Word(" ".join(w.text for w in args), all(w.literal for w in args)))
 
 
-def _shell(args: tuple[Word, ...], posix_only: bool = False) -> Unwrapped | None:
+def _shell(args: tuple[Word, ...], name: str) -> Unwrapped | None:
     """``bash -c SCRIPT`` runs SCRIPT; ``bash`` with no file reads its script from stdin (or a here
     document, which the caller supplies); ``bash FILE`` runs a file: not a wrapper, the shell is
     judged as any program."""
@@ -293,14 +291,31 @@ def _shell(args: tuple[Word, ...], posix_only: bool = False) -> Unwrapped | None
     if "-c" in options:
         if not rest:
             return Unwrapped(transparent=False, problems=("a shell -c with no script",))
-        if posix_only and "$'" in rest[0].text:
-            # We parse scripts as bash; sh (dash on Debian) reads $'\x73' as a literal `$` and
-            # text, so what we would judge is not what runs.
-            return Unwrapped(transparent=False, problems=("$'...' quoting in a POSIX sh script",))
-        return Unwrapped(script=rest[0], transparent=not unknown, unknown_option=unknown)
+        problems = _foreign_grammar(name, rest[0])
+        return Unwrapped(script=rest[0], transparent=not unknown, unknown_option=unknown, problems=problems)
     if rest and "-s" not in options:
         return None
-    return Unwrapped(transparent=not unknown, reads_stdin=True, unknown_option=unknown)
+    problems = () if name in _BASH_GRAMMAR else (f"{name} reads its script with a grammar other than bash's",)
+    return Unwrapped(transparent=not unknown, reads_stdin=True, unknown_option=unknown, problems=problems)
+
+
+_BASH_GRAMMAR = frozenset({"bash", "rbash"})
+_POSIX_SHELLS = frozenset({"sh", "dash", "ash"})
+# Where a POSIX sh (dash) splits a line into other commands than bash does: dash has no $'...'
+# quoting ($'a\'; rm -rf x; #' is one word to bash, three commands to dash), and reads
+# "a &>f b" as "a &" then ">f b", which runs b.
+_POSIX_DIFFERENCES = ("$'", "&>")
+
+
+def _foreign_grammar(name: str, script: Word) -> tuple[str, ...]:
+    """Why a script for shell ``name`` cannot be judged with a bash grammar, if it cannot.  zsh, ksh
+    and fish differ too much (zsh runs code in glob qualifiers: ``*(e:'cmd':)``); a POSIX sh script
+    is read as bash unless it holds one of the constructs the two read differently."""
+    if name in _BASH_GRAMMAR:
+        return ()
+    if name in _POSIX_SHELLS and not any(d in script.text for d in _POSIX_DIFFERENCES):
+        return ()
+    return (f"{name} reads its script with a grammar other than bash's",)
 
 
 def _with_script_option(names: tuple[str, ...]) -> _Handler:

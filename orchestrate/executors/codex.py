@@ -183,12 +183,13 @@ class CodexExecutor(_CodexBase):
         """A server approval request in the approval service's terms; ``item`` is what the item's
         ``item/started`` said (a file change's paths are only there)."""
         command = params.get("command") or item.get("command")
-        text = (
-            # An argv list is quoted back, so ["bash", "-lc", "rm -rf x"] is not judged as "bash -lc rm".
-            display_command(shlex.join(map(str, command)) if isinstance(command, list) else str(command))
-            if command
-            else None
-        )
+        # An argv list is quoted back, so ["bash", "-lc", "rm -rf x"] is not judged as "bash -lc rm".
+        joined = None
+        if command:
+            joined = shlex.join(map(str, command)) if isinstance(command, list) else str(command)
+        # Only a bash wrapper is taken off: the script of ["sh", "-c", ...] or ["zsh", "-lc", ...]
+        # is judged knowing which shell reads it (dash and zsh read some text otherwise than bash).
+        text = display_command(joined) if joined and joined.startswith(("bash ", "/bin/bash ")) else joined
         paths = tuple(
             str(c.get("path")) for c in item.get("changes") or [] if isinstance(c, dict) and c.get("path")
         )

@@ -76,6 +76,9 @@ class Supervised:
     mechanism: Mechanism
     _ctl: socket.socket
     _cgroup: str | None
+    supervisor_pid: int = 0
+    _reaped: Callable[[], bool] = lambda: True
+    _pidfd: int | None = None  # the supervisor's, opened while it was certainly not reaped
 
     def signal(self, sig: Signals) -> None:
         self._tell(b"signal %d\n" % sig)
@@ -88,13 +91,48 @@ class Supervised:
         # End of file says kill too, and shutdown() sends it even if a fork of ours holds a copy.
         with contextlib.suppress(OSError):
             self._ctl.shutdown(socket.SHUT_WR)
+        # The agent runs as our user and may have stopped its supervisor (SIGSTOP): wake it up, so
+        # it reads the kill.  release() finishes the job if it is stopped again.
+        self._signal_supervisor(signal.SIGCONT)
 
     async def release(self) -> None:
         _LIVE.discard(self)
         self.kill()  # a supervisor still there (a caller gave up waiting) ends the tree now
         self._ctl.close()
+        with anyio.move_on_after(_RELEASE_SECONDS / 2):
+            while not self._reaped():  # noqa: ASYNC110 - our child watcher reaps it; no event to await
+                await anyio.sleep(0.01)
+        if not self._reaped():
+            await self._kill_from_here()
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
         if self._cgroup is not None:
             await _remove_cgroup(self._cgroup)
+
+    async def _kill_from_here(self) -> None:
+        """The supervisor did not end (stopped again by the agent, or stuck): kill its tree from
+        here, then the supervisor.  While it lives nothing of its tree is re-parented away (it is
+        their subreaper), and what we kill stays a zombie it has not reaped, so no number in the
+        walk can be reused meanwhile; each kill goes through a pidfd after a parent check."""
+        self._signal_supervisor(signal.SIGSTOP)  # it cannot reap (and free numbers) while we walk
+        with anyio.move_on_after(_RELEASE_SECONDS):
+            while True:
+                trusted = {self.supervisor_pid}
+                tree = supervisor._descendants(self.supervisor_pid)
+                for pid in tree:
+                    supervisor._kill(pid, trusted)
+                if not tree:
+                    break
+                await anyio.sleep(0.005)
+        self._signal_supervisor(signal.SIGKILL)
+
+    def _signal_supervisor(self, sig: Signals) -> None:
+        with contextlib.suppress(OSError):
+            if self._pidfd is not None:
+                signal.pidfd_send_signal(self._pidfd, sig)
+            elif self.supervisor_pid and not self._reaped():
+                os.kill(self.supervisor_pid, sig)
 
     def _tell(self, line: bytes) -> None:
         # Non-blocking and without SIGPIPE: a supervisor that is gone took the agent with it.
@@ -175,11 +213,18 @@ class Launch:
             contained: Containment = GroupOnly(pid, reaped)
         else:
             self._close_theirs()
+            pidfd = None
+            with contextlib.suppress(AttributeError, OSError):
+                pidfd = os.pidfd_open(pid)  # just spawned: not reaped, so this is our supervisor
             try:
-                contained = await self._handshake()
+                handshake = await self._handshake()
             except BaseException:  # cancelled too: the supervisor ends when it sees the socket close
+                if pidfd is not None:
+                    os.close(pidfd)
                 self.abandon()
                 raise
+            handshake.supervisor_pid, handshake._reaped, handshake._pidfd = pid, reaped, pidfd
+            contained = handshake
         _LIVE.add(contained)
         return contained
 

@@ -115,6 +115,9 @@ _KINDS: list[tuple[bytes, bytes, bytes]] = [
     ),
 ]
 _GROUPS = ("v1", "v2", "v3", "v4", "v5")
+# A JSON escape a secret could hide behind: it sends its line to scrub_line, which decodes it.  No
+# exact pattern starts with a backslash, so it never marks anything itself.
+_ESCAPE_ANCHOR = rb"\\u[0-9A-Fa-f]{4}|\\/"
 
 
 class Redactor:
@@ -125,7 +128,8 @@ class Redactor:
     def __init__(self, values: Iterable[str] = ()) -> None:
         literals = sorted({form for v in values for form in _forms(v)}, key=len, reverse=True)
         self.longest = max((len(v) for v in literals), default=0)
-        self._anchors = re2.compile(b"|".join([re2.escape(v) for v in literals] + [a for _, a, _ in _KINDS]))
+        anchors = [re2.escape(v) for v in literals] + [a for _, a, _ in _KINDS] + [_ESCAPE_ANCHOR]
+        self._anchors = re2.compile(b"|".join(anchors))
         # The exact patterns by the byte a match starts with: an anchor tries only its own few.
         kinds = [(v[:1], re.compile(re.escape(v))) for v in literals]
         kinds += [(first, re.compile(exact)) for first, _, exact in _KINDS]
@@ -187,6 +191,12 @@ class Redactor:
 
     def scrub_line(self, line: bytes) -> bytes:
         """One complete line: like :meth:`scrub`, and a line that was valid JSON stays valid JSON."""
+        if (b"\\u" in line or b"\\/" in line) and _looks_json(line):
+            # JSON may spell any character as an escape (\u0073k-..., Go's \u003c for "<"), which
+            # hides a secret from patterns on bytes: judge the decoded strings instead.
+            redone = self._decoded(line)
+            if redone is not None:
+                return redone
         out = self.scrub(line)
         if out is line or not _looks_json(line):
             return out
@@ -219,6 +229,17 @@ class Redactor:
             if start < cut <= end or (start < cut and end == len(data)):
                 return start
         return cut
+
+    def _decoded(self, line: bytes) -> bytes | None:
+        """The JSON line written anew with its decoded strings redacted; None when it is not JSON
+        or holds no secret (then it is left as it was)."""
+        body = line.rstrip(b"\r\n")
+        try:
+            parsed = orjson.loads(body)
+            scrubbed = self.scrub_value(parsed)
+            return None if scrubbed == parsed else orjson.dumps(scrubbed) + line[len(body) :]
+        except (orjson.JSONDecodeError, orjson.JSONEncodeError):
+            return None
 
     def _json_line(self, line: bytes, fallback: bytes) -> bytes:
         # The substitution broke the line: redact the parsed strings and write the line anew.

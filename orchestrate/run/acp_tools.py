@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import os
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,12 @@ _GRANTS = 256  # write grants kept per turn
 _DIFF_INPUT = 64 * 1024  # larger files are shown as their new content, not diffed
 _SHOWN = 8 * 1024  # characters of a diff or content put in front of the person
 _WRITE_KINDS = {"edit", "delete", "move"}
+# A command string runs in bash, the grammar the policy judged it with.  /bin/sh may be dash, which
+# reads the same text differently ($'a\'; rm -rf x; #' is one echo word to bash, three commands to
+# dash).  Only where there is no bash at all does it fall back to sh.
+_SHELL = next((s for s in ("/bin/bash", "/usr/bin/bash") if os.access(s, os.X_OK)), None) or (
+    shutil.which("bash") or "/bin/sh"
+)
 
 
 class AcpTools:
@@ -119,7 +127,9 @@ class AcpTools:
             raise RpcError(INVALID_PARAMS, str(exc)) from exc
         await self._approve_write(str(incoming.id), params.path, real, params.content)
         try:
-            await self.workspace.write_text(params.path, params.content)
+            # The real path that was judged, no link followed: a directory swapped for a link to
+            # .git/hooks while the person was answering cannot carry the write there.
+            await self.workspace.write_text(str(real), params.content, exact=True)
         except OrchestrateError as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from exc
         except OSError as exc:
@@ -199,7 +209,7 @@ class AcpTools:
                 INVALID_PARAMS, f"running {command_text!r} was refused: {decision.reason or 'denied'}"
             )
         # Plain argv when args are given; a shell when the command comes as one string, as agents send it.
-        argv = [params.command, *params.args] if params.args else ["/bin/sh", "-c", params.command]
+        argv = [params.command, *params.args] if params.args else [_SHELL, "-c", params.command]
         try:
             terminal_id = await self.terminals.create(
                 self.ctx.task_group, argv, cwd, {**self.ctx.process.spec.env, **env}, params.output_byte_limit

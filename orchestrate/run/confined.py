@@ -49,6 +49,7 @@ _CHUNK = 1 << 16
 
 _SYS_OPENAT2 = 437  # one number on every Linux architecture (the syscall tables were unified at 424)
 _RESOLVE_NO_MAGICLINKS = 0x02
+_RESOLVE_NO_SYMLINKS = 0x04
 _RESOLVE_BENEATH = 0x08
 
 
@@ -74,11 +75,12 @@ class _Openat2:
         self.works: bool | None = None if sys.platform == "linux" else False
         self._libc: ctypes.CDLL | None = None
 
-    def __call__(self, dir_fd: int, path: str, flags: int) -> int:
+    def __call__(self, dir_fd: int, path: str, flags: int, no_links: bool = False) -> int:
         if self._libc is None:
             self._libc = ctypes.CDLL(None, use_errno=True)
             self._libc.syscall.restype = ctypes.c_long
-        how = _OpenHow(flags | _O_CLOEXEC, 0, _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS)
+        resolve = _RESOLVE_BENEATH | _RESOLVE_NO_MAGICLINKS | (_RESOLVE_NO_SYMLINKS if no_links else 0)
+        how = _OpenHow(flags | _O_CLOEXEC, 0, resolve)
         fd = self._libc.syscall(
             ctypes.c_long(_SYS_OPENAT2),
             ctypes.c_int(dir_fd),
@@ -137,16 +139,19 @@ class Beneath:
         finally:
             os.close(fd)
 
-    def open(self, root_fd: int, rel: str, flags: int) -> int:
-        """A descriptor of ``rel`` opened with ``flags``, every symlink followed only inside."""
+    def open(self, root_fd: int, rel: str, flags: int, no_links: bool = False) -> int:
+        """A descriptor of ``rel`` opened with ``flags``, every symlink followed only inside
+        (``no_links``: none followed at all, UnsafeFileError)."""
         use = self._use_openat2
         if use is None:
             use = _openat2.probe(root_fd)
         if use:
             for _ in range(8):
                 try:
-                    return _openat2(root_fd, rel or ".", flags)
+                    return _openat2(root_fd, rel or ".", flags, no_links)
                 except OSError as exc:
+                    if no_links and exc.errno == errno.ELOOP:
+                        raise _changed(rel) from exc
                     if exc.errno == errno.EAGAIN:
                         continue  # a rename raced the resolution of ".."; the kernel asks to retry
                     if exc.errno != errno.EXDEV:
@@ -154,9 +159,9 @@ class Beneath:
                     # Out of the root, or an absolute symlink (which RESOLVE_BENEATH refuses even
                     # when it points back inside): the walk tells the two apart.
                     break
-        return self._walk(root_fd, rel, flags)
+        return self._walk(root_fd, rel, flags, no_links)
 
-    def _walk(self, root_fd: int, rel: str, flags: int) -> int:
+    def _walk(self, root_fd: int, rel: str, flags: int, no_links: bool = False) -> int:
         todo = list(reversed(_parts(rel)))
         stack: list[int] = []  # descriptors of the directories below the root, in order
         links = 0
@@ -176,6 +181,8 @@ class Beneath:
                         return target
                     stack.append(target)
                     continue
+                if no_links:
+                    raise _changed(rel)
                 links += 1
                 if links > _MAX_LINKS:
                     raise OSError(errno.ELOOP, os.strerror(errno.ELOOP), rel)
@@ -258,8 +265,11 @@ class Beneath:
 
     # --- writing ---------------------------------------------------------------------------------
 
-    def write(self, rel: str, data: bytes, stop: threading.Event) -> str:
-        """Replace (or create) the regular file at ``rel`` with ``data``; its path from the root."""
+    def write(self, rel: str, data: bytes, stop: threading.Event, exact: bool = False) -> str:
+        """Replace (or create) the regular file at ``rel`` with ``data``; its path from the root.
+
+        ``exact``: ``rel`` is a real path already resolved (the one a person approved), so no link
+        is followed: one met now was put there since, and the write is refused (UnsafeFileError)."""
         parts = _parts(posixpath.normpath(rel or "."))
         if parts[:1] == [".."]:
             raise OutsideWorkspaceError(rel, self.root)
@@ -267,7 +277,7 @@ class Beneath:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), rel or ".")
         with self._root_fd() as root_fd:
             dir_rel, name = "/".join(parts[:-1]), parts[-1]
-            dir_fd = self._make_dirs(root_fd, parts[:-1], rel)
+            dir_fd = self._make_dirs(root_fd, parts[:-1], rel, exact)
             try:
                 for _ in range(_MAX_LINKS):
                     try:
@@ -278,6 +288,8 @@ class Beneath:
                         _check_writable(st, rel)
                         _replace(dir_fd, name, data, None if st is None else st.st_mode, stop)
                         return posixpath.join(dir_rel, name)
+                    if exact:
+                        raise _changed(rel)
                     # A link at the final name: write where it leads, if that is inside.
                     dir_rel, name = self._link_target(os.readlink(name, dir_fd=dir_fd), dir_rel, rel)
                     next_fd = self.open(root_fd, dir_rel, _DIR_FLAGS)
@@ -300,7 +312,7 @@ class Beneath:
             raise UnsafeFileError(f"{rel} leads to a directory, not a file")
         return head, name
 
-    def _make_dirs(self, root_fd: int, parts: list[str], rel: str) -> int:
+    def _make_dirs(self, root_fd: int, parts: list[str], rel: str, no_links: bool = False) -> int:
         """The verified descriptor of the directory ``parts`` (no ``..`` in them), made if missing.
         Each missing directory is made in the descriptor of its verified parent."""
         fd = os.dup(root_fd)
@@ -308,11 +320,11 @@ class Beneath:
             for i, part in enumerate(parts):
                 prefix = "/".join(parts[: i + 1])
                 try:
-                    child = self.open(root_fd, prefix, _DIR_FLAGS)
+                    child = self.open(root_fd, prefix, _DIR_FLAGS, no_links)
                 except FileNotFoundError:
                     with contextlib.suppress(FileExistsError):  # made meanwhile: open it below
                         os.mkdir(part, 0o777, dir_fd=fd)
-                    child = self.open(root_fd, prefix, _DIR_FLAGS)
+                    child = self.open(root_fd, prefix, _DIR_FLAGS, no_links)
                 except NotADirectoryError as exc:
                     raise UnsafeFileError(f"{rel}: {prefix} is not a directory") from exc
                 os.close(fd)
@@ -334,6 +346,10 @@ class Beneath:
             return os.path.realpath(posixpath.join(self.root, rel))
         finally:
             os.close(fd)
+
+
+def _changed(rel: str) -> UnsafeFileError:
+    return UnsafeFileError(f"{rel}: a link is in the way, put there after the path was approved")
 
 
 def _parts(path: str) -> list[str]:

@@ -90,8 +90,9 @@ class Workspace:
         )
         return data.decode("utf-8", "replace")
 
-    async def write_text(self, path: str, content: str) -> Path:
-        """Replace or create the file (directories made as needed); its path."""
+    async def write_text(self, path: str, content: str, exact: bool = False) -> Path:
+        """Replace or create the file (directories made as needed); its path.  ``exact``: ``path``
+        is the real path that was approved; a link found on it now refuses the write."""
         try:
             data = content.encode("utf-8")
         except UnicodeEncodeError as exc:  # a lone surrogate, which JSON can carry
@@ -99,7 +100,7 @@ class Workspace:
         if len(data) > MAX_WRITE_BYTES:
             raise UnsafeFileError(f"{path}: {len(data)} bytes, more than a write holds ({MAX_WRITE_BYTES})")
         rel = self.relative(path)
-        written = await self._in_thread(lambda stop: self._beneath.write(rel, data, stop))
+        written = await self._in_thread(lambda stop: self._beneath.write(rel, data, stop, exact))
         return self.root / written
 
     async def directory(self, path: str) -> Path:

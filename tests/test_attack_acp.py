@@ -1,0 +1,115 @@
+"""Attacks through what an ACP agent asks the client to do (``terminal/create``,
+``fs/*``), with the real fake ACP agent, real processes and real files."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from orchestrate.approvals import ApprovalDecision, ApprovalRequest, ApprovalService, RulePolicy
+from orchestrate.run import RunResult
+from orchestrate.run.confined import openat2_available
+from orchestrate.run.workspace import UnsafeFileError, Workspace
+
+from .helpers import fake_acp, run_agent
+
+pytestmark = pytest.mark.anyio
+
+Step = tuple[str, dict[str, Any]]
+
+
+async def script(
+    cwd: Path, steps: list[Step], approvals: ApprovalService | None = None
+) -> tuple[list[dict[str, Any]], RunResult]:
+    """Have the fake agent make ``steps`` (requests to us) in order; their answers."""
+    result, _ = await run_agent(fake_acp(), cwd, "script " + orjson.dumps(steps).decode(), approvals)
+    return orjson.loads(result.final_text), result
+
+
+async def test_a_terminal_string_runs_in_the_shell_whose_grammar_judged_it(tmp_path: Path) -> None:
+    """The policy reads a command string with a bash grammar: ``$'a\\'; touch MARK; #'`` is one
+    ``echo`` there.  dash (Debian's /bin/sh) has no ``$'...'`` quoting and runs ``touch MARK``.
+    The command must run in bash, so what was approved is what runs."""
+    work = tmp_path / "work"
+    work.mkdir()
+    policy = RulePolicy.from_dict({"allow": {"commands": ["echo*"]}, "deny": {"commands": ["rm -rf*"]}})
+    line = "echo $'a\\'; touch MARK; #'"
+    answers, _ = await script(
+        work,
+        [
+            ("terminal/create", {"command": line}),
+            ("terminal/wait_for_exit", {"terminalId": "$0"}),
+            ("terminal/output", {"terminalId": "$0"}),
+        ],
+        policy,
+    )
+    assert "error" not in answers[0], answers[0]  # approved: one echo
+    assert answers[1]["result"]["exitCode"] == 0
+    assert not (work / "MARK").exists(), "the shell ran a command the policy never saw"
+    assert answers[2]["result"]["output"] == "a'; touch MARK; #\n"
+
+
+class SwapWhileAsked:
+    """A person who takes a moment to answer, while another process of the agent swaps the
+    approved file's directory for a link into ``.git/hooks``; then approves what was shown."""
+
+    def __init__(self, directory: Path, target: Path) -> None:
+        self.directory, self.target = directory, target
+        self.asked: list[str] = []
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        self.asked.append(f"{request.tool_name} {request.paths}")
+        if self.directory.is_dir() and not self.directory.is_symlink():
+            shutil.rmtree(self.directory)
+            self.directory.symlink_to(self.target)
+        return ApprovalDecision.approve()
+
+
+async def test_a_write_lands_where_it_was_approved_not_where_a_swapped_link_leads(tmp_path: Path) -> None:
+    """Approved: src/hooks/post-checkout.  Between the question and the write the directory
+    becomes a link to .git/hooks: the write must not land in .git (hooks run code), and must
+    not be written anywhere the person was not shown."""
+    work = tmp_path / "work"
+    (work / ".git" / "hooks").mkdir(parents=True)
+    (work / "src" / "hooks").mkdir(parents=True)
+    person = SwapWhileAsked(work / "src" / "hooks", work / ".git" / "hooks")
+    answers, _ = await script(
+        work,
+        [
+            (
+                "fs/write_text_file",
+                {"path": str(work / "src" / "hooks" / "post-checkout"), "content": "#!/bin/sh\n"},
+            )
+        ],
+        person,
+    )
+    assert len(person.asked) == 1 and "src/hooks/post-checkout" in person.asked[0]
+    assert not (work / ".git" / "hooks" / "post-checkout").exists(), "the write went into .git/hooks"
+    assert "error" in answers[0]  # refused: the path changed under it
+
+
+@pytest.mark.parametrize("use_openat2", [True, False])
+@pytest.mark.parametrize("swapped", ["src/hooks", "src/hooks/post-checkout", "src"])
+async def test_an_exact_write_follows_no_link_by_either_mechanism(
+    tmp_path: Path, use_openat2: bool, swapped: str
+) -> None:
+    """The write of an approved real path, after a directory (or the file's name) on it became a
+    link to .git/hooks: refused by openat2 and by the walk alike, and nothing made in .git."""
+    if use_openat2 and not openat2_available():
+        pytest.skip("no openat2 here")
+    work = tmp_path / "work"
+    (work / ".git" / "hooks").mkdir(parents=True)
+    (work / "src" / "hooks").mkdir(parents=True)
+    (work / "src" / "hooks" / "post-checkout").write_text("old")
+    workspace = Workspace(work, use_openat2=use_openat2)
+    real = workspace.resolve("src/hooks/post-checkout")
+    (work / swapped).rename(tmp_path / "moved")
+    target = work / ".git" / "hooks" / ("post-checkout" if swapped.endswith("checkout") else "")
+    (work / swapped).symlink_to(target if swapped != "src" else work / ".git")
+    with pytest.raises(UnsafeFileError, match="link is in the way"):
+        await workspace.write_text(str(real), "#!/bin/sh\n", exact=True)
+    assert sorted(p.name for p in (work / ".git" / "hooks").iterdir()) == []
