@@ -449,15 +449,17 @@ def replay_cmd(file: Path, executor_name: str, output: str) -> None:
     try:
         normalizer = normalizer_for_file(file, default_registry.get(executor_name)())
         sink = _sink(output)
-        for patch in replay(file, normalizer):
+        damaged: set[int] = set()  # the damage notes, counted as they pass (no entry is kept)
+        for patch in replay(file, normalizer, streaming=True):
             sink(patch)
+            kind = patch.entry.type
+            if isinstance(kind, ErrorEntry) and kind.error.code == DAMAGED:
+                damaged.add(patch.index)
     except OrchestrateError as exc:
         raise _translate(exc) from exc
     if output == "text":
         click.echo()
     # A damaged line is an entry and the rest is replayed; the exit code still tells a script.
-    errors = [e.type.error for e in normalizer.entries if isinstance(e.type, ErrorEntry)]
-    damaged = [e for e in errors if e.code == DAMAGED]
     if damaged:
         click.echo(f"{file}: {len(damaged)} line(s) could not be read and were skipped", err=True)
         sys.exit(1)

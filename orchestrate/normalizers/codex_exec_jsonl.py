@@ -59,11 +59,12 @@ class CodexExecNormalizer(LineNormalizer):
         self._turn_open = False
         self._cwd: str | None = None
         self._shown_error: str | None = None
+        self.log.track(self._items)
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
         if stream == "stdin":  # the prompt, as plain text: one user message, however it is chunked
             piece = self._stdin_decoder.decode(chunk)
-            if self._prompt_index is None:
+            if self._prompt_index is None or self._prompt_index not in self.log:
                 self._prompt_index = self.log.add(USER, piece, ts)
             else:
                 self.log.append_text(self._prompt_index, piece)

@@ -65,6 +65,7 @@ class CursorNormalizer(LineNormalizer):
         self._cwd: str | None = None
         self._events = 0
         self._exit_reported = False
+        self.log.track(self._tools)
 
     # --- dispatch -----------------------------------------------------------------------------
 
