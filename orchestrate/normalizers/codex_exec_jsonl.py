@@ -46,6 +46,7 @@ from .values import text as _s
 
 __all__ = ["CodexExecNormalizer"]
 
+_FINAL: dict[str, ToolStatus] = {"completed": "success", "failed": "failed", "declined": "denied"}
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_input_tokens")
 
 
@@ -182,16 +183,14 @@ class CodexExecNormalizer(LineNormalizer):
 
     def _command(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
         exit_code = item.get("exit_code")
-        result = make(
-            CommandResult,
-            exit_code=int(exit_code)
-            if isinstance(exit_code, int)
-            else None,  # (True is 1, as pydantic has it)
-            stdout=_s(item.get("aggregated_output")) or None,
-        )
-        action = make(
-            CommandRun, command=display_command(_s(item.get("command"))), result=result if completed else None
-        )
+        result = None
+        if completed:  # (an int as pydantic would make it: True is 1)
+            result = make(
+                CommandResult,
+                exit_code=int(exit_code) if isinstance(exit_code, int) else None,
+                stdout=_s(item.get("aggregated_output")) or None,
+            )
+        action = make(CommandRun, command=display_command(_s(item.get("command"))), result=result)
         status = _s(item.get("status"))
         if completed and status == "completed" and exit_code not in (0, None):
             status = "failed"
@@ -200,15 +199,9 @@ class CodexExecNormalizer(LineNormalizer):
     def _tool(
         self, item_id: str, name: str, action: Any, completed: bool, status: str, ts: datetime | None
     ) -> None:
-        index = self._items.get(item_id)
-        if index is None:
-            tool = make(ToolUseEntry, tool_name=name, action=action, tool_call_id=item_id)
-            index = self._items[item_id] = self.log.add(
-                make(ToolUse, tool=tool), describe(action, self._cwd), ts
-            )
         new: ToolStatus = "running"
         if completed:
-            new = {"completed": "success", "failed": "failed", "declined": "denied"}.get(status, "success")  # type: ignore[assignment]
+            new = _FINAL.get(status, "success")
         output = action.result.stdout if isinstance(action, CommandRun) and action.result else None
         result = (
             make(
@@ -220,7 +213,14 @@ class CodexExecNormalizer(LineNormalizer):
             if completed
             else None
         )
-        self.log.update_tool(index, action=action, status=new, result=result)
+        index = self._items.get(item_id)
+        if index is None:  # a new call, built as it is now (not built, then changed)
+            tool = make(
+                ToolUseEntry, tool_name=name, action=action, status=new, result=result, tool_call_id=item_id
+            )
+            self._items[item_id] = self.log.add(make(ToolUse, tool=tool), describe(action, self._cwd), ts)
+        else:
+            self.log.update_tool(index, action=action, status=new, result=result)
 
     def _turn_end(self, status: str, ts: datetime | None, usage: dict[str, Any] | None = None) -> None:
         self._turn_open = False
