@@ -143,16 +143,15 @@ class EntryLog:
     def add(self, type_: EntryType, content: str = "", ts: datetime | None = None, **extra: Any) -> int:
         index = self._count
         self._count += 1
+        meta = self._metadata  # (the shared one, checked here: a call less on every entry)
+        if extra or meta is None or meta.session_id != self.session_id or meta.model != self.model:
+            meta = self.metadata(**extra)
         self._entries[index] = build(
-            NormalizedEntry,
-            index=index,
-            timestamp=ts,
-            type=type_,
-            content=content,
-            metadata=self.metadata(**extra),
+            NormalizedEntry, index=index, timestamp=ts, type=type_, content=content, metadata=meta
         )
         self._touched[index] = "add"
-        self._track(index, type_)
+        if type_.kind == "tool_use":
+            self._track(index, type_)
         return index
 
     def put(self, index: int | None, type_: EntryType, content: str, ts: datetime | None = None) -> int:
@@ -249,15 +248,19 @@ class EntryLog:
 
     def drain(self) -> list[EntryPatch]:
         """The patches since the last drain."""
-        self._show_summary()
-        if not self._touched:
+        if self._protocol_summary is not None:
+            self._show_summary()
+        touched = self._touched
+        if not touched:
             return []
-        entries, materialize = self._entries, self._materialize
+        entries = self._entries
+        lazy = bool(self._pending or self._grown or self._refresh)  # else all are up to date
         out = []
-        for index, op in self._touched.items():
-            materialize(index)
-            out.append(build(EntryPatch, op=op, index=index, entry=entries[index]))
-        self._touched.clear()
+        for index, op in touched.items():
+            if lazy:
+                self._materialize(index)
+            out.append(_patch(op, index, entries[index]))
+        touched.clear()
         if self._window is not None:
             self._release(self._window)
         return out
@@ -521,6 +524,22 @@ class LineNormalizer(Normalizer):
         # A partial line of the old process must not be glued to the new one's first line.
         self._flush_framers(ts)
         super().restart(reason, ts)
+
+
+_PATCH_FIELDS = {"op", "index", "entry"}
+_new_patch = EntryPatch.__new__
+_set = object.__setattr__
+
+
+def _patch(op: str, index: int, entry: NormalizedEntry) -> EntryPatch:
+    """``build(EntryPatch, ...)`` for the one model made for every entry of every drain: the
+    field set is shared (pydantic never changes it in place, and nothing here reads it)."""
+    new = _new_patch(EntryPatch)
+    _set(new, "__dict__", {"op": op, "index": index, "entry": entry})
+    _set(new, "__pydantic_fields_set__", _PATCH_FIELDS)
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
 
 
 def _summary_text(count: int) -> str:
