@@ -24,8 +24,16 @@ def normalizer_for_file(path: Path, executor: Executor) -> Normalizer:
     return executor.capture_normalizer(first)
 
 
-def replay(path: Path, normalizer: Normalizer) -> Iterator[EntryPatch]:
-    """The patches ``normalizer`` produces from ``path``, as the live run produced them."""
+def replay(path: Path, normalizer: Normalizer, *, streaming: bool = False) -> Iterator[EntryPatch]:
+    """The patches ``normalizer`` produces from ``path``, as the live run produced them.
+
+    ``streaming``: the caller hands each patch on and keeps what it needs itself, so the
+    normalizer keeps only recent entries and open tool calls (:meth:`Normalizer.bound`): memory
+    stays flat however long the log, and ``normalizer.entries`` is only that window afterwards.
+    The patches are the same, unless a line changes an entry older than the window that is not an
+    open tool call (rare): that change is an ``entry_released`` error entry instead."""
+    if streaming:
+        normalizer.bound()
     _, records = read_raw_log(path)
     last_ts = None
     for rec in records:

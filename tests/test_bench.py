@@ -47,8 +47,8 @@ def test_scaling_reports_a_doubling_ratio_per_dimension() -> None:
 
 
 def test_replay_memory_reports_what_replay_keeps() -> None:
-    out = bench("replay_memory.py", "--sizes", "0.2")
-    assert re.search(r"0.2MB +\d+ +\d+MB +\d+MB +-?\d+MB", out), out
+    out = bench("replay_memory.py", "--sizes", "0.2", "--keep")
+    assert re.search(r"0.2MB +\d+ +\d+MB +\d+MB +-?\d+\.\dMB +\d+MB +-?\d+\.\dMB", out), out
 
 
 def test_live_run_against_the_pure_normalizer_sees_the_same_patches() -> None:

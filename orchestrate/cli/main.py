@@ -621,14 +621,16 @@ def replay_cmd(
             raise CliError(f"{file} is a plain capture with no header: say whose with --executor", EXIT_USAGE)
         normalizer = normalizer_for_file(file, default_registry.get(name)())
         view: View = JsonlWriter() if output == "jsonl" else TextRenderer(Console(highlight=False), verbose)
-        for patch in replay(file, normalizer):
+        damaged: set[int] = set()  # the damage notes, counted as they pass (no entry is kept)
+        for patch in replay(file, normalizer, streaming=True):
             view.on_patch(patch)
+            kind = patch.entry.type
+            if isinstance(kind, ErrorEntry) and kind.error.code == DAMAGED:
+                damaged.add(patch.index)
         view.finish()
     except OrchestrateError as exc:
         raise _translate(exc) from exc
     # A damaged line is an entry and the rest is replayed; the exit code still tells a script.
-    errors = [e.type.error for e in normalizer.entries if isinstance(e.type, ErrorEntry)]
-    damaged = [e for e in errors if e.code == DAMAGED]
     if damaged:
         click.echo(f"{file}: {len(damaged)} line(s) could not be read and were skipped", err=True)
         sys.exit(1)

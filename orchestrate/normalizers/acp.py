@@ -74,6 +74,13 @@ class AcpNormalizer(LineNormalizer):
         self._commands: int | None = None
         self._usage: dict[str, int] = {}
         self._cwd: str | None = None
+        self.log.track(self._tools)
+        self.log.after_sweep(self._forget)
+
+    def _forget(self) -> None:
+        """(A bounded log dropped released tool calls: their raw input goes too.)"""
+        for tool_id in [t for t in self._raw_input if t not in self._tools]:
+            del self._raw_input[tool_id]
 
     # --- dispatch -----------------------------------------------------------------------------
 

@@ -26,10 +26,12 @@ from .framing import DEFAULT_MAX_LINE_BYTES, FramedLine, LineFramer, LineTooLong
 from .text import TextBuffer
 
 __all__ = [
+    "DEFAULT_WINDOW",
     "MAX_PROTOCOL_ERRORS",
     "OPEN_STATUSES",
     "SHOWN_LINE_CHARS",
     "EntryLog",
+    "EntryReleased",
     "LineNormalizer",
     "Normalizer",
     "Stream",
@@ -43,6 +45,16 @@ SHOWN_LINE_CHARS = 2048
 MAX_PROTOCOL_ERRORS = 1000
 """Protocol error entries a run shows one by one; the ones after are counted in a single summary
 entry, so a million garbage lines cost one entry, not a million."""
+DEFAULT_WINDOW = 256
+"""Entries a bounded log (:meth:`EntryLog.bound`) keeps besides the tool calls still open."""
+
+
+class EntryReleased(LookupError):
+    """A line changes an entry that a bounded log has already let go of."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"entry {index} was released")
+        self.index = index
 
 
 class EntryLog:
@@ -56,7 +68,9 @@ class EntryLog:
     """
 
     def __init__(self) -> None:
-        self._entries: list[NormalizedEntry] = []
+        # A dict, not a list: a bounded log lets old entries go and their indexes stay reserved.
+        self._entries: dict[int, NormalizedEntry] = {}
+        self._count = 0
         self._pending: dict[int, dict[str, Any]] = {}
         self._touched: dict[int, Literal["add", "replace"]] = {}
         self._texts: dict[int, TextBuffer] = {}  # entries whose content streams in pieces
@@ -71,15 +85,50 @@ class EntryLog:
         # rebuilt when read, not once per garbage line).
         self._protocol_summary: tuple[int, int] | None = None
         self._summary_shown = 0
+        # Bounded mode (see :meth:`bound`); None keeps every entry.
+        self._window: int | None = None
+        self._low = 0  # every index below this one was released, or is held while its tool is open
+        self._held: set[int] = set()  # ... those held
+        self._settled: list[int] = []  # held ones whose tool closed since the last drain
+        self._released = 0  # since the tables were last swept
+        self._tables: list[tuple[dict[Any, Any], Callable[[Any], bool] | None]] = []
+        self._sweep_hooks: list[Callable[[], None]] = []
+
+    def bound(self, window: int = DEFAULT_WINDOW) -> None:
+        """Keep memory flat however long the run: after each drain, let go of every entry but the
+        last ``window`` ones and the tool calls still open (their indexes stay reserved, so
+        patches stay index-addressed), and of the normalizer's per-id rows that point at them
+        (:meth:`track`).  For a consumer that streams the patches and keeps them itself.
+
+        A later line that changes a released entry becomes an ``entry_released`` error entry
+        (see :class:`EntryReleased`); one that names a forgotten id starts a fresh entry.  Once
+        bound, :attr:`entries` holds only the entries kept."""
+        if window < 1:
+            raise ValueError("window must be positive")
+        self._window = window
+
+    def track(self, table: dict[Any, Any], alive: Callable[[Any], bool] | None = None) -> None:
+        """A normalizer's table whose values are entry indexes (or, with ``alive``, hold them):
+        in a bounded log the rows of released entries are dropped from time to time."""
+        self._tables.append((table, alive))
+
+    def after_sweep(self, hook: Callable[[], None]) -> None:
+        """Call ``hook`` after a bounded log dropped the rows of released entries, to trim the
+        normalizer's tables that hang off those rows."""
+        self._sweep_hooks.append(hook)
+
+    def __contains__(self, index: object) -> bool:
+        """Whether the log still holds entry ``index`` (always, unless bounded)."""
+        return index in self._entries
 
     @property
     def entries(self) -> list[NormalizedEntry]:
         self._show_summary()
         self._materialize_all()
-        return self._entries
+        return list(self._entries.values())
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return self._count
 
     def metadata(self, **extra: Any) -> EntryMetadata:
         if extra:
@@ -92,30 +141,30 @@ class EntryLog:
         return meta
 
     def add(self, type_: EntryType, content: str = "", ts: datetime | None = None, **extra: Any) -> int:
-        index = len(self._entries)
-        self._entries.append(
-            build(
-                NormalizedEntry,
-                index=index,
-                timestamp=ts,
-                type=type_,
-                content=content,
-                metadata=self.metadata(**extra),
-            )
+        index = self._count
+        self._count += 1
+        meta = self._metadata  # (the shared one, checked here: a call less on every entry)
+        if extra or meta is None or meta.session_id != self.session_id or meta.model != self.model:
+            meta = self.metadata(**extra)
+        self._entries[index] = build(
+            NormalizedEntry, index=index, timestamp=ts, type=type_, content=content, metadata=meta
         )
         self._touched[index] = "add"
-        self._track(index, type_)
+        if type_.kind == "tool_use":
+            self._track(index, type_)
         return index
 
     def put(self, index: int | None, type_: EntryType, content: str, ts: datetime | None = None) -> int:
         """Add an entry, or, given the ``index`` of one added before, revise its type and content
         (a plan the agent updates in place); the entry's index either way."""
-        if index is None:
+        if index is None or index not in self._entries:  # (a bounded log's released entry: anew)
             return self.add(type_, content, ts)
         self.replace(index, type=type_, content=content)
         return index
 
     def replace(self, index: int, **changes: Any) -> None:
+        if self._window is not None and index not in self._entries:
+            raise EntryReleased(index)
         if "content" in changes:
             self._texts.pop(index, None)
             self._grown.discard(index)
@@ -127,7 +176,7 @@ class EntryLog:
     def append_text(self, index: int, piece: str) -> None:
         """Add ``piece`` to the end of the entry's content."""
         if piece:
-            self.streamed(index).append(piece)
+            self.streamed(index).append(piece)  # (raises EntryReleased before anything changes)
             self._grown.add(index)
             self._touched.setdefault(index, "replace")
 
@@ -135,6 +184,8 @@ class EntryLog:
         """Run ``update`` (which changes the entry) once, before the entry is next read or drained:
         an update that is costly to build (a command's whole output so far) runs once per batch of
         patches, not once per line.  A later ``update`` for the same entry replaces this one."""
+        if self._window is not None and index not in self._entries:
+            raise EntryReleased(index)
         self._refresh[index] = update
         self._touched.setdefault(index, "replace")
 
@@ -147,7 +198,10 @@ class EntryLog:
 
     def get(self, index: int) -> NormalizedEntry:
         self._materialize(index)
-        return self._entries[index]
+        entry = self._entries.get(index)
+        if entry is None:
+            raise EntryReleased(index)
+        return entry
 
     def tool(self, index: int) -> ToolUseEntry | None:
         """The tool call at ``index`` (None if that entry is not a tool call)."""
@@ -177,7 +231,8 @@ class EntryLog:
         :data:`SHOWN_LINE_CHARS` characters.  Past :data:`MAX_PROTOCOL_ERRORS` such entries, one
         summary entry counts the rest, so a flood of garbage lines costs one entry, not one each."""
         if self._protocol_errors >= MAX_PROTOCOL_ERRORS:
-            if self._protocol_summary is None:
+            if self._protocol_summary is None or self._protocol_summary[0] not in self._entries:
+                # (the first one past the cap; or a bounded log let the summary go: a new one)
                 index = self.error(_summary_text(1), "protocol_error", ts)
                 self._protocol_summary, self._summary_shown = (index, 1), 1
             else:
@@ -193,16 +248,59 @@ class EntryLog:
 
     def drain(self) -> list[EntryPatch]:
         """The patches since the last drain."""
-        self._show_summary()
-        if not self._touched:
+        if self._protocol_summary is not None:
+            self._show_summary()
+        touched = self._touched
+        if not touched:
             return []
-        entries, materialize = self._entries, self._materialize
+        entries = self._entries
+        lazy = bool(self._pending or self._grown or self._refresh)  # else all are up to date
         out = []
-        for index, op in self._touched.items():
-            materialize(index)
-            out.append(build(EntryPatch, op=op, index=index, entry=entries[index]))
-        self._touched.clear()
+        for index, op in touched.items():
+            if lazy:
+                self._materialize(index)
+            out.append(_patch(op, index, entries[index]))
+        touched.clear()
+        if self._window is not None:
+            self._release(self._window)
         return out
+
+    def _release(self, window: int) -> None:
+        """Let go of what a bounded log no longer needs (called after a drain: nothing pending)."""
+        entries, texts, held, open_tools = self._entries, self._texts, self._held, self._open_tools
+        released = 0
+        limit = self._count - window
+        for index in range(self._low, limit):
+            if index in open_tools:
+                held.add(index)
+            else:
+                entries.pop(index, None)
+                texts.pop(index, None)
+                released += 1
+        self._low = max(self._low, limit)
+        for index in self._settled:
+            if index in held and index not in open_tools:
+                held.discard(index)
+                entries.pop(index, None)
+                texts.pop(index, None)
+                released += 1
+        self._settled.clear()
+        self._released += released
+        if self._released >= window:  # swept once per ``window`` releases: linear overall
+            self._sweep()
+
+    def _sweep(self) -> None:
+        entries = self._entries
+        for table, alive in self._tables:
+            if alive is None:
+                dead = [key for key, index in table.items() if index not in entries]
+            else:
+                dead = [key for key, value in table.items() if not alive(value)]
+            for key in dead:
+                del table[key]
+        for hook in self._sweep_hooks:
+            hook()
+        self._released = 0
 
     def _show_summary(self) -> None:
         """Bring the summary entry's count up to date: once per drain, not once per garbage line."""
@@ -221,13 +319,18 @@ class EntryLog:
         changes = self._pending.get(index)
         if changes is not None and "type" in changes:
             return changes["type"]  # type: ignore[no-any-return]
-        return self._entries[index].type
+        entry = self._entries.get(index)
+        if entry is None:
+            raise EntryReleased(index)
+        return entry.type
 
     def _track(self, index: int, type_: EntryType) -> None:
         if isinstance(type_, ToolUse) and type_.tool.status in OPEN_STATUSES:
             self._open_tools[index] = None
-        else:
-            self._open_tools.pop(index, None)
+        elif index in self._open_tools:
+            del self._open_tools[index]
+            if index < self._low:  # held by a bounded log while open: let go at the next drain
+                self._settled.append(index)
 
     def _materialize(self, index: int) -> None:
         if self._refresh and index in self._refresh:
@@ -262,6 +365,27 @@ class Normalizer(abc.ABC):
         self.log = EntryLog()
         self.turn_statuses: list[TurnStatus] = []
 
+    def bound(self, window: int = DEFAULT_WINDOW) -> None:
+        """Flat memory for a consumer that streams the patches: see :meth:`EntryLog.bound`.
+        Only the last few :attr:`turn_statuses` are kept then."""
+        self.log.bound(window)
+        self.log.after_sweep(self._trim_turns)
+
+    def _trim_turns(self) -> None:
+        del self.turn_statuses[:-16]
+
+    def released(self, exc: EntryReleased, line: str, ts: datetime | None) -> None:
+        """A line that changes an entry a bounded log let go of: an error entry saying so (the
+        consumer holds the entry as it was last sent)."""
+        self.log.error(
+            f"A late line changed entry {exc.index}, which streaming replay no longer holds; "
+            "the change is not shown",
+            "entry_released",
+            ts,
+            content=line if len(line) <= SHOWN_LINE_CHARS else line[:SHOWN_LINE_CHARS] + " [...]",
+            released_index=exc.index,
+        )
+
     @abc.abstractmethod
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
         """Consume one chunk; return the patches it produced."""
@@ -277,6 +401,8 @@ class Normalizer(abc.ABC):
         error entry; ``restart`` (a new process continues the run) flushes partial lines."""
         try:
             self.on_note(event, ts)
+        except EntryReleased as exc:
+            self.released(exc, _event_text(event), ts)
         except Exception as exc:
             if self.strict:
                 raise
@@ -356,6 +482,8 @@ class LineNormalizer(Normalizer):
         # the wrong type, a shape never seen), it costs that line only, never the run.
         try:
             self.feed_line(line, stream, ts)
+        except EntryReleased as exc:
+            self.released(exc, line, ts)
         except Exception as exc:
             if self.strict:
                 raise
@@ -396,6 +524,22 @@ class LineNormalizer(Normalizer):
         # A partial line of the old process must not be glued to the new one's first line.
         self._flush_framers(ts)
         super().restart(reason, ts)
+
+
+_PATCH_FIELDS = {"op", "index", "entry"}
+_new_patch = EntryPatch.__new__
+_set = object.__setattr__
+
+
+def _patch(op: str, index: int, entry: NormalizedEntry) -> EntryPatch:
+    """``build(EntryPatch, ...)`` for the one model made for every entry of every drain: the
+    field set is shared (pydantic never changes it in place, and nothing here reads it)."""
+    new = _new_patch(EntryPatch)
+    _set(new, "__dict__", {"op": op, "index": index, "entry": entry})
+    _set(new, "__pydantic_fields_set__", _PATCH_FIELDS)
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
 
 
 def _summary_text(count: int) -> str:

@@ -85,6 +85,26 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         self._saw_stdin_user = False
         self._shown_api_error: str | None = None
         self.results: list[TurnResult] = []
+        log = self.log
+        log.track(self._tools)
+        # A block still streaming stays whatever its entry (a hidden block has none).
+        log.track(self._blocks, lambda block: block.index in log or not block.has_full)
+        log.after_sweep(self._forget)
+
+    def _forget(self) -> None:
+        """(A bounded log dropped the blocks of released entries: the rows hanging off them go.)"""
+        messages = {mid for mid, _ in self._blocks}
+        for table in (self._next_block, self._open_block):
+            for mid in [m for m in table if m not in messages]:
+                del table[mid]
+        for mid, idx in list(self._open_block.items()):
+            if (mid, idx) not in self._blocks:
+                del self._open_block[mid]
+        for parent in [p for p in self._stream_msg if p is not None and p not in self._tools]:
+            del self._stream_msg[parent]
+        for request_id in [r for r, t in self._approval_tool.items() if t not in self._tools]:
+            del self._approval_tool[request_id]
+        del self.results[:-16]
 
     # --- dispatch -----------------------------------------------------------------------------
 

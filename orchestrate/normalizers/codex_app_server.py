@@ -100,6 +100,14 @@ class CodexAppServerNormalizer(LineNormalizer):
         self._window: int | None = None
         self._cwd: str | None = None
         self._shown_error: str | None = None
+        self.log.track(self._items)
+        self.log.track(self._per_turn)
+        self.log.after_sweep(self._forget)
+
+    def _forget(self) -> None:
+        """(A bounded log dropped released items: their streamed output goes too.)"""
+        for item_id in [i for i in self._output if i not in self._items]:
+            del self._output[item_id]
 
     # --- dispatch -----------------------------------------------------------------------------
 

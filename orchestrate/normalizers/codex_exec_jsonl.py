@@ -38,6 +38,7 @@ from ..entries import (
 from .actions import describe
 from .base import LineNormalizer, Stream
 from .codex_items import display_command
+from .evolve import make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count, json_object
 from .values import obj as _dict
@@ -45,6 +46,7 @@ from .values import text as _s
 
 __all__ = ["CodexExecNormalizer"]
 
+_FINAL: dict[str, ToolStatus] = {"completed": "success", "failed": "failed", "declined": "denied"}
 _USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_input_tokens")
 
 
@@ -59,11 +61,12 @@ class CodexExecNormalizer(LineNormalizer):
         self._turn_open = False
         self._cwd: str | None = None
         self._shown_error: str | None = None
+        self.log.track(self._items)
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
         if stream == "stdin":  # the prompt, as plain text: one user message, however it is chunked
             piece = self._stdin_decoder.decode(chunk)
-            if self._prompt_index is None:
+            if self._prompt_index is None or self._prompt_index not in self.log:
                 self._prompt_index = self.log.add(USER, piece, ts)
             else:
                 self.log.append_text(self._prompt_index, piece)
@@ -125,35 +128,50 @@ class CodexExecNormalizer(LineNormalizer):
             case "file_change":
                 changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
                 kinds = {"add": "create", "delete": "delete"}
-                action = FileEdit(
+                action = make(
+                    FileEdit,
                     path=", ".join(_s(c.get("path")) for c in changes),
                     # exec reports which files changed, not how: no diff to show (use app-server for diffs).
-                    changes=tuple(FileChange(type=kinds.get(_s(c.get("kind")), "edit")) for c in changes),  # type: ignore[arg-type]
+                    changes=tuple(
+                        make(FileChange, type=kinds.get(_s(c.get("kind")), "edit")) for c in changes
+                    ),
                 )
                 self._tool(item_id, "fileChange", action, completed, _s(item.get("status")), ts)
             case "web_search":
                 self._tool(
-                    item_id, "webSearch", Search(query=_s(item.get("query"))), completed, "completed", ts
+                    item_id,
+                    "webSearch",
+                    make(Search, query=_s(item.get("query"))),
+                    completed,
+                    "completed",
+                    ts,
                 )
             case "mcp_tool_call":
                 name = f"mcp:{_s(item.get('server'))}/{_s(item.get('tool'))}"
-                action = GenericTool(
-                    tool_name=name, args=item.get("arguments"), result=item.get("result") or item.get("error")
+                action = make(
+                    GenericTool,
+                    tool_name=name,
+                    args=item.get("arguments"),
+                    result=item.get("result") or item.get("error"),
                 )
                 self._tool(item_id, name, action, completed, _s(item.get("status")), ts)
             case "todo_list":
                 items = tuple(
-                    PlanItem(
-                        content=_s(t.get("text")), status="completed" if t.get("completed") else "pending"
+                    make(
+                        PlanItem,
+                        content=_s(t.get("text")),
+                        status="completed" if t.get("completed") else "pending",
                     )
                     for t in item.get("items") or []
                     if isinstance(t, dict)
                 )
-                self._items[item_id] = self.log.put(self._items.get(item_id), Plan(items=items), "Plan", ts)
+                self._items[item_id] = self.log.put(
+                    self._items.get(item_id), make(Plan, items=items), "Plan", ts
+                )
             case "error":
                 self.log.error(_s(item.get("message")), "agent_warning", ts)
             case _:
-                action = GenericTool(tool_name=kind or "unknown", args=item)
+                action = make(GenericTool, tool_name=kind or "unknown", args=item)
                 self._tool(item_id, kind or "unknown", action, completed, _s(item.get("status")), ts)
 
     def _text(self, item_id: str, type_: AssistantMessage | Thinking, text: str, ts: datetime | None) -> None:
@@ -165,13 +183,14 @@ class CodexExecNormalizer(LineNormalizer):
 
     def _command(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
         exit_code = item.get("exit_code")
-        result = CommandResult(
-            exit_code=exit_code if isinstance(exit_code, int) else None,
-            stdout=_s(item.get("aggregated_output")) or None,
-        )
-        action = CommandRun(
-            command=display_command(_s(item.get("command"))), result=result if completed else None
-        )
+        result = None
+        if completed:  # (an int as pydantic would make it: True is 1)
+            result = make(
+                CommandResult,
+                exit_code=int(exit_code) if isinstance(exit_code, int) else None,
+                stdout=_s(item.get("aggregated_output")) or None,
+            )
+        action = make(CommandRun, command=display_command(_s(item.get("command"))), result=result)
         status = _s(item.get("status"))
         if completed and status == "completed" and exit_code not in (0, None):
             status = "failed"
@@ -180,16 +199,13 @@ class CodexExecNormalizer(LineNormalizer):
     def _tool(
         self, item_id: str, name: str, action: Any, completed: bool, status: str, ts: datetime | None
     ) -> None:
-        index = self._items.get(item_id)
-        if index is None:
-            tool = ToolUseEntry(tool_name=name, action=action, tool_call_id=item_id)
-            index = self._items[item_id] = self.log.add(ToolUse(tool=tool), describe(action, self._cwd), ts)
         new: ToolStatus = "running"
         if completed:
-            new = {"completed": "success", "failed": "failed", "declined": "denied"}.get(status, "success")  # type: ignore[assignment]
+            new = _FINAL.get(status, "success")
         output = action.result.stdout if isinstance(action, CommandRun) and action.result else None
         result = (
-            ToolResult(
+            make(
+                ToolResult,
                 success=new == "success",
                 data=output if new == "success" else None,
                 error=output if new == "failed" else None,
@@ -197,7 +213,14 @@ class CodexExecNormalizer(LineNormalizer):
             if completed
             else None
         )
-        self.log.update_tool(index, action=action, status=new, result=result)
+        index = self._items.get(item_id)
+        if index is None:  # a new call, built as it is now (not built, then changed)
+            tool = make(
+                ToolUseEntry, tool_name=name, action=action, status=new, result=result, tool_call_id=item_id
+            )
+            self._items[item_id] = self.log.add(make(ToolUse, tool=tool), describe(action, self._cwd), ts)
+        else:
+            self.log.update_tool(index, action=action, status=new, result=result)
 
     def _turn_end(self, status: str, ts: datetime | None, usage: dict[str, Any] | None = None) -> None:
         self._turn_open = False
@@ -209,13 +232,15 @@ class CodexExecNormalizer(LineNormalizer):
             cumulative = self._previous_total is None and self._resumed
             self._previous_total = total
             self.log.add(
-                TokenUsageEntry(
-                    usage=TokenUsage(
+                make(
+                    TokenUsageEntry,
+                    usage=make(
+                        TokenUsage,
                         input_tokens=turn["input_tokens"],
                         output_tokens=turn["output_tokens"],
                         cache_read_tokens=turn["cached_input_tokens"],
                         cache_write_tokens=turn["cache_write_input_tokens"],
-                    )
+                    ),
                 ),
                 "",
                 ts,

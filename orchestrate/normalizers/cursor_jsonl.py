@@ -40,7 +40,7 @@ from ..entries import (
 from .actions import describe
 from .base import LineNormalizer, Stream
 from .diffs import diff_texts
-from .evolve import evolve
+from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count, json_object, obj, text
 
@@ -65,6 +65,7 @@ class CursorNormalizer(LineNormalizer):
         self._cwd: str | None = None
         self._events = 0
         self._exit_reported = False
+        self.log.track(self._tools)
 
     # --- dispatch -----------------------------------------------------------------------------
 
@@ -166,17 +167,25 @@ class CursorNormalizer(LineNormalizer):
         result = obj(body.get("result"))
         action, name = _action(kind, args, result)
         index = self._tools.get(call_id)
+        completed = event.get("subtype") == "completed"
         if index is None:
-            tool = ToolUseEntry(tool_name=name, action=action, tool_call_id=call_id or None, status="running")
-            index = self._tools[call_id] = self.log.add(ToolUse(tool=tool), describe(action, self._cwd), ts)
-        if event.get("subtype") != "completed":
+            tool = make(
+                ToolUseEntry, tool_name=name, action=action, tool_call_id=call_id or None, status="running"
+            )
+            index = self._tools[call_id] = self.log.add(
+                make(ToolUse, tool=tool), describe(action, self._cwd), ts
+            )
+            if not completed:
+                return  # (built as it is now: nothing to change)
+        if not completed:
             self.log.update_tool(index, action=action)
             return
         failure = obj(result.get("failure"))
         success = "failure" not in result
         detail = obj(result.get("success")) if success else failure
         message = text(detail.get("stderr") or detail.get("error") or detail.get("message")) or None
-        outcome = ToolResult(
+        outcome = make(
+            ToolResult,
             success=success,
             data=detail or None if success else None,
             error=None if success else message or orjson.dumps(failure).decode(),
@@ -191,13 +200,15 @@ class CursorNormalizer(LineNormalizer):
 
     def _todos(self, args: dict[str, Any], ts: datetime | None) -> None:
         items = tuple(
-            PlanItem(
-                content=text(t.get("content")), status=_TODO_STATUS.get(text(t.get("status")), "pending")
+            make(
+                PlanItem,
+                content=text(t.get("content")),
+                status=_TODO_STATUS.get(text(t.get("status")), "pending"),
             )
             for t in args.get("todos") or []
             if isinstance(t, dict)
         )
-        self._plan = self.log.put(self._plan, Plan(items=items), "Plan", ts)
+        self._plan = self.log.put(self._plan, make(Plan, items=items), "Plan", ts)
 
     # --- the end ------------------------------------------------------------------------------
 
@@ -205,13 +216,15 @@ class CursorNormalizer(LineNormalizer):
         self._close_text()
         usage = obj(event.get("usage"))
         self.log.add(
-            TokenUsageEntry(
-                usage=TokenUsage(
+            make(
+                TokenUsageEntry,
+                usage=make(
+                    TokenUsage,
                     input_tokens=count(usage.get("inputTokens")),
                     output_tokens=count(usage.get("outputTokens")),
                     cache_read_tokens=count(usage.get("cacheReadTokens")),
                     cache_write_tokens=count(usage.get("cacheWriteTokens")),
-                )
+                ),
             ),
             "",
             ts,
@@ -265,44 +278,49 @@ def _action(kind: str, args: dict[str, Any], result: dict[str, Any]) -> tuple[Ac
     detail = obj(result.get("success")) or obj(result.get("failure")) or result
     match kind:
         case "shellToolCall":
-            command = CommandRun(command=text(args.get("command")))
+            command = make(CommandRun, command=text(args.get("command")))
             if result:
                 exit_code = detail.get("exitCode")
-                outcome = CommandResult(
-                    exit_code=exit_code if isinstance(exit_code, int) else None,
+                outcome = make(
+                    CommandResult,
+                    exit_code=int(exit_code) if isinstance(exit_code, int) else None,  # (True is 1)
                     stdout=text(detail.get("stdout")) or None,
                     stderr=text(detail.get("stderr")) or None,
                 )
                 command = evolve(command, result=outcome)
             return command, "shell"
         case "readToolCall":
-            return FileRead(path=path), "read"
+            return make(FileRead, path=path), "read"
         case "lsToolCall":
-            return FileRead(path=path), "ls"
+            return make(FileRead, path=path), "ls"
         case "writeToolCall":
             content = text(args.get("fileText") or args.get("contents") or args.get("content"))
             diff = diff_texts(path, "", content, created=True)
-            return FileWrite(path=path, changes=(FileChange(type="create", unified_diff=diff),)), "write"
+            return make(
+                FileWrite, path=path, changes=(make(FileChange, type="create", unified_diff=diff),)
+            ), "write"
         case "editToolCall":
-            return FileEdit(path=path, changes=_edit_changes(path, args, detail)), "edit"
+            return make(FileEdit, path=path, changes=_edit_changes(path, args, detail)), "edit"
         case "deleteToolCall":
-            return FileEdit(path=path, changes=(FileChange(type="delete"),)), "delete"
+            return make(FileEdit, path=path, changes=(make(FileChange, type="delete"),)), "delete"
         case "globToolCall":
-            return Search(
-                query=text(args.get("globPattern")), path=text(args.get("targetDirectory")) or None
+            return make(
+                Search, query=text(args.get("globPattern")), path=text(args.get("targetDirectory")) or None
             ), "glob"
         case "grepToolCall":
-            return Search(query=text(args.get("pattern")), path=path or None), "grep"
+            return make(Search, query=text(args.get("pattern")), path=path or None), "grep"
         case "semSearchToolCall":
             dirs = args.get("targetDirectories") or []
-            return Search(query=text(args.get("query")), path=", ".join(map(str, dirs)) or None), "semSearch"
+            return make(
+                Search, query=text(args.get("query")), path=", ".join(map(str, dirs)) or None
+            ), "semSearch"
         case "mcpToolCall":
             name = (
                 f"mcp:{text(args.get('providerIdentifier'))}:{text(args.get('toolName') or args.get('name'))}"
             )
-            return GenericTool(tool_name=name, args=args.get("args"), result=result or None), name
+            return make(GenericTool, tool_name=name, args=args.get("args"), result=result or None), name
     name = kind.removesuffix("ToolCall") or "tool"
-    return GenericTool(tool_name=name, args=args or None, result=result or None), name
+    return make(GenericTool, tool_name=name, args=args or None, result=result or None), name
 
 
 def _edit_changes(path: str, args: dict[str, Any], detail: dict[str, Any]) -> tuple[FileChange, ...]:
@@ -310,11 +328,12 @@ def _edit_changes(path: str, args: dict[str, Any], detail: dict[str, Any]) -> tu
     result's ``diffString``."""
     patch = text(obj(args.get("applyPatch")).get("patchContent"))
     if patch:
-        return (FileChange(type="edit", unified_diff=patch),)
+        return (make(FileChange, type="edit", unified_diff=patch),)
     replace = obj(args.get("strReplace"))
     if replace:
         return (
-            FileChange(
+            make(
+                FileChange,
                 type="edit",
                 unified_diff=diff_texts(path, text(replace.get("oldText")), text(replace.get("newText"))),
             ),
@@ -322,10 +341,12 @@ def _edit_changes(path: str, args: dict[str, Any], detail: dict[str, Any]) -> tu
     edits = [e for e in obj(args.get("multiStrReplace")).get("edits") or [] if isinstance(e, dict)]
     if edits:
         return tuple(
-            FileChange(
-                type="edit", unified_diff=diff_texts(path, text(e.get("oldText")), text(e.get("newText")))
+            make(
+                FileChange,
+                type="edit",
+                unified_diff=diff_texts(path, text(e.get("oldText")), text(e.get("newText"))),
             )
             for e in edits
         )
     diff = text(detail.get("diffString"))
-    return (FileChange(type="edit", unified_diff=diff or None),)
+    return (make(FileChange, type="edit", unified_diff=diff or None),)

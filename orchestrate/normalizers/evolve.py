@@ -12,8 +12,9 @@ from __future__ import annotations
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from pydantic_core import PydanticUndefined
 
-__all__ = ["build", "evolve"]
+__all__ = ["build", "evolve", "make"]
 
 M = TypeVar("M", bound=BaseModel)
 _set = object.__setattr__
@@ -45,3 +46,40 @@ def build(cls: type[M], /, **fields: Any) -> M:
     _set(new, "__pydantic_extra__", None)
     _set(new, "__pydantic_private__", None)
     return new
+
+
+# Per model class: (every field's default in declaration order, the fields that have none).
+_DEFAULTS: dict[type[BaseModel], tuple[dict[str, Any], frozenset[str]]] = {}
+
+
+def make(cls: type[M], /, **fields: Any) -> M:
+    """``cls(**fields)`` without validation, the defaults filled in: for a model the normalizer
+    builds from values whose types it has already made sure of (the ``values`` helpers give a
+    ``str``, an ``int``, a ``dict``), once or more per line.  Required fields must be given and
+    unknown ones are refused, as the validating constructor would; nothing else is checked."""
+    known = _DEFAULTS.get(cls)
+    if known is None:
+        known = _DEFAULTS[cls] = _defaults(cls)
+    defaults, required = known
+    values = defaults.copy()
+    values.update(fields)
+    if len(values) != len(defaults) or not required.issubset(fields):
+        raise TypeError(f"{cls.__name__}: unknown or missing fields in {sorted(fields)}")
+    new = cls.__new__(cls)
+    _set(new, "__dict__", values)
+    _set(new, "__pydantic_fields_set__", set(fields))
+    _set(new, "__pydantic_extra__", None)
+    _set(new, "__pydantic_private__", None)
+    return new
+
+
+def _defaults(cls: type[BaseModel]) -> tuple[dict[str, Any], frozenset[str]]:
+    defaults: dict[str, Any] = {}
+    required = set()
+    for name, info in cls.model_fields.items():
+        if info.default_factory is not None:
+            raise TypeError(f"{cls.__name__}.{name} has a default factory: use the constructor")
+        if info.default is PydanticUndefined:
+            required.add(name)
+        defaults[name] = info.default
+    return defaults, frozenset(required)

@@ -46,6 +46,7 @@ class TerminalScreenNormalizer(Normalizer):
         self._prompt_lines: set[str] = set()
         self._answer: int | None = None
         self._tools: dict[str, int] = {}
+        self.log.track(self._tools)
         self._turn_open = False
         self._interrupted = False
 
