@@ -374,6 +374,18 @@ def _alias(args: tuple[Word, ...]) -> Unwrapped:
     return Unwrapped(script=script, transparent=False, problems=("defines an alias",))
 
 
+def _rebinds(what: str, letter: str) -> _Handler:
+    """``hash -p PATH NAME`` and ``enable -f LIB NAME``: later uses of NAME run something else, so no
+    later command of the line is what its name says (``hash -p /bin/rm git; git -rf x`` is ``rm``)."""
+
+    def handle(args: tuple[Word, ...]) -> Unwrapped:
+        if any(not w.literal or (w.text.startswith("-") and letter in w.text[1:]) for w in args):
+            return Unwrapped(transparent=False, problems=(f"{what} rebinds a command name",))
+        return Unwrapped(transparent=False)
+
+    return handle
+
+
 def _busybox(args: tuple[Word, ...]) -> Unwrapped:
     return Unwrapped(inner=(args,) if args else (), transparent=bool(args))
 
@@ -403,4 +415,6 @@ _HANDLERS: dict[str, _Handler] = {
     "busybox": _busybox,
     "trap": _trap,
     "alias": _alias,
+    "hash": _rebinds("hash -p", "p"),
+    "enable": _rebinds("enable -f", "f"),
 }
