@@ -318,8 +318,9 @@ def _permission_for(path: Path, new_text: str, kind: str = "edit") -> Step:
 
 async def test_a_write_the_person_just_approved_is_not_asked_again(work: Path) -> None:
     service = Recorder(AutoApprove())
-    a, hook = work / "a.txt", work / ".git" / "config"
+    a, hook, upper = work / "a.txt", work / ".git" / "config", work / ".GIT" / "config"
     hook.parent.mkdir()
+    upper.parent.mkdir()
     answers, _ = await script(
         work,
         [
@@ -330,6 +331,9 @@ async def test_a_write_the_person_just_approved_is_not_asked_again(work: Path) -
             ("fs/write_text_file", {"path": str(a), "content": "something else\n"}),  # not what was shown
             _permission_for(hook, "[core]\n"),
             ("fs/write_text_file", {"path": str(hook), "content": "[core]\n"}),  # .git/: always asked
+            _permission_for(upper, "[core]\n"),
+            # .GIT is .git on a case-insensitive filesystem (macOS): always asked too
+            ("fs/write_text_file", {"path": str(upper), "content": "[core]\n"}),
         ],
         service,
     )
@@ -338,6 +342,8 @@ async def test_a_write_the_person_just_approved_is_not_asked_again(work: Path) -
         "edit a.txt",
         "fs/write_text_file",
         "edit a.txt",
+        "fs/write_text_file",
+        "edit config",
         "fs/write_text_file",
         "edit config",
         "fs/write_text_file",

@@ -141,7 +141,8 @@ class AcpTools:
         refusal = write_refusal(self.ctx.approvals, str(real), str(root))  # deny rules, always first
         if refusal is not None:
             raise RpcError(INVALID_PARAMS, f"writing {path} was refused: {refusal}")
-        in_git = ".git" in real.relative_to(root).parts
+        # Compared without case: on a case-insensitive filesystem (macOS) .GIT/hooks is .git/hooks.
+        in_git = ".git" in (part.casefold() for part in real.relative_to(root).parts)
         if not in_git and self._use_grant(real, content):
             return
         request = ApprovalRequest(
