@@ -116,6 +116,22 @@ async def test_each_answer(terminal: tuple[TerminalPrompt, Person]) -> None:
     assert prompt.unanswered == 0
 
 
+async def test_the_question_says_what_always_would_cover(terminal: tuple[TerminalPrompt, Person]) -> None:
+    prompt, person = terminal
+    decisions: list[ApprovalDecision] = []
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(asked, prompt, req("git log --oneline; pytest -q"), decisions)
+        shown = await person.question()
+        person.type("a\n")
+    assert "[a] covers from now on: Bash: git log; Bash: pytest" in shown
+    assert decisions[0].for_session
+    async with anyio.create_task_group() as tg:  # a redirection: "always" is that exact line only
+        tg.start_soon(asked, prompt, req("echo x >out.txt"), decisions)
+        shown = await person.question()
+        person.type("n\n\n")
+    assert "[a] covers from now on: Bash: exactly 'echo x >out.txt'" in shown
+
+
 async def test_a_line_typed_before_the_question_is_not_its_answer(
     terminal: tuple[TerminalPrompt, Person],
 ) -> None:

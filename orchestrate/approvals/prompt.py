@@ -23,6 +23,7 @@ import anyio
 from ..errors import ConfigError
 from .base import ApprovalDecision, ApprovalRequest
 from .display import escape, question_lines
+from .scopes import always_scopes
 
 __all__ = ["NOBODY", "NoTerminalError", "TerminalPrompt"]
 
@@ -184,7 +185,7 @@ class TerminalPrompt:
 
     async def _ask(self, term: _Terminal, request: ApprovalRequest) -> ApprovalDecision:
         term.discard_typed_ahead()
-        term.write("\n" + "\n".join(question_lines(request)) + f"\n  {_HELP}\n")
+        term.write("\n" + "\n".join(question_lines(request)) + f"\n  {_HELP}\n{_always_line(request)}")
         self._stopped = False
         decision: ApprovalDecision | None = None
         try:
@@ -229,3 +230,15 @@ class TerminalPrompt:
     def _say(self, term: _Terminal, what: str) -> None:
         # Clear the half-written answer line, then say what became of the question.
         term.write(("\r\x1b[2K" if os.isatty(term.fd_out) else "\n") + f"  ({what})\n")
+
+
+def _always_line(request: ApprovalRequest) -> str:
+    """What ``a`` would approve from now on, said before the person answers (empty when "always"
+    would cover only this exact call)."""
+    try:
+        scopes = always_scopes(request)
+    except Exception:  # showing the scope must never stop the question being asked
+        return ""
+    if not scopes:
+        return ""
+    return f"  [a] covers from now on: {escape('; '.join(scopes))[:300]}\n"
