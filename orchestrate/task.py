@@ -24,6 +24,11 @@ class Task(BaseModel):
     )
     env: dict[str, str] = Field(default_factory=dict, description="overrides, applied last")
     timeout: float | None = Field(default=None, gt=0, description="seconds for the whole run")
+    startup_timeout: float | None = Field(
+        default=None,
+        gt=0,
+        description="seconds for the agent's first output; none by then stops the run as timed out",
+    )
     approval_timeout: float | None = Field(default=600.0, gt=0, description="seconds per approval")
     raw_log: Path | None = Field(default=None, description="where to write the raw log")
     redact_raw_log: bool = Field(

@@ -59,6 +59,10 @@ if TYPE_CHECKING:
 __all__ = ["main"]
 
 EXIT_UNANSWERED = 1
+# A person at a terminal should never wait on a run for ever: two hours for the whole run, two minutes
+# for the agent's first output (a `npx -y` first download included); 0 lifts either.
+DEFAULT_RUN_TIMEOUT = 7200.0
+DEFAULT_STARTUP_TIMEOUT = 120.0
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
 
@@ -143,7 +147,20 @@ def main() -> None:
     is_flag=True,
     help="Keep secrets in the raw log (for debugging; also ORCHESTRATE_REDACT=0).",
 )
-@click.option("--timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds for the whole run.")
+@click.option(
+    "--timeout",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_RUN_TIMEOUT,
+    show_default=True,
+    help="Seconds for the whole run (0: no limit); past it the run stops as timed out.",
+)
+@click.option(
+    "--startup-timeout",
+    type=click.FloatRange(min=0),
+    default=DEFAULT_STARTUP_TIMEOUT,
+    show_default=True,
+    help="Seconds for the agent's first output (0: no limit); a CLI silent that long is stopped.",
+)
 @click.option(
     "--output",
     type=click.Choice(["text", "jsonl"]),
@@ -175,7 +192,8 @@ def run(
     stable_seconds: float | None,
     record: Path | None,
     no_redact: bool,
-    timeout: float | None,
+    timeout: float,
+    startup_timeout: float,
     output: str,
     verbose: bool,
     prompt: str,
@@ -218,7 +236,8 @@ def run(
             fork=fork,
             resume_fallback=resume_fallback,
             env=env,
-            timeout=timeout,
+            timeout=timeout or None,
+            startup_timeout=startup_timeout or None,
             approval_timeout=approval_timeout,
             raw_log=record,
             redact_raw_log=not no_redact,

@@ -72,6 +72,7 @@ class Run:
         self._stack: AsyncExitStack | None = None
         self._rawlog: RawLogWriter | None = None
         self._stop_reason: Outcome | None = None
+        self._output_seen = False  # any output from the agent in this attempt yet
         self._started = time.monotonic()
         self._last_ts: datetime | None = None
         self.pids: list[int] = []
@@ -239,6 +240,9 @@ class Run:
                 driver = self._driver = driver_for(self.executor)(ctx)
                 tg.start_soon(process.pump, chunks_in)
                 tg.start_soon(self._consume, chunks_out, driver, eof)
+                self._output_seen = False
+                if task.startup_timeout is not None:
+                    tg.start_soon(self._startup_watchdog, task.startup_timeout)
                 with anyio.CancelScope() as self._scope:
                     if self._stop_reason == "cancelled":  # cancel() came before the scope existed
                         self._scope.cancel()
@@ -282,6 +286,18 @@ class Run:
                 }
             )
 
+    async def _startup_watchdog(self, seconds: float) -> None:
+        """No output at all within ``seconds`` of the spawn (a CLI stuck before it says anything: a
+        download, a lock, a dead dependency): the run stops as timed out, with its own code.  The
+        attempt's task group cancels this when the attempt ends."""
+        await anyio.sleep(seconds)
+        if self._output_seen or self._scope is None:
+            return
+        self._stop_reason = "timed_out"
+        message = f"the agent printed nothing within {seconds:g} s of starting"
+        self._note({"type": "run_error", "code": "startup_timeout", "message": message})
+        self._scope.cancel()
+
     async def _close_when_idle(self, driver: Driver, task: Task, eof: anyio.Event) -> None:
         if task.keep_open:
             return
@@ -302,6 +318,7 @@ class Run:
             async with chunks:
                 async for chunk in chunks:
                     self._feed(chunk)
+                    self._output_seen = True  # a sign of life, for the start-up watchdog
                     if chunk.stream == "stdout":
                         await self._to_driver(driver.on_output, chunk.data)
                         for line in framer.feed(chunk.data):
