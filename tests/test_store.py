@@ -394,3 +394,18 @@ def test_store_errors_are_orchestrate_errors() -> None:
     from orchestrate import OrchestrateError
 
     assert issubclass(StoreError, OrchestrateError)
+
+
+def test_the_fast_schema_check_knows_alembics_head(tmp_path: Path) -> None:
+    """Store.open tells a current store by one query against database.HEAD, without importing
+    Alembic; HEAD must be the newest migration, or a store would be taken as current too early."""
+    from orchestrate.store import database
+
+    assert head_revision() == database.HEAD
+    engine = database.connect(f"sqlite:///{tmp_path / 'fast.db'}")
+    try:
+        assert not database.is_current(engine)  # empty
+        database.migrate(engine)
+        assert database.is_current(engine)
+    finally:
+        engine.dispose()

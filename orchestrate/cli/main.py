@@ -48,7 +48,6 @@ from ..run import Run, RunResult
 from ..task import Task
 from .live import LiveView, ViewPrompt
 from .render import TextRenderer, usage_summary
-from .tasks import record_run, register
 
 if TYPE_CHECKING:
     from ..testing.conformance import Cell
@@ -83,7 +82,32 @@ def _translate(exc: OrchestrateError) -> CliError:
     return CliError(str(exc), 1)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+_TASK_COMMANDS = frozenset(
+    {"submit", "tasks", "show", "follow", "cancel", "retry", "send", "approvals", "approve", "deny", "worker"}
+)
+
+
+class _Group(click.Group):
+    """The task commands live in cli/tasks.py, which imports the store and the engine (SQLAlchemy):
+    loaded when one of them is asked for or the commands are listed, so the others start without."""
+
+    def _load_tasks(self) -> None:
+        if "submit" not in self.commands:
+            from .tasks import register
+
+            register(self)
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        self._load_tasks()
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in _TASK_COMMANDS:
+            self._load_tasks()
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="agent-orchestrate")
 def main() -> None:
     """Run coding-agent CLIs and stream what they do as one typed entry model.
@@ -248,6 +272,8 @@ def run(
         stored: dict[str, int] | None = None
         try:
             # Recorded in the store as a task (`orchestrate tasks`); a store failure only warns.
+            from .tasks import record_run  # the store, on the run's path only once options are read
+
             with record_run(executor_name, options, live, output) as recording:
                 result = anyio.run(_run_live, live, view, asker, recording.cancelled, recording.sink)
                 recording.result = result
@@ -835,6 +861,3 @@ def upgrade(executor_name: str, version: str, no_install: bool, pins: Path, fixt
     click.echo(
         f"{len(changes) - changed} unchanged, {changed} changed: review the .entries.json diffs, then commit"
     )
-
-
-register(main)  # submit, tasks, show, follow, cancel, retry, send, approvals, approve, deny, worker

@@ -6,16 +6,20 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.runtime.migration import MigrationContext
-from alembic.script import ScriptDirectory
-from alembic.util import CommandError
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.exc import OperationalError, ProgrammingError
 
 from .errors import StoreError, StoreVersionError, map_db_errors
+
+if TYPE_CHECKING:
+    from alembic.config import Config
+
+# Alembic costs about 0.3 s to import, on the path of every `orchestrate run` (which records itself in
+# the store): it is imported only to migrate.  A store already at HEAD is told by one query.
+# tests/test_store.py checks that HEAD is Alembic's own head.
+HEAD = "0003"
 
 __all__ = ["connect", "current_revision", "default_url", "downgrade", "head_revision", "home", "migrate"]
 
@@ -77,6 +81,8 @@ def _sqlite_begin(conn: Any) -> None:
 
 
 def _config(engine: Engine) -> Config:
+    from alembic.config import Config
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS))
     cfg.attributes["engine"] = engine
@@ -84,7 +90,9 @@ def _config(engine: Engine) -> Config:
 
 
 def head_revision() -> str:
-    """The newest migration this code knows."""
+    """The newest migration this code knows (asked of Alembic)."""
+    from alembic.script import ScriptDirectory
+
     head = ScriptDirectory.from_config(_config(create_engine("sqlite://"))).get_current_head()
     assert head is not None
     return head
@@ -93,7 +101,20 @@ def head_revision() -> str:
 def current_revision(engine: Engine) -> str | None:
     """The migration the database is at (None: empty)."""
     with map_db_errors("reading the store's schema version"), engine.connect() as conn:
-        return MigrationContext.configure(conn.execution_options(readonly=True)).get_current_revision()
+        try:
+            reader = conn.execution_options(readonly=True)  # a deferred transaction: no write lock
+            rows = reader.execute(text("SELECT version_num FROM alembic_version")).fetchall()
+        except (OperationalError, ProgrammingError) as exc:
+            text_ = str(exc).lower()
+            if "no such table" in text_ or "does not exist" in text_:
+                return None  # an empty store (SQLite / Postgres wording)
+            raise
+    return str(rows[0][0]) if len(rows) == 1 else None
+
+
+def is_current(engine: Engine) -> bool:
+    """Whether the database is at this code's schema (no migration to run)."""
+    return current_revision(engine) == HEAD
 
 
 def migrate(engine: Engine, revision: str = "head") -> None:
@@ -107,6 +128,9 @@ def downgrade(engine: Engine, revision: str) -> None:
 
 
 def _alembic(engine: Engine, direction: str, revision: str) -> None:
+    from alembic import command
+    from alembic.runtime.migration import MigrationContext
+
     cfg = _config(engine)
     with map_db_errors(f"migrating the store ({direction} to {revision})"), engine.connect() as conn:
         # SQLite changes a table by copying it, dropping the old one and renaming the copy; with
@@ -134,6 +158,9 @@ def _alembic(engine: Engine, direction: str, revision: str) -> None:
 
 
 def _known(cfg: Config, revision: str) -> bool:
+    from alembic.script import ScriptDirectory
+    from alembic.util import CommandError
+
     try:
         return ScriptDirectory.from_config(cfg).get_revision(revision) is not None
     except CommandError:

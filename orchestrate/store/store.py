@@ -45,7 +45,7 @@ class Store:
         """The store at ``url`` (default: SQLite under $ORCHESTRATE_HOME), migrated to this code's schema."""
         engine = database.connect(url, busy_timeout=busy_timeout)
         try:
-            if database.current_revision(engine) != database.head_revision():
+            if not database.is_current(engine):
                 database.migrate(engine)
         except BaseException:
             engine.dispose()
