@@ -109,6 +109,7 @@ class RunRecorder:
                 return
             if self._beat is not None:
                 self._beat.join(5)
+            self._record_process(store, run_id)  # a run faster than the first beat: pid and log still
             log = result.raw_log if result is not None else (self._run.raw_log_path if self._run else None)
             if log is not None:
                 self._mirror(writer, Path(log), task_id, run_id)
@@ -144,10 +145,7 @@ class RunRecorder:
         next_cancel_check = time.monotonic()
         while not self._stop.wait(0.05 if not self._pid_recorded else _CANCEL_POLL):
             try:
-                if not self._pid_recorded and self._run is not None and self._run.pids:
-                    self._pid_recorded = True  # tried once: recovery can do without it
-                    pid = self._run.pids[0]
-                    store.set_process(run_id, pid, start_time(pid), str(self._run.raw_log_path))
+                self._record_process(store, run_id)
                 if time.monotonic() >= next_cancel_check:
                     next_cancel_check = time.monotonic() + _CANCEL_POLL
                     if task_id in store.cancel_requested([task_id]):
@@ -157,6 +155,14 @@ class RunRecorder:
                     store.heartbeat(self._worker, [run_id], self.lease)
             except Exception as exc:  # the lease is renewed on the next beat, or it lapses: never raise
                 self.problem = f"the store missed a heartbeat: {exc}"
+
+    def _record_process(self, store: Store, run_id: int) -> None:
+        """The agent's pid, start time and raw log, once the run has spawned it (tried once:
+        recovery can do without it)."""
+        if not self._pid_recorded and self._run is not None and self._run.pids:
+            self._pid_recorded = True
+            pid = self._run.pids[0]
+            store.set_process(run_id, pid, start_time(pid), str(self._run.raw_log_path))
 
     def _fail(self, exc: BaseException) -> None:
         self.problem = f"the run is not recorded in the store: {type(exc).__name__}: {exc}"
