@@ -37,8 +37,6 @@ from ..errors import (
     SpawnError,
     UnknownExecutorError,
 )
-from ..executors.base import ExecutorOptions
-from ..executors.config import load_mcp_servers, parse_config_overrides
 from ..process.containment import kill_all
 from ..process.env import parse_env_overrides
 from ..process.rawlog import DAMAGED, read_raw_log
@@ -47,6 +45,7 @@ from ..replay import normalizer_for_file, replay
 from ..run import Run, RunResult
 from ..task import Task
 from .live import LiveView, ViewPrompt
+from .options import build_executor_options
 from .render import TextRenderer, usage_summary
 
 if TYPE_CHECKING:
@@ -235,14 +234,14 @@ def run(
     if prompt != "-" and not prompt.strip():
         raise click.UsageError("the prompt is empty: say what the agent should do")
     try:
-        options = ExecutorOptions(
+        options = build_executor_options(
             model=model,
             permission_mode=permission_mode,
             base_command=base_command,
             sandbox=sandbox,
             approval_policy=approval_policy,
-            config=parse_config_overrides(config_pairs),
-            mcp_servers=load_mcp_servers(mcp_config) if mcp_config else {},
+            config_pairs=config_pairs,
+            mcp_config=mcp_config,
             stable_seconds=stable_seconds,
         )
         executor = default_registry.create(executor_name, options)

@@ -35,11 +35,11 @@ from ..engine.record import RunRecorder
 from ..entries import PATCH_ADAPTER, EntryPatch
 from ..errors import OrchestrateError
 from ..executors.base import ExecutorOptions
-from ..executors.config import load_mcp_servers, parse_config_overrides
 from ..process.env import parse_env_overrides
 from ..registry import default_registry
 from ..run import Run, RunResult
 from ..store import Event, Limits, NotFoundError, RunRecord, Store, TaskRecord, TaskSpec
+from .options import build_executor_options
 from .render import TextRenderer
 
 __all__ = ["record_run", "register"]
@@ -138,14 +138,14 @@ def submit(
     if not prompt.strip():
         raise TaskCliError("the prompt is empty", 2)
     try:
-        options = ExecutorOptions(
+        options = build_executor_options(
             model=model,
             permission_mode=permission_mode,
             base_command=base_command,
             sandbox=sandbox,
             approval_policy=approval_policy,
-            config=parse_config_overrides(config_pairs),
-            mcp_servers=load_mcp_servers(mcp_config) if mcp_config else {},
+            config_pairs=config_pairs,
+            mcp_config=mcp_config,
             stable_seconds=stable_seconds,
         )
         default_registry.create(executor_name, options)  # an unknown executor fails now, not in a worker
