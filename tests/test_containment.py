@@ -21,7 +21,7 @@ from orchestrate.process import containment, supervisor
 from orchestrate.process.env import build_env
 from orchestrate.process.pipes import AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
 from orchestrate.process.pty import PtyAgentProcess
-from orchestrate.process.terminal import ManagedCommand
+from orchestrate.run.terminals import Terminal
 
 from .helpers import FIXTURES, group_members, pid_alive
 
@@ -352,10 +352,10 @@ async def test_pty_agent_tree_dies_and_the_terminal_signals_reach_the_agent(
     assert alive(pids) == {} and marked(mark) == [] and our_cgroups() == []
 
 
-async def test_managed_command_kill_takes_everything_it_started(tmp_path: Path, mode: str, mark: str) -> None:
+async def test_a_terminal_kill_takes_everything_it_started(tmp_path: Path, mode: str, mark: str) -> None:
     spec = escaper(tmp_path)
     async with anyio.create_task_group() as tg:
-        command = await ManagedCommand.start(tg, spec.argv, tmp_path, spec.env, None)
+        command = await Terminal.start(tg, spec.argv, tmp_path, spec.env, None)
         pids = await escapees(tmp_path)
         command.kill()
         with anyio.fail_after(10):
