@@ -23,7 +23,7 @@ from orchestrate.process.pipes import AgentProcess, Chunk, ProcessSpec, Shutdown
 from orchestrate.process.pty import PtyAgentProcess
 from orchestrate.run.terminals import Terminal
 
-from .helpers import FIXTURES, group_members, pid_alive
+from .helpers import FIXTURES, group_members, marked, pid_alive
 
 pytestmark = [pytest.mark.anyio, pytest.mark.skipif(sys.platform != "linux", reason="Linux containment")]
 
@@ -75,22 +75,6 @@ def mark(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     yield value
     for pid in marked(value):  # only after a failure (or the group fallback's documented leak)
         os.kill(pid, signal.SIGKILL)
-
-
-def marked(mark: str) -> list[int]:
-    """Live processes running ``sleep MARK``: found by command line, so also those whose pid no one
-    told us (the flood's)."""
-    wanted = b"sleep\0" + mark.encode() + b"\0"
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if cmdline == wanted and pid_alive(int(entry.name)):
-                found.append(int(entry.name))
-    return found
 
 
 def escaper(tmp_path: Path, *program: str, **env: str) -> ProcessSpec:

@@ -19,7 +19,7 @@ from ptyprocess import PtyProcess
 
 from orchestrate.process import containment
 
-from .helpers import FAKE_CLAUDE, FIXTURES, pid_alive
+from .helpers import FAKE_CLAUDE, FIXTURES, marked, pid_alive
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux containment")
 
@@ -33,20 +33,6 @@ def mark() -> Iterator[str]:
     yield value
     for pid in marked(value):  # only after a failure
         os.kill(pid, signal.SIGKILL)
-
-
-def marked(mark: str) -> list[int]:
-    wanted = b"sleep\0" + mark.encode() + b"\0"
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                cmdline = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if cmdline == wanted and pid_alive(int(entry.name)):
-                found.append(int(entry.name))
-    return found
 
 
 def argv(tmp_path: Path, prompt: str) -> list[str]:
