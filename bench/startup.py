@@ -4,10 +4,11 @@ Each measure is a fresh interpreter, best of ``--repeat`` runs, against the base
 interpreter doing nothing (``python -c pass``), measured in the same rounds:
 
 - ``import orchestrate.cli.main``: what the ``orchestrate`` command imports before it parses options;
-- ``claude path``: the CLI module, plus the Claude executor, its command line and its live driver
-  (everything a ``orchestrate run --executor claude-code`` imports before it spawns the CLI);
-- which of the heavy optional packages (the ACP schema, pyte, the testing tools) the Claude path
-  imported: none should be.
+- ``claude path``: the CLI module, plus the Claude executor, its command line, its live driver and
+  the run's recorder (everything a ``orchestrate run --executor claude-code`` imports before it
+  spawns the CLI);
+- which of the heavy optional packages (the ACP schema, pyte, the testing tools, the store) the
+  Claude path imported: none should be.
 
 Each interpreter runs in the measured checkout (``python -c`` puts the current directory first on
 the module path).
@@ -26,13 +27,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLAUDE_PATH = (
-    "import orchestrate.cli.main, orchestrate\n"
+    "import orchestrate.cli.main, orchestrate.cli.recording, orchestrate\n"
     "from orchestrate.run.drivers import driver_for\n"
     "e = orchestrate.get_executor('claude-code')\n"
     "driver_for(e)\n"
     "e.process_spec(orchestrate.Task(prompt='x', cwd='.'), orchestrate.AutoDeny())\n"
 )
-HEAVY = ("acp", "pyte", "orchestrate.testing", "orchestrate.run.acp", "orchestrate.executors.terminal")
+HEAVY = (
+    "acp",
+    "pyte",
+    "orchestrate.testing",
+    "orchestrate.run.acp",
+    "orchestrate.executors.terminal",
+    # the store is opened on a thread once the agent has said something (cli/recording.py)
+    "sqlalchemy",
+    "orchestrate.store",
+)
 CASES = {
     "python -c pass": "pass",
     "import orchestrate.cli.main": "import orchestrate.cli.main",

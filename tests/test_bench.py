@@ -64,6 +64,13 @@ def test_startup_finds_no_heavy_module_on_the_claude_path() -> None:
     assert "heavy modules on the claude path: none" in out, out
 
 
+@pytest.mark.real_cli
+def test_first_entry_compares_the_run_with_the_cli_alone() -> None:
+    out = bench("first_entry.py", "--rounds", "1")
+    assert re.search(r"cli alone, first line: +median +\d+ ms", out), out
+    assert re.search(rf"added: [+-]\d+ ms +ratio: {RATIO}", out), out
+
+
 @pytest.mark.skipif(
     shutil.which("node") is None or not (BENCH / "peer" / "node_modules" / "agent-execution-engine").is_dir(),
     reason="sudocode's engine is not installed (npm install --prefix bench/peer)",

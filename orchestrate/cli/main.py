@@ -271,7 +271,7 @@ def run(
         stored: dict[str, int] | None = None
         try:
             # Recorded in the store as a task (`orchestrate tasks`); a store failure only warns.
-            from .tasks import record_run  # the store, on the run's path only once options are read
+            from .recording import record_run  # opens the store on a thread, beside the run
 
             with record_run(executor_name, options, live, output) as recording:
                 result = anyio.run(_run_live, live, view, asker, recording.cancelled, recording.sink)

@@ -10,11 +10,8 @@ already answered), 2 usage error (no such task, bad option).
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,20 +28,17 @@ from rich.table import Table
 
 from ..approvals import ApprovalService, AutoApprove, AutoDeny, RulePolicy
 from ..engine import Engine, Watchdogs
-from ..engine.record import RunRecorder
-from ..entries import PATCH_ADAPTER, EntryPatch
+from ..entries import PATCH_ADAPTER
 from ..errors import OrchestrateError
-from ..executors.base import ExecutorOptions
 from ..process.env import parse_env_overrides
 from ..registry import default_registry
-from ..run import Run, RunResult
 from ..store import Event, Limits, NotFoundError, RunRecord, Store, TaskRecord, TaskSpec
 from .options import build_executor_options
+from .recording import STORE_ENV
 from .render import TextRenderer
 
-__all__ = ["record_run", "register"]
+__all__ = ["register"]
 
-STORE_ENV = "ORCHESTRATE_STORE"
 """The store's URL for every command; ``off`` keeps ``orchestrate run`` from recording."""
 
 
@@ -608,53 +602,6 @@ async def _work(url: str | None, options: dict[str, Any]) -> None:
         click.echo(f"worker {engine.worker} on {engine.store.engine.url!r}", err=True)
         await engine.work()
         tg.cancel_scope.cancel()
-
-
-# --- `orchestrate run`, recorded ------------------------------------------------------------------
-
-
-class _Recording:
-    def __init__(
-        self,
-        sink: Callable[[Callable[[EntryPatch], None]], Callable[[EntryPatch], None]],
-        cancelled: threading.Event | None = None,
-    ) -> None:
-        self.sink = sink
-        self.result: RunResult | None = None
-        self.cancelled = cancelled or threading.Event()
-        """Set when `orchestrate cancel` (any process) asked for this run's task to stop."""
-        self.ids: dict[str, int] | None = None
-        """``{"taskId": T, "runId": R}`` once recorded; the result line of ``--output jsonl`` says them."""
-
-
-@contextmanager
-def record_run(executor: str, options: ExecutorOptions, run: Run, output: str) -> Iterator[_Recording]:
-    """Record ``run`` (an ``orchestrate run``) in the store as a task: wrap the sink with
-    ``recording.sink(...)`` and set ``recording.result``.  A store that fails is reported on stderr
-    and nothing else: the run goes on.  ``recording.ids`` names the task and run (the result line of
-    ``--output jsonl`` carries them)."""
-    url = os.environ.get(STORE_ENV)
-    if url == "off":
-        yield _Recording(lambda inner: inner)
-        return
-    recorder = RunRecorder.start(executor, options, run.task, url=url)
-    recorder.attach(run)
-    recording = _Recording(recorder.sink, recorder.cancelled)
-    if recorder.task_id is not None and recorder.run_id is not None:
-        recording.ids = {"taskId": recorder.task_id, "runId": recorder.run_id}
-    error: BaseException | None = None
-    try:
-        yield recording
-    except BaseException as exc:
-        error = exc
-        raise
-    finally:
-        recorder.finish(recording.result, error if recording.result is None else None)
-        # After SIGHUP the terminal may be gone: what cannot be shown is not an error (the run's
-        # exit code must still say how it ended).
-        with contextlib.suppress(OSError, ValueError):
-            if recorder.problem:
-                click.echo(f"orchestrate: {recorder.problem}", err=True)
 
 
 # --- registration ---------------------------------------------------------------------------------

@@ -35,7 +35,7 @@ class RunRecorder:
     """``RunRecorder.start(...)``, :meth:`attach` the run, pass patches through :meth:`sink`, then
     :meth:`finish` with the result.  ``task_id`` / ``run_id`` are None while nothing is recorded."""
 
-    def __init__(self, lease: float = 30.0) -> None:
+    def __init__(self, lease: float = 30.0, cancelled: threading.Event | None = None) -> None:
         self.lease = lease
         self.task_id: int | None = None
         self.run_id: int | None = None
@@ -48,7 +48,7 @@ class RunRecorder:
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         self._pid_recorded = False
-        self.cancelled = threading.Event()
+        self.cancelled = cancelled or threading.Event()
         """Set when a client asked the store to cancel this task (``orchestrate cancel``)."""
 
     @classmethod
@@ -61,9 +61,11 @@ class RunRecorder:
         url: str | None = None,
         lease: float = 30.0,
         metadata: dict[str, Any] | None = None,
+        cancelled: threading.Event | None = None,
     ) -> RunRecorder:
-        """Open the store and record a running task for ``task``; never raises."""
-        recorder = cls(lease)
+        """Open the store and record a running task for ``task``; never raises.  ``cancelled`` is
+        the event to set when a client asks the store to cancel the task (a new one if None)."""
+        recorder = cls(lease, cancelled)
         try:
             store = recorder._store = Store.open(url, busy_timeout=1.0)
             spec = TaskSpec(
@@ -90,15 +92,18 @@ class RunRecorder:
 
     def sink(self, inner: Callable[[EntryPatch], None]) -> Callable[[EntryPatch], None]:
         """``inner``, storing each patch as well."""
-        writer, task_id, run_id = self._writer, self.task_id, self.run_id
-        if writer is None or task_id is None or run_id is None:
-            return inner
 
         def both(patch: EntryPatch) -> None:
             inner(patch)
-            writer.put(task_id, run_id, "patch", patch.model_dump_json(by_alias=True, exclude_none=True))
+            self.put(patch.model_dump_json(by_alias=True, exclude_none=True))
 
         return both
+
+    def put(self, patch: str) -> None:
+        """Store one patch (its JSON); nothing when the run is not recorded."""
+        writer, task_id, run_id = self._writer, self.task_id, self.run_id
+        if writer is not None and task_id is not None and run_id is not None:
+            writer.put(task_id, run_id, "patch", patch)
 
     def finish(self, result: RunResult | None, error: BaseException | None = None) -> None:
         """Store the raw log and the run's end; the task ends done, cancelled or failed."""

@@ -1,0 +1,112 @@
+"""Time to first entry: ``orchestrate run`` against the CLI it runs, started the same way.
+
+Both sides are fresh processes, timed from spawn to their first line on stdout, against the same
+scripted model server (no network, no API key), in alternating rounds so the machine's noise falls
+on both:
+
+- ``cli alone``: the exact command line and environment orchestrate would use for the agent (its
+  executor's ``process_spec``), with the first user message written to its stdin at once;
+- ``orchestrate run``: ``python -m orchestrate run -e EXECUTOR --output jsonl`` with the same
+  environment, whose first line made of the agent's output is timed (the prompt's own entry
+  comes earlier and is skipped); the run is recorded in a fresh store, as a user's run is.
+
+The figure is the difference of the medians (the issue's target: within 0.1 s) and their ratio.
+
+    python bench/first_entry.py [--executor claude-code] [--rounds 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from orchestrate import AutoDeny, Task, get_executor  # noqa: E402
+from orchestrate.testing.model_server import ScriptedModelServer  # noqa: E402
+from orchestrate.testing.offline import Scratch, claude_offline_env  # noqa: E402
+from orchestrate.testing.scenario import Scenario  # noqa: E402
+
+PROMPT = "Say hello."
+SCENARIO = {"steps": [{"text": "Hello."}]}
+# orchestrate's first entry is the prompt it wrote itself, before the agent printed anything: the
+# comparison starts at the first entry made of the agent's output.
+_OWN_PROMPT = b'"kind":"user_message"'
+
+
+def first_line(
+    argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes | None, skip: bytes = b""
+) -> float:
+    """Seconds from spawn to the first stdout line without ``skip`` in it (the process is then killed)."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        argv,
+        env=env,
+        cwd=cwd,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    if stdin is not None:
+        proc.stdin.write(stdin)
+        proc.stdin.flush()
+    line = proc.stdout.readline()
+    while skip and skip in line:
+        line = proc.stdout.readline()
+    took = time.perf_counter() - start
+    proc.kill()
+    proc.wait()
+    if not line:
+        raise SystemExit(f"no output from {argv[0]}")
+    return took
+
+
+def cli_alone(executor: str, task: Task) -> tuple[list[str], dict[str, str], bytes]:
+    spec = get_executor(executor).process_spec(task, AutoDeny())
+    message = {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": PROMPT}]}}
+    return list(spec.argv), dict(spec.env), orjson.dumps(message) + b"\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--executor", default="claude-code")
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+
+    with (
+        Scratch.create(prefix="orchestrate-bench-") as scratch,
+        ScriptedModelServer(Scenario.from_obj(SCENARIO)) as server,
+    ):
+        agent_env = claude_offline_env(server, scratch)
+        task = Task(prompt=PROMPT, cwd=scratch.work, env=agent_env)
+        argv, env, stdin = cli_alone(args.executor, task)
+        ours = [sys.executable, "-m", "orchestrate", "run", "-e", args.executor, "--output", "jsonl"]
+        ours += ["--approvals", "deny", "--cwd", str(scratch.work), PROMPT]
+        with tempfile.TemporaryDirectory() as home:
+            ours_env = {**os.environ, **agent_env, "ORCHESTRATE_HOME": home, "PYTHONPATH": str(ROOT)}
+            alone: list[float] = []
+            through: list[float] = []
+            for _ in range(args.rounds):
+                alone.append(first_line(argv, env, scratch.work, stdin))
+                through.append(first_line(ours, ours_env, scratch.work, None, _OWN_PROMPT))
+    a, t = statistics.median(alone), statistics.median(through)
+    print(f"executor: {args.executor}, rounds: {args.rounds}")
+    print(f"cli alone, first line:        median {a * 1000:7.0f} ms  (min {min(alone) * 1000:.0f})")
+    print(f"orchestrate run, first entry: median {t * 1000:7.0f} ms  (min {min(through) * 1000:.0f})")
+    print(f"added: {(t - a) * 1000:+.0f} ms   ratio: {t / a:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""`orchestrate run` recorded with the store opened beside the run (orchestrate/cli/recording.py):
+what comes before the store is open is kept (within a bound) and stored in order, a store that
+cannot open loses the run nothing, and the thread waits for the agent's first entry."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+
+from orchestrate.cli import recording as recording_module
+from orchestrate.cli.recording import Recording
+from orchestrate.entries import AssistantMessage, EntryPatch, NormalizedEntry
+from orchestrate.executors.base import ExecutorOptions
+from orchestrate.run import Run
+from orchestrate.store import Store
+from orchestrate.task import Task
+
+
+def patch(i: int) -> EntryPatch:
+    return EntryPatch(
+        op="add", index=i, entry=NormalizedEntry(index=i, type=AssistantMessage(), content=f"#{i}")
+    )
+
+
+def stand_in_run(tmp_path: Path) -> Run:
+    """What the recorder reads of a run: its task, pids and raw log path (none kept here)."""
+    return cast("Run", SimpleNamespace(task=Task(prompt="p", cwd=tmp_path), pids=[], raw_log_path=None))
+
+
+def stored_patches(task_id: int) -> list[Any]:
+    with Store.open() as store:
+        return [e.data for e in store.events(task_id=task_id, after=0, limit=100) if e.kind == "patch"]
+
+
+def test_patches_before_the_store_opens_are_stored_in_order(tmp_path: Path) -> None:
+    shown: list[EntryPatch] = []
+    rec = Recording()
+    sink = rec.sink(shown.append)
+    rec.open("claude-code", ExecutorOptions(), stand_in_run(tmp_path), None)
+    sink(patch(0))  # the run's own prompt: the store still waits
+    assert rec._opener is not None and rec._opener.is_alive() and not rec._go.is_set()
+    sink(patch(1))  # the agent's first entry: now it opens
+    assert rec._go.is_set()
+    rec._opener.join(30)
+    sink(patch(2))
+    ids = rec.ids
+    assert ids is not None and rec.problem is None
+    rec.finish(None)
+    assert [p.index for p in shown] == [0, 1, 2]
+    assert [p["entry"]["content"] for p in stored_patches(ids["taskId"])] == ["#0", "#1", "#2"]
+
+
+def test_the_early_list_is_bounded_and_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recording_module, "_MAX_EARLY", 2)
+    rec = Recording()
+    sink = rec.sink(lambda p: None)
+    for i in range(3):
+        sink(patch(i))  # nothing opens the store yet: all three are early
+    assert rec.problem is not None and "raw log" in rec.problem
+    rec.open("claude-code", ExecutorOptions(), stand_in_run(tmp_path), None)
+    ids = rec.ids  # ends the wait for a first entry and joins the opener
+    assert ids is not None
+    rec.finish(None)
+    assert [p["entry"]["content"] for p in stored_patches(ids["taskId"])] == ["#0", "#1"]
+
+
+def test_a_store_that_cannot_open_costs_the_run_nothing(tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    shown: list[EntryPatch] = []
+    rec = Recording()
+    sink = rec.sink(shown.append)
+    rec.open("claude-code", ExecutorOptions(), stand_in_run(tmp_path), f"sqlite:///{blocker}/store.db")
+    for i in range(3):
+        sink(patch(i))
+    assert rec.ids is None
+    rec.finish(None)
+    assert len(shown) == 3
+    assert rec.problem is not None and "not recorded in the store" in rec.problem
