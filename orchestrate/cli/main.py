@@ -28,7 +28,7 @@ from rich.text import Text
 
 from ..approvals import ApprovalService, AutoApprove, AutoDeny, RulePolicy, TerminalPrompt
 from ..approvals.prompt import NoTerminalError
-from ..entries import EntryPatch, ErrorEntry, TokenUsageEntry, entry_json_schema
+from ..entries import EntryPatch, ErrorEntry, entry_json_schema
 from ..errors import (
     ConfigError,
     ExecutorUnavailableError,
@@ -46,7 +46,7 @@ from ..run import Run, RunResult
 from ..task import Task
 from .live import LiveView, ViewPrompt
 from .options import build_executor_options
-from .render import TextRenderer, usage_summary
+from .render import TextRenderer, reported_usage, usage_summary
 
 if TYPE_CHECKING:
     from ..testing.conformance import Cell
@@ -86,9 +86,36 @@ _TASK_COMMANDS = frozenset(
 )
 
 
+# `--help` lists the commands in sections: what a person uses every day first, the task queue, then
+# the lab (recording, replaying, checking the CLIs against the scripted model).  A command named in
+# none (one a plugin or a later change adds) is listed with the everyday ones.
+_LAB_COMMANDS = frozenset({"demo", "replay", "record", "model-server", "conformance", "upgrade", "schema"})
+_SECTIONS = (
+    ("Task queue", _TASK_COMMANDS),
+    ("Lab: try it with no key, record, replay, check the CLIs", _LAB_COMMANDS),
+)
+
+
 class _Group(click.Group):
     """The task commands live in cli/tasks.py, which imports the store and the engine (SQLAlchemy):
     loaded when one of them is asked for or the commands are listed, so the others start without."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        commands = [
+            (name, cmd)
+            for name in self.list_commands(ctx)
+            if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden
+        ]
+        if not commands:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in commands)
+        everyday = [c for c in commands if not any(c[0] in names for _, names in _SECTIONS)]
+        groups = [("Commands", everyday)]
+        groups += [(title, [c for c in commands if c[0] in names]) for title, names in _SECTIONS]
+        for title, members in groups:
+            if members:
+                with formatter.section(title):
+                    formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in members])
 
     def _load_tasks(self) -> None:
         if "submit" not in self.commands:
@@ -503,7 +530,7 @@ def result_line(
     before it by having ``type`` and no ``op``.  ``exitCode`` is the CLI's own exit code,
     ``agentExitCode`` the agent process's; ``usage`` is null when the agent reported none;
     ``taskId``/``runId`` name the task and run the store recorded it as (null when not recorded)."""
-    reported = any(isinstance(e.type, TokenUsageEntry) for e in result.entries)
+    usage = reported_usage(result.entries)
     return {
         "type": "result",
         "outcome": result.outcome,
@@ -511,8 +538,8 @@ def result_line(
         "agentExitCode": result.exit_code,
         "sessionId": result.session_id,
         "error": result.error,
-        "usage": result.token_usage.to_json_dict() if reported else None,
-        "costUsd": result.token_usage.total_cost_usd,
+        "usage": usage.to_json_dict() if usage is not None else None,
+        "costUsd": usage.total_cost_usd if usage is not None else None,
         "durationMs": round(seconds * 1000),
         "rawLog": str(result.raw_log) if result.raw_log else None,
         "taskId": (stored or {}).get("taskId"),
@@ -558,8 +585,7 @@ def _summary(result: RunResult) -> None:
     console = Console(stderr=True, highlight=False)
     style = {"success": "green", "interrupted": "yellow", "cancelled": "yellow"}.get(result.outcome, "red")
     line = Text.assemble("\n", (result.outcome, style), f"  session {result.session_id or '-'}")
-    if any(isinstance(e.type, TokenUsageEntry) for e in result.entries):
-        line.append(f"  {usage_summary(result.token_usage)}")
+    line.append(f"  {usage_summary(reported_usage(result.entries))}")
     line.append(f"  raw log {result.raw_log}")
     console.print(line, soft_wrap=True)
     if result.outcome != "success" and result.error:
