@@ -14,20 +14,24 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import select
 import termios
+from typing import Any
 
 import anyio
 
 from ..errors import ConfigError
 from .base import ApprovalDecision, ApprovalRequest
-from .display import escape, question_lines
+from .display import block, escape, question_lines
+from .editor import EditRefused, editable, run_editor
 from .scopes import always_scopes
 
 __all__ = ["NOBODY", "NoTerminalError", "TerminalPrompt"]
 
 _HELP = "[y] yes  [a] yes, and for the rest of this session  [n] no  [i] no, and stop the turn"
+_EDIT_HELP = "  [e] edit it, then yes"
 _MAX_LINE = 4096  # an answer is a word; longer input is kept to this much
 NOBODY = "nobody could answer"
 """How the reason of a refusal for want of a person begins (the CLI exits non-zero on it)."""
@@ -185,12 +189,13 @@ class TerminalPrompt:
 
     async def _ask(self, term: _Terminal, request: ApprovalRequest) -> ApprovalDecision:
         term.discard_typed_ahead()
-        term.write("\n" + "\n".join(question_lines(request)) + f"\n  {_HELP}\n{_always_line(request)}")
+        question = "\n".join(question_lines(request))
+        term.write(f"\n{question}\n  {_help(request)}\n{_always_line(request)}")
         self._stopped = False
         decision: ApprovalDecision | None = None
         try:
             with anyio.CancelScope() as self._open:
-                decision = await self._converse(term)
+                decision = await self._converse(term, request)
             if decision is None and self._stopped:  # interrupt(): Ctrl-C while it was open
                 self._say(term, "stopped (Ctrl-C): no, and the turn stops")
                 decision = ApprovalDecision.deny("stopped by the user (Ctrl-C)", interrupt=True)
@@ -206,7 +211,7 @@ class TerminalPrompt:
                 self.close()
         return decision
 
-    async def _converse(self, term: _Terminal) -> ApprovalDecision:
+    async def _converse(self, term: _Terminal, request: ApprovalRequest) -> ApprovalDecision:
         while True:
             term.write("  > ")
             line = await term.line()
@@ -224,12 +229,38 @@ class TerminalPrompt:
                 term.write("  reason (optional): ")
                 reason = await term.line()
                 return ApprovalDecision.deny(reason or "denied by the user", interrupt=answer == "i")
+            if answer in ("e", "edit") and request.editable:
+                changed = await self._edit(term, request)
+                if changed is not None:
+                    return ApprovalDecision.approve(changed)
+                continue
             if answer:
-                term.write(f"  {escape(line)[:40]!s}? please answer one of: {_HELP}\n")
+                term.write(f"  {escape(line)[:40]!s}? please answer one of: {_help(request)}\n")
+
+    async def _edit(self, term: _Terminal, request: ApprovalRequest) -> dict[str, Any] | None:
+        """The input changed in the person's editor, shown back; None (said why) if nothing is to be
+        approved: the editor failed, or left the input empty, unchanged or unreadable."""
+        part = editable(request)
+        try:
+            edited = await run_editor(part.text, part.suffix, term.fd_in, term.fd_out)
+            changed = part.apply(request, edited)
+        except EditRefused as exc:
+            term.write(f"  nothing approved: {escape(str(exc))}; answer again\n")
+            return None
+        finally:
+            term.discard_typed_ahead()  # keys meant for the editor are no answer
+        shown = changed.get(part.field) if part.field is not None else changed
+        text = shown if isinstance(shown, str) else json.dumps(shown, indent=2, ensure_ascii=False)
+        term.write("\n".join(["  approved as you changed it:", *block(text)]) + "\n")
+        return changed
 
     def _say(self, term: _Terminal, what: str) -> None:
         # Clear the half-written answer line, then say what became of the question.
         term.write(("\r\x1b[2K" if os.isatty(term.fd_out) else "\n") + f"  ({what})\n")
+
+
+def _help(request: ApprovalRequest) -> str:
+    return _HELP + (_EDIT_HELP if request.editable else "")
 
 
 def _always_line(request: ApprovalRequest) -> str:
