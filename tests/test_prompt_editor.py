@@ -92,7 +92,7 @@ async def test_e_approves_the_command_as_the_person_changed_it(
     monkeypatch.setenv("EDITOR", str(scripted_editor(tmp_path, "sed -i 's/original/edited/' \"$1\"")))
     monkeypatch.delenv("VISUAL", raising=False)
     decision, shown = await ask(prompt, person, bash("echo original"), "e\n")
-    assert "[e] edit it, then yes" in shown
+    assert "[e] edit, then yes" in shown
     assert decision.status == "approved" and not decision.for_session
     assert decision.updated_input == {"command": "echo edited", "description": "say it"}
     assert "approved as you changed it:" in shown and "│ echo edited" in shown
@@ -207,7 +207,7 @@ def test_e_on_a_real_terminal_the_agent_runs_the_changed_command(tmp_path: Path)
         dimensions=(50, 120),
         timeout=20,
     )
-    child.expect(r"\[e\] edit it, then yes")
+    child.expect(r"\[e\] edit, then yes")
     child.expect("  > ")
     child.send("e\r")
     child.expect(pexpect.EOF)

@@ -30,8 +30,10 @@ from .scopes import always_scopes
 
 __all__ = ["NOBODY", "NoTerminalError", "TerminalPrompt"]
 
-_HELP = "[y] yes  [a] yes, and for the rest of this session  [n] no  [i] no, and stop the turn"
-_EDIT_HELP = "  [e] edit it, then yes"
+# The answers, on one line of a 100-column terminal; what [a] covers is said on the line after.
+_YES = "[y] yes  "
+_EDIT = "[e] edit, then yes  "
+_REST = "[a] yes, this session  [n] no  [i] no, and stop the turn"
 _MAX_LINE = 4096  # an answer is a word; longer input is kept to this much
 NOBODY = "nobody could answer"
 """How the reason of a refusal for want of a person begins (the CLI exits non-zero on it)."""
@@ -260,7 +262,7 @@ class TerminalPrompt:
 
 
 def _help(request: ApprovalRequest) -> str:
-    return _HELP + (_EDIT_HELP if request.editable else "")
+    return _YES + (_EDIT if request.editable else "") + _REST
 
 
 def _always_line(request: ApprovalRequest) -> str:
