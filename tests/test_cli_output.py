@@ -155,7 +155,7 @@ def test_jsonl_ends_with_a_result_line(tmp_path: Path) -> None:
     assert all("op" in line for line in lines[:-1])
     result = lines[-1]
     assert set(result) == {
-        "type", "outcome", "exitCode", "agentExitCode", "sessionId", "error", "usage", "costUsd",
+        "type", "outcome", "exitCode", "agentExitCode", "sessionId", "error", "errorKind", "usage", "costUsd",
         "durationMs", "rawLog", "taskId", "runId",
     }  # fmt: skip
     assert result["type"] == "result" and result["outcome"] == "success"

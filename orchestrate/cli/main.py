@@ -44,6 +44,7 @@ from ..registry import default_registry
 from ..replay import normalizer_for_file, replay
 from ..run import Run, RunResult
 from ..task import Task
+from .failure import classify, missing_cli
 from .live import LiveView, ViewPrompt
 from .options import build_executor_options
 from .render import TextRenderer, reported_usage, usage_summary
@@ -74,6 +75,8 @@ class CliError(click.ClickException):
 
 
 def _translate(exc: OrchestrateError) -> CliError:
+    if isinstance(exc, ExecutorUnavailableError) and exc.executor in default_registry.names():
+        return CliError(missing_cli(default_registry.get(exc.executor), exc.reason), EXIT_UNAVAILABLE)
     if isinstance(exc, ExecutorUnavailableError | SpawnError):
         return CliError(str(exc), EXIT_UNAVAILABLE)
     if isinstance(exc, UnknownExecutorError | ConfigError | RawLogError):
@@ -307,7 +310,12 @@ def run(
         finally:
             asker.close()
     except OrchestrateError as exc:
-        raise _translate(exc) from exc
+        error = _translate(exc)
+        if output == "jsonl":  # a program reading the lines still gets its result line
+            kind = "cli_missing" if isinstance(exc, ExecutorUnavailableError) else None
+            with contextlib.suppress(OSError):
+                JsonlWriter().write(not_started_line(error.message, kind, error.exit_code))
+        raise error from exc
     _finish(output, result, asker, time.monotonic() - began, stored)
 
 
@@ -519,7 +527,10 @@ class JsonlWriter:
     def result(
         self, result: RunResult, exit_code: int, seconds: float, stored: dict[str, int] | None = None
     ) -> None:
-        self.out.write(orjson.dumps(result_line(result, exit_code, seconds, stored)) + b"\n")
+        self.write(result_line(result, exit_code, seconds, stored))
+
+    def write(self, line: dict[str, Any]) -> None:
+        self.out.write(orjson.dumps(line) + b"\n")
         self.out.flush()
 
 
@@ -529,21 +540,44 @@ def result_line(
     """The last line of ``--output jsonl``: ``{"type": "result", ...}``, told from the patches
     before it by having ``type`` and no ``op``.  ``exitCode`` is the CLI's own exit code,
     ``agentExitCode`` the agent process's; ``usage`` is null when the agent reported none;
-    ``taskId``/``runId`` name the task and run the store recorded it as (null when not recorded)."""
+    ``taskId``/``runId`` name the task and run the store recorded it as (null when not recorded);
+    ``error`` is why it failed in one line, and ``errorKind`` which of the reasons a person can act
+    on it is (``model_unreachable``, ``rate_limited``, ``auth_required``, ``cli_missing``) or null."""
     usage = reported_usage(result.entries)
+    failure = classify(result)
     return {
         "type": "result",
         "outcome": result.outcome,
         "exitCode": exit_code,
         "agentExitCode": result.exit_code,
         "sessionId": result.session_id,
-        "error": result.error,
+        "error": failure.line if failure is not None else result.error,
+        "errorKind": failure.kind if failure is not None else None,
         "usage": usage.to_json_dict() if usage is not None else None,
         "costUsd": usage.total_cost_usd if usage is not None else None,
         "durationMs": round(seconds * 1000),
         "rawLog": str(result.raw_log) if result.raw_log else None,
         "taskId": (stored or {}).get("taskId"),
         "runId": (stored or {}).get("runId"),
+    }
+
+
+def not_started_line(error: str, kind: str | None, exit_code: int) -> dict[str, Any]:
+    """The result line of a run that could not start (its CLI missing, a bad option)."""
+    return {
+        "type": "result",
+        "outcome": "failed",
+        "exitCode": exit_code,
+        "agentExitCode": None,
+        "sessionId": None,
+        "error": error,
+        "errorKind": kind,
+        "usage": None,
+        "costUsd": None,
+        "durationMs": 0,
+        "rawLog": None,
+        "taskId": None,
+        "runId": None,
     }
 
 
@@ -588,7 +622,10 @@ def _summary(result: RunResult) -> None:
     line.append(f"  {usage_summary(reported_usage(result.entries))}")
     line.append(f"  raw log {result.raw_log}")
     console.print(line, soft_wrap=True)
-    if result.outcome != "success" and result.error:
+    failure = classify(result)
+    if failure is not None:
+        console.print(Text(failure.line, style="red"), soft_wrap=True)
+    elif result.outcome != "success" and result.error:
         console.print(Text(result.error, style="red"), soft_wrap=True)
 
 
