@@ -35,6 +35,7 @@ _YES = "[y] yes  "
 _EDIT = "[e] edit, then yes  "
 _REST = "[a] yes, this session  [n] no  [i] no, and stop the turn"
 _MAX_LINE = 4096  # an answer is a word; longer input is kept to this much
+_MAX_MESSAGE = 1 << 16  # a message typed to the agent in a conversation
 NOBODY = "nobody could answer"
 """How the reason of a refusal for want of a person begins (the CLI exits non-zero on it)."""
 
@@ -50,6 +51,7 @@ class _Terminal:
         self.fd_in, self.fd_out, self.owned = fd_in, fd_out, owned
         self.is_tty = os.isatty(fd_in)
         self.pending = b""
+        self.limit = _MAX_LINE  # bytes of a line kept (its end)
         self.gone = False  # end of input for good (a pipe's end, a hung-up terminal)
 
     def discard_typed_ahead(self) -> None:
@@ -84,7 +86,7 @@ class _Terminal:
         if not data:
             # A terminal's end of input is Ctrl-D, which ends one line, not the terminal.
             self.gone = not self.is_tty or _hung_up(self.fd_in)
-        self.pending = (self.pending + data)[-_MAX_LINE:]
+        self.pending = (self.pending + data)[-self.limit :]
         return data
 
     def write(self, text: str) -> None:
@@ -184,6 +186,34 @@ class TerminalPrompt:
             if self._terminal.gone:
                 return self._nobody("the terminal's input has ended")
             return await self._ask(self._terminal, request)
+
+    async def read_line(self, prompt: str, limit: int = _MAX_MESSAGE) -> str | None:
+        """A line typed at ``prompt`` on the same terminal (a conversation's next message; at most
+        ``limit`` bytes, its end kept).  None at the end of input (Ctrl-D), when the prompt is
+        closed, or when :meth:`interrupt` takes the line back (Ctrl-C).  Raises
+        :class:`NoTerminalError` if there is no terminal."""
+        async with self._lock:
+            if self._closed:
+                return None
+            self.open()
+            term = self._terminal
+            assert term is not None
+            if term.gone:
+                return None
+            term.write(prompt)
+            line = None
+            term.limit = limit
+            try:
+                with anyio.CancelScope() as self._open:
+                    line = await term.line()
+            finally:
+                term.limit = _MAX_LINE
+                self._open = None
+                if self._closed:
+                    self.close()
+            if line is None:
+                term.write("\n")
+            return line
 
     def _nobody(self, why: str) -> ApprovalDecision:
         self.unanswered += 1

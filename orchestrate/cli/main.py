@@ -44,6 +44,7 @@ from ..registry import default_registry
 from ..replay import normalizer_for_file, replay
 from ..run import Run, RunResult
 from ..task import Task
+from .chat import INPUT_PROMPT, Conversation, converse, cwd_option, resume_command
 from .failure import classify, missing_cli
 from .live import LiveView, ViewPrompt
 from .options import build_executor_options
@@ -225,7 +226,14 @@ def main() -> None:
 @click.option(
     "--verbose", "-v", is_flag=True, help="Text: whole outputs, the agent's own tool names, every notice."
 )
-@click.argument("prompt")
+@click.option(
+    "--interactive",
+    "-i",
+    is_flag=True,
+    help="Stay in the session after the turn: type the next message (needs a terminal; "
+    "same as `orchestrate chat`).",
+)
+@click.argument("prompt", required=False)
 def run(
     executor_name: str,
     cwd: Path,
@@ -249,7 +257,8 @@ def run(
     startup_timeout: float,
     output: str,
     verbose: bool,
-    prompt: str,
+    interactive: bool,
+    prompt: str | None,
 ) -> None:
     """Run PROMPT with an agent and stream what it does.  PROMPT `-` reads it from stdin.
 
@@ -260,8 +269,11 @@ def run(
       orchestrate run -e gemini --approvals auto --output jsonl "summarize README.md" | jq .
       git diff | orchestrate run -e claude-code --approvals deny -
       orchestrate run -e claude-code --resume SESSION_ID "now add tests"
+      orchestrate run -e codex -i "look at the failing test"   # then keep talking
     """
-    if prompt != "-" and not prompt.strip():
+    if prompt is None and not interactive:
+        raise click.UsageError("missing PROMPT: say what the agent should do (or talk with --interactive)")
+    if prompt is not None and prompt != "-" and not prompt.strip():
         raise click.UsageError("the prompt is empty: say what the agent should do")
     try:
         options = build_executor_options(
@@ -276,12 +288,24 @@ def run(
         )
         executor = default_registry.create(executor_name, options)
         env = parse_env_overrides(env_pairs)
+        if interactive:
+            _can_converse(executor_name, executor.capabilities.mid_execution_messages)
         # Last of the checks, before anything is read or started: a terminal to ask on.
         service, asker = _approval_service(approvals, _given(click.get_current_context(), "approvals"))
+        if interactive:
+            _open_for_conversation(asker)
         if prompt == "-":
             prompt = sys.stdin.read()
             if not prompt.strip():
                 raise click.UsageError("no prompt on stdin: the prompt is empty")
+        while prompt is None or prompt == "":  # a conversation begins with the first message typed
+            try:
+                prompt = anyio.run(asker.read_line, INPUT_PROMPT)
+            except KeyboardInterrupt:  # Ctrl-C before anything started
+                prompt = None
+            if prompt is None:  # Ctrl-D: nothing was said, nothing started
+                asker.close()
+                return
         task = Task(
             prompt=prompt,
             cwd=cwd.resolve(),
@@ -289,11 +313,12 @@ def run(
             fork=fork,
             resume_fallback=resume_fallback,
             env=env,
-            timeout=timeout or None,
+            timeout=_run_limit(timeout, interactive),
             startup_timeout=startup_timeout or None,
             approval_timeout=approval_timeout,
             raw_log=record,
             redact_raw_log=not no_redact,
+            keep_open=interactive,
         )
         view = _view(output, verbose, asker)
         began = time.monotonic()
@@ -304,7 +329,11 @@ def run(
             from .tasks import record_run  # the store, on the run's path only once options are read
 
             with record_run(executor_name, options, live, output) as recording:
-                result = anyio.run(_run_live, live, view, asker, recording.cancelled, recording.sink)
+                if interactive:
+                    talk = anyio.run(_chat_live, live, view, asker, recording.sink)
+                    result = talk.result
+                else:
+                    result = anyio.run(_run_live, live, view, asker, recording.cancelled, recording.sink)
                 recording.result = result
                 stored = recording.ids
         finally:
@@ -316,7 +345,102 @@ def run(
             with contextlib.suppress(OSError):
                 JsonlWriter().write(not_started_line(error.message, kind, error.exit_code))
         raise error from exc
+    if interactive:
+        resume = resume_command(
+            executor_name,
+            result.session_id if executor.capabilities.session_resume else None,
+            {"--cwd": cwd_option(cwd.resolve()), "--base-command": base_command, "--model": model},
+        )
+        _finish_conversation(output, talk, asker, time.monotonic() - began, stored, resume)
     _finish(output, result, asker, time.monotonic() - began, stored)
+
+
+def _chat(**options: Any) -> None:
+    assert run.callback is not None
+    click.get_current_context().invoke(run.callback, interactive=True, **options)
+
+
+main.add_command(
+    click.Command(
+        "chat",
+        # run's options, and its PROMPT (optional here: the first message can be typed instead)
+        params=[p for p in run.params if p.name != "interactive"],
+        callback=_chat,
+        short_help="Talk with an agent: a session that stays open, one message after another.",
+        help="""Talk with an agent on the terminal: after each turn type the next message (it goes to
+        the same session).  Ctrl-C interrupts the turn and comes back to the input; Ctrl-C again, or
+        Ctrl-C / Ctrl-D at the input, quits and prints the command that resumes the session.  PROMPT
+        (optional) is the first message.  Same options as `orchestrate run`.
+
+        \b
+        Examples:
+          orchestrate chat -e claude-code
+          orchestrate chat -e codex "why does test_login fail?"
+          orchestrate chat -e claude-code --resume SESSION_ID
+        """,
+    )
+)
+
+
+def _run_limit(timeout: float, interactive: bool) -> float | None:
+    """--timeout in seconds (0: none).  A conversation lasts as long as the person talks: the default
+    does not bound it, only a --timeout given does."""
+    if interactive and not _given(click.get_current_context(), "timeout"):
+        return None
+    return timeout or None
+
+
+def _can_converse(executor_name: str, takes_messages: bool) -> None:
+    if not takes_messages:
+        names = default_registry.names()
+        talkers = [n for n in names if default_registry.get(n).capabilities.mid_execution_messages]
+        raise CliError(
+            f"{executor_name} takes one prompt per process, so it cannot hold a conversation here; "
+            f"these can: {', '.join(talkers)}. Or continue its session with --resume.",
+            EXIT_USAGE,
+        )
+
+
+def _open_for_conversation(asker: TerminalPrompt) -> None:
+    try:
+        asker.open()
+    except NoTerminalError as exc:
+        why = f"a conversation needs a terminal to type on, and there is none ({exc})"
+        raise CliError(why, EXIT_USAGE) from exc
+
+
+async def _chat_live(
+    run: Run,
+    view: View,
+    asker: TerminalPrompt,
+    tap: Callable[[Callable[[EntryPatch], None]], Callable[[EntryPatch], None]] | None = None,
+) -> Conversation:
+    """:func:`chat.converse` with the CLI's view and notices."""
+    sink = _until_broken(tap(view.on_patch) if tap is not None else view.on_patch)
+    with _showing(view):
+        return await converse(run, view, asker, sink, _tell)
+
+
+def _finish_conversation(
+    output: str,
+    talk: Conversation,
+    asker: TerminalPrompt,
+    seconds: float,
+    stored: dict[str, int] | None,
+    resume: str | None,
+) -> None:
+    """The summary (or result line), how to come back to the session, and the exit code: 0 when the
+    person quit at the input, 128 + the signal that stopped it, else the run's own."""
+    code = 128 + talk.stopped_by if talk.stopped_by else 0 if talk.quit_at_input else _exit_code(talk.result)
+    if output == "jsonl":
+        with contextlib.suppress(OSError):
+            JsonlWriter().result(talk.result, code, seconds, stored)
+    else:
+        _summary(talk.result)
+    with contextlib.suppress(OSError, ValueError):
+        if resume is not None:
+            click.echo(f"to continue this conversation: {resume}", err=True)
+    sys.exit(code)
 
 
 def _given(ctx: click.Context, name: str) -> bool:
