@@ -165,3 +165,20 @@ def test_an_agent_that_takes_one_prompt_cannot_chat_and_none_without_a_terminal(
         env=env,
     )
     assert missing.returncode == 2 and "missing PROMPT" in missing.stderr
+
+
+def test_ctrl_c_at_a_question_in_a_conversation_stops_the_turn_not_the_conversation(tmp_path: Path) -> None:
+    args = ["chat", "-e", "claude-code", "--base-command", FAKE, "--approvals", "ask", "tool"]
+    term = Chat(tmp_path, *args)
+    term.wait_for(rb"  > ")
+    term.child.send("\x03")
+    screen = "\n".join(term.next_input())
+    assert "(stopped (Ctrl-C): no, and the turn stops)" in screen, screen
+    assert "⏺ Shell `echo original` denied" in screen
+    term.child.send("tool\r")  # the conversation goes on: the next turn asks again
+    term.wait_for(rb"  > ")
+    term.child.send("y\r")
+    assert "\n".join(term.next_input()).count("ran: echo original") == 1
+    term.child.send("\x04")
+    final = term.end()
+    assert term.code == 0, final
