@@ -154,6 +154,19 @@ def test_a_failed_run_shows_its_reason_without_markup(tmp_path: Path) -> None:
     assert_clean(final)
 
 
+def test_a_retry_then_a_failure_ends_with_its_reason_in_one_line(tmp_path: Path) -> None:
+    term = Terminal(tmp_path, "--approvals", "auto", "api-error", env={"FAKE_API_ERROR": "refused"})
+    term.wait_for(r"retrying \(attempt 1 of 1, in 0\.1 s\): unknown")
+    final = term.end()
+    assert term.code == 1
+    assert not any("retrying" in line for line in final)  # the status line is gone with the region
+    # The last thing said, one logical line (the terminal wraps it at 100 columns).
+    reason = "".join(final[next(i for i, line in enumerate(final) if line.startswith("model unreachable")) :])
+    assert reason.startswith("model unreachable: API Error: Connection refused"), final
+    assert reason.endswith(" — check the network, or the base URL the agent is given"), final
+    assert_clean(final)
+
+
 def test_ctrl_c_at_a_question_stops_with_130_and_leaves_a_clean_screen(tmp_path: Path) -> None:
     term = Terminal(tmp_path, "--approvals", "ask", "tool")
     term.wait_for(r"  > ")

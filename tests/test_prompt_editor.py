@@ -219,3 +219,64 @@ def test_e_on_a_real_terminal_the_agent_runs_the_changed_command(tmp_path: Path)
     assert "ran: echo original" not in out
     [(_, mode, left)] = edited_files(tmp_path)
     assert mode == "600" and not left
+
+
+LEFTOVERS = r'''
+import os, sys, threading, anyio
+from orchestrate import Run, Task
+from orchestrate.approvals import TerminalPrompt
+from orchestrate.executors.base import ExecutorOptions
+from orchestrate.executors.claude_code import ClaudeCodeExecutor
+
+def fds():
+    return sorted(os.listdir("/proc/self/fd"))
+
+async def person(master, answers):
+    seen = b""
+    for answer in answers:
+        while seen.count(b"  > ") < 1:
+            await anyio.wait_readable(master)
+            seen += os.read(master, 65536)
+        seen = seen[seen.index(b"  > ") + 4:]
+        os.write(master, answer)
+
+async def main(cwd, answers):
+    master, slave = os.openpty()
+    before = fds()
+    prompt = TerminalPrompt(input=slave, output=slave)
+    agent = ClaudeCodeExecutor(ExecutorOptions(base_command=[sys.executable, sys.argv[1]]))
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(person, master, answers)
+        async with Run(agent, Task(prompt="tool tool", cwd=cwd), prompt) as run:
+            result = await run.wait()
+        tg.cancel_scope.cancel()
+    prompt.close()
+    ran = [e.type.tool.action.result.stdout for e in result.entries if e.type.kind == "tool_use"]
+    print("RAN", ran)
+    print("FDS", sorted(set(fds()) ^ set(before)))
+    print("THREADS", [t.name for t in threading.enumerate()])
+
+anyio.run(main, sys.argv[2], [a.encode() for a in sys.argv[3:]])
+'''
+
+
+@pytest.mark.parametrize("answers", [["y\n"], ["e\n"]], ids=["yes", "edit"])
+def test_no_thread_or_descriptor_is_left_after_a_prompt_run(tmp_path: Path, answers: list[str]) -> None:
+    """A whole run in a fresh interpreter, its approval answered on a pty (and through the editor):
+    afterwards the same descriptors are open as before, and only the main thread is left."""
+    import subprocess
+
+    editor = scripted_editor(tmp_path, "sed -i 's/original/edited/' \"$1\"")
+    fake = str(ROOT / "fixtures" / "bin" / "fake_claude.py")
+    done = subprocess.run(
+        [sys.executable, "-c", LEFTOVERS, fake, str(tmp_path), *answers],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "EDITOR": str(editor)},
+    )
+    assert done.returncode == 0, done.stderr
+    out = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+    assert out["RAN"] == repr(["ran: echo edited" if answers == ["e\n"] else "ran: echo original"])
+    assert out["FDS"] == "[]", done.stdout
+    assert out["THREADS"] == "['MainThread']", done.stdout
