@@ -62,9 +62,9 @@ def bash(command: str, editable: bool = True) -> ApprovalRequest:
     )
 
 
-async def ask(prompt: TerminalPrompt, person: Person, request: ApprovalRequest, *keys: str) -> tuple[
-    ApprovalDecision, str
-]:
+async def ask(
+    prompt: TerminalPrompt, person: Person, request: ApprovalRequest, *keys: str
+) -> tuple[ApprovalDecision, str]:
     decisions: list[ApprovalDecision] = []
     async with anyio.create_task_group() as tg:
         tg.start_soon(asked, prompt, request, decisions)
@@ -221,7 +221,7 @@ def test_e_on_a_real_terminal_the_agent_runs_the_changed_command(tmp_path: Path)
     assert mode == "600" and not left
 
 
-LEFTOVERS = r'''
+LEFTOVERS = r"""
 import os, sys, threading, anyio
 from orchestrate import Run, Task
 from orchestrate.approvals import TerminalPrompt
@@ -257,7 +257,7 @@ async def main(cwd, answers):
     print("THREADS", [t.name for t in threading.enumerate()])
 
 anyio.run(main, sys.argv[2], [a.encode() for a in sys.argv[3:]])
-'''
+"""
 
 
 @pytest.mark.parametrize("answers", [["y\n"], ["e\n"]], ids=["yes", "edit"])

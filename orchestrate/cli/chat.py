@@ -135,9 +135,7 @@ async def _end(run: Run) -> None:
     run.cancel()
 
 
-async def _on_signals(
-    run: Run, asker: TerminalPrompt, state: _State, tell: Callable[[str], None]
-) -> None:
+async def _on_signals(run: Run, asker: TerminalPrompt, state: _State, tell: Callable[[str], None]) -> None:
     with anyio.open_signal_receiver(*_SIGNALS) as signals:
         async with anyio.create_task_group() as tg:
             async for sig in signals:
