@@ -48,23 +48,6 @@ def test_the_reason_is_one_line_in_the_result_line(
     assert "\n" not in result["error"]
 
 
-def test_the_reason_is_the_summarys_last_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FAKE_API_ERROR", "429")
-    text = run_fake(tmp_path, "--approvals", "auto", "api-error")
-    assert text.returncode == 1
-    reason = text.stderr.strip().splitlines()[-1]
-    assert reason == (
-        "rate limited: API Error: Request rejected (429) · slow down — wait and run again, or use another "
-        "key or model"
-    ), text.stderr
-
-
-def test_another_failure_is_not_given_one_of_these_reasons(tmp_path: Path) -> None:
-    done = run_fake(tmp_path, "--approvals", "auto", "--output", "jsonl", "crash")
-    result = orjson.loads(done.stdout.splitlines()[-1])
-    assert result["outcome"] == "failed" and result["errorKind"] is None and result["error"]
-
-
 def _error(message: str, code: str | None, **extra: Any) -> NormalizedEntry:
     return NormalizedEntry(
         index=0,

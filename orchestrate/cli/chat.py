@@ -19,7 +19,7 @@ import contextlib
 import shlex
 import signal
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
@@ -53,7 +53,7 @@ class _State:
     in_turn: bool = True
     interrupting: bool = False
     stopped_by: signal.Signals | None = None
-    quit: anyio.Event = field(default_factory=anyio.Event)
+    quit_asked: bool = False  # Ctrl-C between a turn's end and the input line being shown
 
 
 async def converse(
@@ -98,7 +98,7 @@ async def _turns(run: Run, view: object, asker: TerminalPrompt, state: _State) -
         state.in_turn = False
         while True:
             with _between_turns(view):
-                line = await asker.read_line(INPUT_PROMPT)
+                line = None if state.quit_asked else await asker.read_line(INPUT_PROMPT)
             if line is None or state.stopped_by is not None:
                 return state.stopped_by is None
             if line:
@@ -146,7 +146,7 @@ async def _on_signals(run: Run, asker: TerminalPrompt, state: _State, tell: Call
                     run.cancel()
                     kill_all()  # now: every process of the run, not the polite ladder
                 elif not state.in_turn:
-                    asker.interrupt()  # Ctrl-C at the input: quit
+                    state.quit_asked = not asker.interrupt()  # Ctrl-C at the input: quit
                 else:
                     state.interrupting = True
                     tell("Ctrl-C: interrupting the turn (Ctrl-C again to quit)")
