@@ -6,7 +6,9 @@ error that names a missing working directory rather than the agent's program."""
 from __future__ import annotations
 
 import io
+import os
 import re
+import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,7 +40,7 @@ from orchestrate.entries import (
 )
 from orchestrate.errors import SpawnError
 
-from .helpers import fake_claude
+from .helpers import FAKE_ACP, fake_claude
 from .test_cli import orchestrate, run_fake
 
 MCP = "mcp: github/create_issue"
@@ -153,7 +155,7 @@ def test_jsonl_ends_with_a_result_line(tmp_path: Path) -> None:
     assert all("op" in line for line in lines[:-1])
     result = lines[-1]
     assert set(result) == {
-        "type", "outcome", "exitCode", "agentExitCode", "sessionId", "error", "usage", "costUsd",
+        "type", "outcome", "exitCode", "agentExitCode", "sessionId", "error", "errorKind", "usage", "costUsd",
         "durationMs", "rawLog", "taskId", "runId",
     }  # fmt: skip
     assert result["type"] == "result" and result["outcome"] == "success"
@@ -164,6 +166,7 @@ def test_jsonl_ends_with_a_result_line(tmp_path: Path) -> None:
     failed = run_fake(tmp_path, "--approvals", "auto", "--output", "jsonl", "crash")
     last = orjson.loads(failed.stdout.splitlines()[-1])
     assert last["outcome"] == "failed" and last["exitCode"] == failed.returncode == 1 and last["error"]
+    assert last["errorKind"] is None  # a crash is none of the reasons a person can act on
 
 
 def test_h_is_help_and_help_has_examples() -> None:
@@ -193,3 +196,36 @@ def test_a_missing_working_directory_is_named_as_the_cause(tmp_path: Path) -> No
         anyio.run(go)
     assert "working directory" in str(caught.value) and str(missing) in str(caught.value)
     assert sys.executable not in str(caught.value).split(":", 1)[1]  # the program is not blamed
+
+
+def _run_acp(tmp_path: Path, *args: str, no_usage: bool) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "FAKE_ACP_NO_USAGE": "1" if no_usage else "0"}
+    command = f"{sys.executable} {FAKE_ACP}"
+    argv = [sys.executable, "-m", "orchestrate", "run", "-e", "acp", "--command", command]
+    argv += ["--cwd", str(tmp_path), "--approvals", "auto", *args, "plain"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_usage_an_agent_does_not_report_is_said_so_not_zero(tmp_path: Path) -> None:
+    silent = _run_acp(tmp_path, no_usage=True)
+    assert silent.returncode == 0, silent.stderr
+    assert "tokens: not reported" in silent.stderr and "0 in, 0 out" not in silent.stdout + silent.stderr
+    assert "tokens:" not in silent.stdout  # no per-turn line saying nothing
+    line = orjson.loads(_run_acp(tmp_path, "--output", "jsonl", no_usage=True).stdout.splitlines()[-1])
+    assert line["type"] == "result" and line["usage"] is None and line["costUsd"] is None
+    # The same agent reporting its usage: the numbers.
+    line = orjson.loads(_run_acp(tmp_path, "--output", "jsonl", no_usage=False).stdout.splitlines()[-1])
+    assert line["usage"]["inputTokens"] == 10 and line["usage"]["cacheReadTokens"] == 2
+
+
+def test_help_puts_the_lab_commands_apart_from_the_everyday_ones() -> None:
+    shown = orchestrate("--help").stdout
+    sections = re.split(r"^(\S[^\n]*):\n", shown, flags=re.M)
+    by_title = {sections[i]: sections[i + 1] for i in range(1, len(sections) - 1, 2)}
+    listed = {title: re.findall(r"^  (\S+)  ", body, re.M) for title, body in by_title.items()}
+    assert {"run", "executors"} <= set(listed["Commands"])
+    lab = next(names for title, names in listed.items() if title.startswith("Lab"))
+    assert {"replay", "record", "conformance", "model-server", "demo"} <= set(lab)
+    assert not set(lab) & set(listed["Commands"])
+    assert {"submit", "worker", "approve"} <= set(listed["Task queue"])
+    assert shown.index("Commands:") < shown.index("Task queue:") < shown.index("Lab")

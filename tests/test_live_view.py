@@ -37,7 +37,7 @@ from orchestrate.entries import (
     ToolUseEntry,
 )
 
-from .helpers import FAKE_CLAUDE, ROOT
+from .helpers import FAKE_CLAUDE, ROOT, needs_cli
 
 FAKE = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLAUDE))}"
 COLS, ROWS = 100, 60  # tall enough that nothing scrolls off: the screen is the whole run
@@ -151,6 +151,19 @@ def test_a_failed_run_shows_its_reason_without_markup(tmp_path: Path) -> None:
     text = screen_text(final)
     assert any(line.startswith("failed  session") for line in final), text
     assert "assistant about to crash" in text
+    assert_clean(final)
+
+
+def test_a_retry_then_a_failure_ends_with_its_reason_in_one_line(tmp_path: Path) -> None:
+    term = Terminal(tmp_path, "--approvals", "auto", "api-error", env={"FAKE_API_ERROR": "refused"})
+    term.wait_for(r"retrying \(attempt 1 of 1, in 0\.1 s\): unknown")
+    final = term.end()
+    assert term.code == 1
+    assert not any("retrying" in line for line in final)  # the status line is gone with the region
+    # The last thing said, one logical line (the terminal wraps it at 100 columns).
+    reason = "".join(final[next(i for i, line in enumerate(final) if line.startswith("model unreachable")) :])
+    assert reason.startswith("model unreachable: API Error: Connection refused"), final
+    assert reason.endswith(" — check the network, or the base URL the agent is given"), final
     assert_clean(final)
 
 
@@ -297,3 +310,33 @@ def test_the_screen_of_a_run_with_an_approval_is_the_one_the_readme_links(tmp_pa
         saved.parent.mkdir(exist_ok=True)
         saved.write_text(screen)
     assert screen == saved.read_text()
+
+
+def _steady_demo(lines: list[str]) -> str:
+    """The demo's screen with what changes from run to run put in words: ids, the scratch folder,
+    times, and the token counts (they follow the CLI's system prompt, which holds the date)."""
+    text = re.sub(r"/tmp/orchestrate-demo-[^/\s]+", "/tmp/orchestrate-demo-SCRATCH", "\n".join(lines))
+    text = re.sub(r"tokens: \d+ in, \d+ out, \$[\d.]+", "tokens: N in, N out, $COST", text)
+    return _steady(text.splitlines(), Path("/nonexistent"))
+
+
+@pytest.mark.real_cli
+@needs_cli("claude")
+def test_the_screen_of_the_demo_is_the_one_the_readme_links(tmp_path: Path) -> None:
+    """fixtures/screens/demo.txt is `orchestrate demo` on a terminal: the real Claude Code CLI against
+    the scripted model (ORCHESTRATE_WRITE_SCREENS=1 rewrites it)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TERM": "xterm-256color", "ORCHESTRATE_HOME": str(tmp_path)}
+    argv = ["-m", "orchestrate", "demo"]
+    child = pexpect.spawn(sys.executable, argv, dimensions=(ROWS, COLS), env=env, timeout=90)
+    child.expect(pexpect.EOF)
+    child.close()
+    screen = pyte.Screen(COLS, ROWS)
+    pyte.ByteStream(screen).feed(child.before)
+    lines = [line.rstrip() for line in screen.display if line.strip()]
+    assert child.exitstatus == 0, lines
+    assert_clean(lines)
+    steady = _steady_demo(lines)
+    saved = SCREENS / "demo.txt"
+    if os.environ.get("ORCHESTRATE_WRITE_SCREENS") == "1":
+        saved.write_text(steady)
+    assert steady == saved.read_text()

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from .base import ApprovalDecision, ApprovalRequest, ApprovalService, decide, write_refusal
+from .base import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ApprovalService,
+    changed_input_refusal,
+    decide,
+    write_refusal,
+)
 from .pipeline import ApprovalPipeline, SessionMemory
 from .policy import RulePolicy, Rules
 from .prompt import TerminalPrompt
@@ -23,6 +30,7 @@ __all__ = [
     "SessionMemory",
     "TerminalPrompt",
     "always_scopes",
+    "changed_input_refusal",
     "decide",
     "is_read_only_tool",
     "write_refusal",

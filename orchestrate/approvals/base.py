@@ -8,7 +8,14 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import anyio
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["ApprovalDecision", "ApprovalRequest", "ApprovalService", "decide", "write_refusal"]
+__all__ = [
+    "ApprovalDecision",
+    "ApprovalRequest",
+    "ApprovalService",
+    "changed_input_refusal",
+    "decide",
+    "write_refusal",
+]
 
 
 class ApprovalRequest(BaseModel):
@@ -28,6 +35,9 @@ class ApprovalRequest(BaseModel):
     executor: str | None = None
     session_id: str | None = None
     cwd: str | None = None
+    editable: bool = False
+    """The agent runs the tool with the input an approval gives back (``updated_input``; Claude's
+    ``updatedInput``), so a person may approve a changed version; where False it would be ignored."""
 
 
 class ApprovalDecision(BaseModel):
@@ -105,3 +115,18 @@ def write_refusal(service: ApprovalService, path: str, cwd: str | None) -> str |
     except Exception as exc:  # fail closed, as decide() does
         return f"approval service failed: {type(exc).__name__}: {exc}"
     return reason if isinstance(reason, str) or reason is None else "approval service refused the write"
+
+
+def changed_input_refusal(service: ApprovalService, request: ApprovalRequest) -> str | None:
+    """Why an input a person changed before approving it (``request`` describes the changed one) is
+    refused all the same, or None.  Hard deny rules hold whoever answers: a service may define
+    ``refuse_changed(request) -> str | None`` (the pipeline checks its deny rules) and one that does
+    not lets it through, as the person approved exactly this."""
+    check = getattr(service, "refuse_changed", None)
+    if check is None:
+        return None
+    try:
+        reason = check(request)
+    except Exception as exc:  # fail closed, as decide() does
+        return f"approval service failed: {type(exc).__name__}: {exc}"
+    return reason if isinstance(reason, str) or reason is None else "approval service refused the change"

@@ -16,7 +16,7 @@ from typing import Any
 
 from .base import ApprovalRequest
 
-__all__ = ["escape", "question_lines"]
+__all__ = ["block", "escape", "question_lines"]
 
 MAX_LINES = 40  # of a command, a file's content or a diff
 MAX_COLUMNS = 240  # of one shown line
@@ -52,7 +52,7 @@ def question_lines(request: ApprovalRequest) -> list[str]:
     name = escape(request.tool_name)
     lines: list[str]
     if request.command:
-        lines = [f"? {name} wants to run:", *_block(request.command)]
+        lines = [f"? {name} wants to run:", *block(request.command)]
     elif _has_change(args):
         where = ", ".join(escape(p) for p in request.paths) or escape(str(args.get("file_path", "")))
         lines = [f"? {name} wants to change {where or 'a file'}:", *_change(args)]
@@ -60,7 +60,7 @@ def question_lines(request: ApprovalRequest) -> list[str]:
         lines = [f"? {name} wants to use {', '.join(escape(p) for p in request.paths)}"]
     else:
         raw = json.dumps(request.tool_input, ensure_ascii=False, default=str)
-        lines = [f"? {name} wants to run with:", *_block(raw)]
+        lines = [f"? {name} wants to run with:", *block(raw)]
     if request.context and request.context != request.command:
         lines.append(f"  why: {_cut(escape(request.context))}")
     if request.cwd:
@@ -76,16 +76,16 @@ def _change(args: dict[str, Any]) -> list[str]:
     """A new file's content, or the edit as a unified diff."""
     if isinstance(args.get("changes"), list):  # Codex: [{path, kind, diff}]
         diffs = [c.get("diff") for c in args["changes"] if isinstance(c, dict)]
-        return _block("\n".join(d for d in diffs if isinstance(d, str)) or "(no diff given)")
+        return block("\n".join(d for d in diffs if isinstance(d, str)) or "(no diff given)")
     if isinstance(args.get("edits"), list):  # MultiEdit: [{old_string, new_string}]
         pairs = [(e.get("old_string"), e.get("new_string")) for e in args["edits"] if isinstance(e, dict)]
-        return _block("\n".join(_diff(old, new) for old, new in pairs))
+        return block("\n".join(_diff(old, new) for old, new in pairs))
     if "new_string" in args or "newText" in args:
         old = args.get("old_string", args.get("oldText"))
-        return _block(_diff(old, args.get("new_string", args.get("newText"))))
+        return block(_diff(old, args.get("new_string", args.get("newText"))))
     content = args.get("content")
     text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False, default=str)
-    return ["  content:", *_block(text)]
+    return ["  content:", *block(text)]
 
 
 def _diff(old: Any, new: Any) -> str:
@@ -94,7 +94,7 @@ def _diff(old: Any, new: Any) -> str:
     return "\n".join(difflib.unified_diff(before, after, "before", "after", lineterm="", n=2))
 
 
-def _block(text: str) -> list[str]:
+def block(text: str) -> list[str]:
     """``text`` as gutter-marked lines (so no line of it can pass for our own), at most MAX_LINES."""
     lines = text.split("\n")
     shown = [_GUTTER + _cut(escape(line)) for line in lines[:MAX_LINES]]

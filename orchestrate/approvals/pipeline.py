@@ -73,6 +73,13 @@ class ApprovalPipeline:
             return ApprovalDecision.deny(uncertain)
         return await self.service.request_approval(request)
 
+    def refuse_changed(self, request: ApprovalRequest) -> str | None:
+        """Step 1 again for an input the person changed before approving it: a hard deny rule
+        forbids the changed call as surely as the proposed one (see base.changed_input_refusal)."""
+        if self.policy is None:
+            return None
+        return self.policy.hard_deny(Facts.of(request)).denied
+
     def refuse_write(self, path: str, cwd: str | None) -> str | None:
         if self.policy is not None and self.policy is not self.service:
             reason = write_refusal(self.policy, path, cwd)

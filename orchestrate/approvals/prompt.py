@@ -14,21 +14,28 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import select
 import termios
+from typing import Any
 
 import anyio
 
 from ..errors import ConfigError
 from .base import ApprovalDecision, ApprovalRequest
-from .display import escape, question_lines
+from .display import block, escape, question_lines
+from .editor import EditRefused, editable, run_editor
 from .scopes import always_scopes
 
 __all__ = ["NOBODY", "NoTerminalError", "TerminalPrompt"]
 
-_HELP = "[y] yes  [a] yes, and for the rest of this session  [n] no  [i] no, and stop the turn"
+# The answers, on one line of a 100-column terminal; what [a] covers is said on the line after.
+_YES = "[y] yes  "
+_EDIT = "[e] edit, then yes  "
+_REST = "[a] yes, this session  [n] no  [i] no, and stop the turn"
 _MAX_LINE = 4096  # an answer is a word; longer input is kept to this much
+_MAX_MESSAGE = 1 << 16  # a message typed to the agent in a conversation
 NOBODY = "nobody could answer"
 """How the reason of a refusal for want of a person begins (the CLI exits non-zero on it)."""
 
@@ -44,6 +51,7 @@ class _Terminal:
         self.fd_in, self.fd_out, self.owned = fd_in, fd_out, owned
         self.is_tty = os.isatty(fd_in)
         self.pending = b""
+        self.limit = _MAX_LINE  # bytes of a line kept (its end)
         self.gone = False  # end of input for good (a pipe's end, a hung-up terminal)
 
     def discard_typed_ahead(self) -> None:
@@ -78,7 +86,7 @@ class _Terminal:
         if not data:
             # A terminal's end of input is Ctrl-D, which ends one line, not the terminal.
             self.gone = not self.is_tty or _hung_up(self.fd_in)
-        self.pending = (self.pending + data)[-_MAX_LINE:]
+        self.pending = (self.pending + data)[-self.limit :]
         return data
 
     def write(self, text: str) -> None:
@@ -179,18 +187,47 @@ class TerminalPrompt:
                 return self._nobody("the terminal's input has ended")
             return await self._ask(self._terminal, request)
 
+    async def read_line(self, prompt: str, limit: int = _MAX_MESSAGE) -> str | None:
+        """A line typed at ``prompt`` on the same terminal (a conversation's next message; at most
+        ``limit`` bytes, its end kept).  None at the end of input (Ctrl-D), when the prompt is
+        closed, or when :meth:`interrupt` takes the line back (Ctrl-C).  Raises
+        :class:`NoTerminalError` if there is no terminal."""
+        async with self._lock:
+            if self._closed:
+                return None
+            self.open()
+            term = self._terminal
+            assert term is not None
+            if term.gone:
+                return None
+            term.write(prompt)
+            line = None
+            term.limit = limit
+            try:
+                with anyio.CancelScope() as self._open:
+                    line = await term.line()
+            finally:
+                term.limit = _MAX_LINE
+                self._open = None
+                if self._closed:
+                    self.close()
+            if line is None:
+                term.write("\n")
+            return line
+
     def _nobody(self, why: str) -> ApprovalDecision:
         self.unanswered += 1
         return ApprovalDecision.deny(f"{NOBODY}: {why}")
 
     async def _ask(self, term: _Terminal, request: ApprovalRequest) -> ApprovalDecision:
         term.discard_typed_ahead()
-        term.write("\n" + "\n".join(question_lines(request)) + f"\n  {_HELP}\n{_always_line(request)}")
+        question = "\n".join(question_lines(request))
+        term.write(f"\n{question}\n  {_help(request)}\n{_always_line(request)}")
         self._stopped = False
         decision: ApprovalDecision | None = None
         try:
             with anyio.CancelScope() as self._open:
-                decision = await self._converse(term)
+                decision = await self._converse(term, request)
             if decision is None and self._stopped:  # interrupt(): Ctrl-C while it was open
                 self._say(term, "stopped (Ctrl-C): no, and the turn stops")
                 decision = ApprovalDecision.deny("stopped by the user (Ctrl-C)", interrupt=True)
@@ -206,7 +243,7 @@ class TerminalPrompt:
                 self.close()
         return decision
 
-    async def _converse(self, term: _Terminal) -> ApprovalDecision:
+    async def _converse(self, term: _Terminal, request: ApprovalRequest) -> ApprovalDecision:
         while True:
             term.write("  > ")
             line = await term.line()
@@ -224,12 +261,38 @@ class TerminalPrompt:
                 term.write("  reason (optional): ")
                 reason = await term.line()
                 return ApprovalDecision.deny(reason or "denied by the user", interrupt=answer == "i")
+            if answer in ("e", "edit") and request.editable:
+                changed = await self._edit(term, request)
+                if changed is not None:
+                    return ApprovalDecision.approve(changed)
+                continue
             if answer:
-                term.write(f"  {escape(line)[:40]!s}? please answer one of: {_HELP}\n")
+                term.write(f"  {escape(line)[:40]!s}? please answer one of: {_help(request)}\n")
+
+    async def _edit(self, term: _Terminal, request: ApprovalRequest) -> dict[str, Any] | None:
+        """The input changed in the person's editor, shown back; None (said why) if nothing is to be
+        approved: the editor failed, or left the input empty, unchanged or unreadable."""
+        part = editable(request)
+        try:
+            edited = await run_editor(part.text, part.suffix, term.fd_in, term.fd_out)
+            changed = part.apply(request, edited)
+        except EditRefused as exc:
+            term.write(f"  nothing approved: {escape(str(exc))}; answer again\n")
+            return None
+        finally:
+            term.discard_typed_ahead()  # keys meant for the editor are no answer
+        shown = changed.get(part.field) if part.field is not None else changed
+        text = shown if isinstance(shown, str) else json.dumps(shown, indent=2, ensure_ascii=False)
+        term.write("\n".join(["  approved as you changed it:", *block(text)]) + "\n")
+        return changed
 
     def _say(self, term: _Terminal, what: str) -> None:
         # Clear the half-written answer line, then say what became of the question.
         term.write(("\r\x1b[2K" if os.isatty(term.fd_out) else "\n") + f"  ({what})\n")
+
+
+def _help(request: ApprovalRequest) -> str:
+    return _YES + (_EDIT if request.editable else "") + _REST
 
 
 def _always_line(request: ApprovalRequest) -> str:

@@ -100,6 +100,17 @@ class LiveView(TextRenderer):
                 self._flush_held()
                 self._show()
 
+    @contextlib.contextmanager
+    def between_turns(self) -> Iterator[None]:
+        """A conversation's turn is over and the person types the next message: what the turn
+        printed is finished, the region cleared while they type, and the clock starts again."""
+        self.finish()
+        with self.hold():
+            yield
+            self._began = self._clock()
+            self._doing = "waiting for the model"
+            self._retry = None
+
     def note(self, message: str) -> None:
         """A message of the CLI's own (Ctrl-C: interrupting), shown above the region."""
         self.emit(Text(message, style="yellow"))

@@ -28,7 +28,7 @@ from rich.text import Text
 
 from ..approvals import ApprovalService, AutoApprove, AutoDeny, RulePolicy, TerminalPrompt
 from ..approvals.prompt import NoTerminalError
-from ..entries import EntryPatch, ErrorEntry, TokenUsageEntry, entry_json_schema
+from ..entries import EntryPatch, ErrorEntry, entry_json_schema
 from ..errors import (
     ConfigError,
     ExecutorUnavailableError,
@@ -44,9 +44,11 @@ from ..registry import default_registry
 from ..replay import normalizer_for_file, replay
 from ..run import Run, RunResult
 from ..task import Task
+from .chat import INPUT_PROMPT, Conversation, converse, cwd_option, resume_command
+from .failure import classify, missing_cli
 from .live import LiveView, ViewPrompt
 from .options import build_executor_options
-from .render import TextRenderer, usage_summary
+from .render import TextRenderer, reported_usage, usage_summary
 
 if TYPE_CHECKING:
     from ..testing.conformance import Cell
@@ -74,6 +76,8 @@ class CliError(click.ClickException):
 
 
 def _translate(exc: OrchestrateError) -> CliError:
+    if isinstance(exc, ExecutorUnavailableError) and exc.executor in default_registry.names():
+        return CliError(missing_cli(default_registry.get(exc.executor), exc.reason), EXIT_UNAVAILABLE)
     if isinstance(exc, ExecutorUnavailableError | SpawnError):
         return CliError(str(exc), EXIT_UNAVAILABLE)
     if isinstance(exc, UnknownExecutorError | ConfigError | RawLogError):
@@ -86,9 +90,36 @@ _TASK_COMMANDS = frozenset(
 )
 
 
+# `--help` lists the commands in sections: what a person uses every day first, the task queue, then
+# the lab (recording, replaying, checking the CLIs against the scripted model).  A command named in
+# none (one a plugin or a later change adds) is listed with the everyday ones.
+_LAB_COMMANDS = frozenset({"demo", "replay", "record", "model-server", "conformance", "upgrade", "schema"})
+_SECTIONS = (
+    ("Task queue", _TASK_COMMANDS),
+    ("Lab: try it with no key, record, replay, check the CLIs", _LAB_COMMANDS),
+)
+
+
 class _Group(click.Group):
     """The task commands live in cli/tasks.py, which imports the store and the engine (SQLAlchemy):
     loaded when one of them is asked for or the commands are listed, so the others start without."""
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        commands = [
+            (name, cmd)
+            for name in self.list_commands(ctx)
+            if (cmd := self.get_command(ctx, name)) is not None and not cmd.hidden
+        ]
+        if not commands:
+            return
+        limit = formatter.width - 6 - max(len(name) for name, _ in commands)
+        everyday = [c for c in commands if not any(c[0] in names for _, names in _SECTIONS)]
+        groups = [("Commands", everyday)]
+        groups += [(title, [c for c in commands if c[0] in names]) for title, names in _SECTIONS]
+        for title, members in groups:
+            if members:
+                with formatter.section(title):
+                    formatter.write_dl([(name, cmd.get_short_help_str(limit)) for name, cmd in members])
 
     def _load_tasks(self) -> None:
         if "submit" not in self.commands:
@@ -195,7 +226,14 @@ def main() -> None:
 @click.option(
     "--verbose", "-v", is_flag=True, help="Text: whole outputs, the agent's own tool names, every notice."
 )
-@click.argument("prompt")
+@click.option(
+    "--interactive",
+    "-i",
+    is_flag=True,
+    help="Stay in the session after the turn: type the next message (needs a terminal; "
+    "same as `orchestrate chat`).",
+)
+@click.argument("prompt", required=False)
 def run(
     executor_name: str,
     cwd: Path,
@@ -219,7 +257,8 @@ def run(
     startup_timeout: float,
     output: str,
     verbose: bool,
-    prompt: str,
+    interactive: bool,
+    prompt: str | None,
 ) -> None:
     """Run PROMPT with an agent and stream what it does.  PROMPT `-` reads it from stdin.
 
@@ -230,8 +269,11 @@ def run(
       orchestrate run -e gemini --approvals auto --output jsonl "summarize README.md" | jq .
       git diff | orchestrate run -e claude-code --approvals deny -
       orchestrate run -e claude-code --resume SESSION_ID "now add tests"
+      orchestrate run -e codex -i "look at the failing test"   # then keep talking
     """
-    if prompt != "-" and not prompt.strip():
+    if prompt is None and not interactive:
+        raise click.UsageError("missing PROMPT: say what the agent should do (or talk with --interactive)")
+    if prompt is not None and prompt != "-" and not prompt.strip():
         raise click.UsageError("the prompt is empty: say what the agent should do")
     try:
         options = build_executor_options(
@@ -246,12 +288,24 @@ def run(
         )
         executor = default_registry.create(executor_name, options)
         env = parse_env_overrides(env_pairs)
+        if interactive:
+            _can_converse(executor_name, executor.capabilities.mid_execution_messages)
         # Last of the checks, before anything is read or started: a terminal to ask on.
         service, asker = _approval_service(approvals, _given(click.get_current_context(), "approvals"))
+        if interactive:
+            _open_for_conversation(asker)
         if prompt == "-":
             prompt = sys.stdin.read()
             if not prompt.strip():
                 raise click.UsageError("no prompt on stdin: the prompt is empty")
+        while prompt is None or prompt == "":  # a conversation begins with the first message typed
+            try:
+                prompt = anyio.run(asker.read_line, INPUT_PROMPT)
+            except KeyboardInterrupt:  # Ctrl-C before anything started
+                prompt = None
+            if prompt is None:  # Ctrl-D: nothing was said, nothing started
+                asker.close()
+                return
         task = Task(
             prompt=prompt,
             cwd=cwd.resolve(),
@@ -259,11 +313,12 @@ def run(
             fork=fork,
             resume_fallback=resume_fallback,
             env=env,
-            timeout=timeout or None,
+            timeout=_run_limit(timeout, interactive),
             startup_timeout=startup_timeout or None,
             approval_timeout=approval_timeout,
             raw_log=record,
             redact_raw_log=not no_redact,
+            keep_open=interactive,
         )
         view = _view(output, verbose, asker)
         began = time.monotonic()
@@ -274,14 +329,118 @@ def run(
             from .recording import record_run  # opens the store on a thread, beside the run
 
             with record_run(executor_name, options, live, output) as recording:
-                result = anyio.run(_run_live, live, view, asker, recording.cancelled, recording.sink)
+                if interactive:
+                    talk = anyio.run(_chat_live, live, view, asker, recording.sink)
+                    result = talk.result
+                else:
+                    result = anyio.run(_run_live, live, view, asker, recording.cancelled, recording.sink)
                 recording.result = result
                 stored = recording.ids
         finally:
             asker.close()
     except OrchestrateError as exc:
-        raise _translate(exc) from exc
+        error = _translate(exc)
+        if output == "jsonl":  # a program reading the lines still gets its result line
+            kind = "cli_missing" if isinstance(exc, ExecutorUnavailableError) else None
+            with contextlib.suppress(OSError):
+                JsonlWriter().write(not_started_line(error.message, kind, error.exit_code))
+        raise error from exc
+    if interactive:
+        resume = resume_command(
+            executor_name,
+            result.session_id if executor.capabilities.session_resume else None,
+            {"--cwd": cwd_option(cwd.resolve()), "--base-command": base_command, "--model": model},
+        )
+        _finish_conversation(output, talk, asker, time.monotonic() - began, stored, resume)
     _finish(output, result, asker, time.monotonic() - began, stored)
+
+
+def _chat(**options: Any) -> None:
+    assert run.callback is not None
+    click.get_current_context().invoke(run.callback, interactive=True, **options)
+
+
+main.add_command(
+    click.Command(
+        "chat",
+        # run's options, and its PROMPT (optional here: the first message can be typed instead)
+        params=[p for p in run.params if p.name != "interactive"],
+        callback=_chat,
+        short_help="Talk with an agent: a session that stays open, one message after another.",
+        help="""Talk with an agent on the terminal: after each turn type the next message (it goes to
+        the same session).  Ctrl-C interrupts the turn and comes back to the input; Ctrl-C again, or
+        Ctrl-C / Ctrl-D at the input, quits and prints the command that resumes the session.  PROMPT
+        (optional) is the first message.  Same options as `orchestrate run`.
+
+        \b
+        Examples:
+          orchestrate chat -e claude-code
+          orchestrate chat -e codex "why does test_login fail?"
+          orchestrate chat -e claude-code --resume SESSION_ID
+        """,
+    )
+)
+
+
+def _run_limit(timeout: float, interactive: bool) -> float | None:
+    """--timeout in seconds (0: none).  A conversation lasts as long as the person talks: the default
+    does not bound it, only a --timeout given does."""
+    if interactive and not _given(click.get_current_context(), "timeout"):
+        return None
+    return timeout or None
+
+
+def _can_converse(executor_name: str, takes_messages: bool) -> None:
+    if not takes_messages:
+        names = default_registry.names()
+        talkers = [n for n in names if default_registry.get(n).capabilities.mid_execution_messages]
+        raise CliError(
+            f"{executor_name} takes one prompt per process, so it cannot hold a conversation here; "
+            f"these can: {', '.join(talkers)}. Or continue its session with --resume.",
+            EXIT_USAGE,
+        )
+
+
+def _open_for_conversation(asker: TerminalPrompt) -> None:
+    try:
+        asker.open()
+    except NoTerminalError as exc:
+        why = f"a conversation needs a terminal to type on, and there is none ({exc})"
+        raise CliError(why, EXIT_USAGE) from exc
+
+
+async def _chat_live(
+    run: Run,
+    view: View,
+    asker: TerminalPrompt,
+    tap: Callable[[Callable[[EntryPatch], None]], Callable[[EntryPatch], None]] | None = None,
+) -> Conversation:
+    """:func:`chat.converse` with the CLI's view and notices."""
+    sink = _until_broken(tap(view.on_patch) if tap is not None else view.on_patch)
+    with _showing(view):
+        return await converse(run, view, asker, sink, _tell)
+
+
+def _finish_conversation(
+    output: str,
+    talk: Conversation,
+    asker: TerminalPrompt,
+    seconds: float,
+    stored: dict[str, int] | None,
+    resume: str | None,
+) -> None:
+    """The summary (or result line), how to come back to the session, and the exit code: 0 when the
+    person quit at the input, 128 + the signal that stopped it, else the run's own."""
+    code = 128 + talk.stopped_by if talk.stopped_by else 0 if talk.quit_at_input else _exit_code(talk.result)
+    if output == "jsonl":
+        with contextlib.suppress(OSError):
+            JsonlWriter().result(talk.result, code, seconds, stored)
+    else:
+        _summary(talk.result)
+    with contextlib.suppress(OSError, ValueError):
+        if resume is not None:
+            click.echo(f"to continue this conversation: {resume}", err=True)
+    sys.exit(code)
 
 
 def _given(ctx: click.Context, name: str) -> bool:
@@ -492,7 +651,10 @@ class JsonlWriter:
     def result(
         self, result: RunResult, exit_code: int, seconds: float, stored: dict[str, int] | None = None
     ) -> None:
-        self.out.write(orjson.dumps(result_line(result, exit_code, seconds, stored)) + b"\n")
+        self.write(result_line(result, exit_code, seconds, stored))
+
+    def write(self, line: dict[str, Any]) -> None:
+        self.out.write(orjson.dumps(line) + b"\n")
         self.out.flush()
 
 
@@ -502,21 +664,44 @@ def result_line(
     """The last line of ``--output jsonl``: ``{"type": "result", ...}``, told from the patches
     before it by having ``type`` and no ``op``.  ``exitCode`` is the CLI's own exit code,
     ``agentExitCode`` the agent process's; ``usage`` is null when the agent reported none;
-    ``taskId``/``runId`` name the task and run the store recorded it as (null when not recorded)."""
-    reported = any(isinstance(e.type, TokenUsageEntry) for e in result.entries)
+    ``taskId``/``runId`` name the task and run the store recorded it as (null when not recorded);
+    ``error`` is why it failed in one line, and ``errorKind`` which of the reasons a person can act
+    on it is (``model_unreachable``, ``rate_limited``, ``auth_required``, ``cli_missing``) or null."""
+    usage = reported_usage(result.entries)
+    failure = classify(result)
     return {
         "type": "result",
         "outcome": result.outcome,
         "exitCode": exit_code,
         "agentExitCode": result.exit_code,
         "sessionId": result.session_id,
-        "error": result.error,
-        "usage": result.token_usage.to_json_dict() if reported else None,
-        "costUsd": result.token_usage.total_cost_usd,
+        "error": failure.line if failure is not None else result.error,
+        "errorKind": failure.kind if failure is not None else None,
+        "usage": usage.to_json_dict() if usage is not None else None,
+        "costUsd": usage.total_cost_usd if usage is not None else None,
         "durationMs": round(seconds * 1000),
         "rawLog": str(result.raw_log) if result.raw_log else None,
         "taskId": (stored or {}).get("taskId"),
         "runId": (stored or {}).get("runId"),
+    }
+
+
+def not_started_line(error: str, kind: str | None, exit_code: int) -> dict[str, Any]:
+    """The result line of a run that could not start (its CLI missing, a bad option)."""
+    return {
+        "type": "result",
+        "outcome": "failed",
+        "exitCode": exit_code,
+        "agentExitCode": None,
+        "sessionId": None,
+        "error": error,
+        "errorKind": kind,
+        "usage": None,
+        "costUsd": None,
+        "durationMs": 0,
+        "rawLog": None,
+        "taskId": None,
+        "runId": None,
     }
 
 
@@ -558,11 +743,13 @@ def _summary(result: RunResult) -> None:
     console = Console(stderr=True, highlight=False)
     style = {"success": "green", "interrupted": "yellow", "cancelled": "yellow"}.get(result.outcome, "red")
     line = Text.assemble("\n", (result.outcome, style), f"  session {result.session_id or '-'}")
-    if any(isinstance(e.type, TokenUsageEntry) for e in result.entries):
-        line.append(f"  {usage_summary(result.token_usage)}")
+    line.append(f"  {usage_summary(reported_usage(result.entries))}")
     line.append(f"  raw log {result.raw_log}")
     console.print(line, soft_wrap=True)
-    if result.outcome != "success" and result.error:
+    failure = classify(result)
+    if failure is not None:
+        console.print(Text(failure.line, style="red"), soft_wrap=True)
+    elif result.outcome != "success" and result.error:
         console.print(Text(result.error, style="red"), soft_wrap=True)
 
 

@@ -13,7 +13,7 @@ says ``[red]`` shows ``[red]``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from rich.console import Console, RenderableType
 from rich.text import Text
@@ -39,6 +39,7 @@ __all__ = [
     "TextRenderer",
     "fold",
     "noise_summary",
+    "reported_usage",
     "retry_summary",
     "tool_details",
     "tool_head",
@@ -160,7 +161,28 @@ def retry_summary(entry: NormalizedEntry) -> str | None:
     return f"retrying: {t.error.message}"
 
 
-def usage_summary(usage: TokenUsage) -> str:
+def is_reported(usage: TokenUsage) -> bool:
+    """Whether ``usage`` says anything.  An agent that reports no usage still ends its turns (the ACP
+    normalizer writes a usage entry per turn, zero when the agent sent none): all zeros and no cost
+    is that, not a report, and is shown as "not reported" rather than ``0 in, 0 out``."""
+    counts = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
+    return any(counts) or usage.total_cost_usd is not None
+
+
+def reported_usage(entries: Iterable[NormalizedEntry]) -> TokenUsage | None:
+    """The usage the agent reported over ``entries``, all turns together; None if it reported none."""
+    total = None
+    window = None
+    for entry in entries:
+        if isinstance(entry.type, TokenUsageEntry) and is_reported(entry.type.usage):
+            total = add_usage(total, entry.type.usage)
+            window = entry.type.usage.context_window or window
+    return total.model_copy(update={"context_window": window}) if total is not None else None
+
+
+def usage_summary(usage: TokenUsage | None) -> str:
+    if usage is None:
+        return "tokens: not reported"
     cost = f", ${usage.total_cost_usd:.4f}" if usage.total_cost_usd is not None else ""
     return f"tokens: {usage.input_tokens} in, {usage.output_tokens} out{cost}"
 
@@ -209,7 +231,8 @@ class TextRenderer:
                 self._close_line()
                 self._block(entry)
         elif isinstance(t, TokenUsageEntry):
-            self._usage[entry.index] = t.usage
+            if is_reported(t.usage):
+                self._usage[entry.index] = t.usage
             if patch.op == "add":
                 self._close_line()
                 self._block(entry)
@@ -303,7 +326,8 @@ class TextRenderer:
             code = f" ({t.error.code})" if t.error.code else ""
             yield Text.assemble((f"error{code}", "bold red"), " ", t.error.message)
         elif isinstance(t, TokenUsageEntry):
-            yield Text(usage_summary(t.usage), style="dim")
+            if is_reported(t.usage):  # a turn's end with no usage in it is not worth a line
+                yield Text(usage_summary(t.usage), style="dim")
         elif isinstance(t, Plan):
             yield Text("plan", style="bold")
             for item in t.items:

@@ -102,4 +102,5 @@ class ClaudeCodeExecutor(Executor):
             executor=self.name,
             session_id=session_id,
             cwd=str(task.cwd),
+            editable=True,  # the CLI runs the tool with the updatedInput we answer with
         )

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 
 import anyio
 
-from ..approvals.base import ApprovalDecision, decide
+from ..approvals.base import ApprovalDecision, changed_input_refusal, decide
 from ..errors import ProcessExitedError
 from ..executors.claude_code import ClaudeCodeExecutor
 from ..peers.claude_control import (
@@ -103,6 +104,14 @@ class ClaudeDriver(Driver):
                 del self._asking[event.request_id]
         if decision is None or event.request_id not in self.peer.pending_approvals:
             return  # withdrawn: the CLI wants no answer (protocols/claude-code.md §6, as the SDK does)
+        if decision.status == "approved" and isinstance(decision.updated_input, dict):
+            # A changed input is a new call: the hard deny rules judge it as they judged the first.
+            changed = dataclasses.replace(event, input=decision.updated_input)
+            refusal = changed_input_refusal(
+                self.ctx.approvals, executor.approval_request(changed, self.ctx.task, self.ctx.session_id())
+            )
+            if refusal is not None:
+                decision = ApprovalDecision.deny(refusal)
         self.note_decision(event.request_id, decision)
         await self._write(self._reply(event, decision))
 

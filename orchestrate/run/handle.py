@@ -128,6 +128,26 @@ class Run:
         assert self._result is not None
         return self._result
 
+    async def wait_idle(self) -> bool:
+        """With ``keep_open``: wait until the agent has answered everything sent to it (True: its
+        turn is over and it waits for a message), or until the run has ended (False)."""
+        while not self._done.is_set():
+            driver = self._driver
+            if driver is None:  # not started yet: its first attempt is a moment away
+                await anyio.sleep(0.01)
+                continue
+            if driver.is_idle:
+                return True
+            async with anyio.create_task_group() as tg:
+
+                async def on(event: Callable[[], Awaitable[Any]]) -> None:
+                    await event()
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(on, driver.wait_idle)
+                tg.start_soon(on, self._done.wait)
+        return False
+
     @property
     def capabilities(self) -> Capabilities:
         """What this agent can do: as the executor declares it, or as the agent itself said when it
