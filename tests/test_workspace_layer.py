@@ -41,7 +41,13 @@ IDENTITY = ["-c", "user.name=Test", "-c", "user.email=test@example.com", "-c", "
 
 def git(cwd: Path, *args: str, check: bool = True) -> str:
     """The test's own git (never the workspace layer's), with an identity of its own."""
-    env = {**os.environ, "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    # No optional locks: `git status` never rewrites the index, so a changed index is someone else's doing.
+    env = {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_OPTIONAL_LOCKS": "0",
+    }
     done = subprocess.run(
         ["git", *IDENTITY, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=30, check=False
     )
@@ -482,3 +488,14 @@ def test_a_name_taken_gets_a_suffix(repo: Path, tmp_path: Path) -> None:
     git(repo, "branch", "orchestrate/t")
     ws = create_workspace(repo, "t", "worktree", options(tmp_path))
     assert ws.info.name == "t-2" and ws.info.branch == "orchestrate/t-2"
+
+
+def test_a_change_in_the_same_second_as_the_last_snapshot_is_seen(repo: Path, tmp_path: Path) -> None:
+    # Same size, same second: only git's "racy" check on the index's own mtime can tell.
+    ws = create_workspace(repo, "t", "worktree", options(tmp_path))
+    for n in range(20):
+        before = checkpoint(ws, f"{n}")
+        (ws.path / "src" / "app.py").write_text(f"print('hell{n % 10}')\n")
+        after = checkpoint(ws, f"{n} after")
+        assert before.tree != after.tree, f"the edit of round {n} was missed"
+        (ws.path / "src" / "app.py").write_text("print('hello')\n")

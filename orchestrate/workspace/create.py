@@ -10,7 +10,7 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from ..task import WorkspaceOptions
@@ -51,21 +51,36 @@ def repository_of(directory: Path) -> tuple[Path, Path]:
     there is none."""
     if not directory.is_dir():
         raise WorkspaceError(f"{directory} is not a directory")
+    directory = Path(os.path.realpath(directory))
     try:
-        out = run_git(
-            ["rev-parse", "--show-toplevel", "--absolute-git-dir"], cwd=directory, check=True
-        ).stdout.decode()
+        found = run_git(["rev-parse", "--absolute-git-dir"], cwd=directory)
     except GitError as exc:
-        if "not a git repository" in exc.stderr:
-            raise NotAGitRepositoryError(
-                f"{directory} is not inside a git repository: a worktree needs one "
-                "(choose the workspace `copy` for a plain copy of the directory)"
-            ) from exc
-        raise
-    lines = out.splitlines()
-    if len(lines) != 2 or not lines[0]:
-        raise NotAGitRepositoryError(f"{directory} is in a git repository with no work tree (a bare one?)")
-    return Path(lines[0]), Path(lines[1])
+        if "not a git repository" not in exc.stderr:
+            raise
+        raise NotAGitRepositoryError(
+            f"{directory} is not inside a git repository: a worktree needs one "
+            "(choose the workspace `copy` for a plain copy of the directory)"
+        ) from exc
+    git_dir = Path(os.path.realpath(found.stdout.decode().strip()))
+    # The top is the directory whose ``.git`` leads to that git directory, found by us: git's own
+    # answer follows ``core.worktree``, which the repository's configuration may point anywhere.
+    for top in (directory, *directory.parents):
+        if _leads_to(top / ".git", git_dir):
+            return top, git_dir
+    raise NotAGitRepositoryError(f"{directory} is in a git repository with no work tree here (a bare one?)")
+
+
+def _leads_to(dot_git: Path, git_dir: Path) -> bool:
+    try:
+        if dot_git.is_symlink() or dot_git.is_dir():
+            return Path(os.path.realpath(dot_git)) == git_dir
+        text = dot_git.read_text(errors="replace")[:4096]
+    except OSError:
+        return False
+    if not text.startswith("gitdir: "):
+        return False
+    target = Path(text[len("gitdir: ") :].strip())
+    return Path(os.path.realpath(dot_git.parent / target)) == git_dir
 
 
 def create_workspace(
@@ -99,6 +114,17 @@ def create_workspace(
         assert git_dir is not None
         return _worktree(top, git_dir, group, root, name, options)
     return _copy(source, git_dir, group, root, name, options)
+
+
+@contextlib.contextmanager
+def _undone_on_failure(ws: Workspace) -> Iterator[None]:
+    """A workspace that could not be finished is taken away again, so nothing half-made is left."""
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(Exception):
+            remove_workspace(ws, delete_branch=True)
+        raise
 
 
 def _free_name(group: Path, name: str, taken: Callable[[str], bool]) -> str:
@@ -158,9 +184,10 @@ def _worktree(
     )
     ws = Workspace(info)
     write_info(info)
-    run_git(["read-tree", "--reset", "-u", "HEAD"], repo=ws.repo, config=neutral_filters(ws.repo))
-    listing = run_git(["ls-files", "-z", "--others", "--directory"], repo=main, cwd=top).stdout
-    _finish(ws, top, listing, options)
+    with _undone_on_failure(ws):
+        run_git(["read-tree", "--reset", "-u", "HEAD"], repo=ws.repo, config=neutral_filters(ws.repo))
+        listing = run_git(["ls-files", "-z", "--others", "--directory"], repo=main, cwd=top).stdout
+        _finish(ws, top, listing, options)
     return ws
 
 
@@ -189,6 +216,14 @@ def _copy(
         keep=options.keep,
     )
     ws = Workspace(info)
+    write_info(info)
+    with _undone_on_failure(ws):
+        _fill_copy(ws, source, git_dir, options)
+    return ws
+
+
+def _fill_copy(ws: Workspace, source: Path, git_dir: Path | None, options: WorkspaceOptions) -> None:
+    path, private, branch, name = ws.path, ws.info.git_dir, ws.info.branch, ws.info.name
     run_git(["config", "core.bare", "false"], repo=GitRepo(private))
     listing = b""
     if git_dir is not None:
@@ -208,10 +243,8 @@ def _copy(
     base = commit_tree(ws.repo, tree, f"orchestrate: {source} as copied for {name}\n", [])
     run_git(["update-ref", f"refs/heads/{branch}", base], repo=ws.repo)
     run_git(["symbolic-ref", "HEAD", f"refs/heads/{branch}"], repo=ws.repo)
-    ws.info = info.model_copy(update={"base": base})
-    write_info(ws.info)
+    ws.update(base=base)
     _finish(ws, source, listing, options)
-    return ws
 
 
 def _finish(ws: Workspace, source: Path, untracked: bytes, options: WorkspaceOptions) -> None:

@@ -18,13 +18,15 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from ..errors import OrchestrateError
+from .model import WorkspaceError
 
 __all__ = ["OutsideRootError", "copy_into", "inside", "matches", "remove_tree", "safe_relative"]
 
 
-class OutsideRootError(OrchestrateError):
+class OutsideRootError(WorkspaceError):
     """A path that would lead out of the root it must stay beneath."""
+
+    code = "outside_workspace"
 
 
 def safe_relative(path: str) -> str:

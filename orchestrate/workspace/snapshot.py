@@ -38,7 +38,10 @@ def private_index(ws: Workspace) -> Iterator[Path]:
     tmp = ws.info.meta / f"index.{os.getpid()}.{secrets.token_hex(4)}"
     try:
         if ws.index.exists():
-            shutil.copyfile(ws.index, tmp)
+            # With its times: git tells a file changed in the second the index was written (same
+            # size, same mtime) by comparing with the index file's own mtime ("racy git").  A copy
+            # stamped now would hide such a change.
+            shutil.copy2(ws.index, tmp)
         yield tmp
         if tmp.exists():
             tmp.replace(ws.index)
@@ -56,7 +59,8 @@ def snapshot_tree(ws: Workspace, index: Path) -> str:
     # --ignore-errors: a file that cannot be read is left as the index had it (neither recorded
     # anew nor, on a rollback, deleted); the rest of the snapshot is made.
     run_git(["add", "-A", "--ignore-errors", "--", "."], repo=repo, index=index, config=filters, check=False)
-    return _text(run_git(["write-tree"], repo=repo, index=index).stdout)
+    # write-tree may look at racily clean files again: the filters stay off for it too.
+    return _text(run_git(["write-tree"], repo=repo, index=index, config=filters).stdout)
 
 
 def commit_tree(
