@@ -625,6 +625,8 @@ class _Recording:
         """Set when `orchestrate cancel` (any process) asked for this run's task to stop."""
         self.ids: dict[str, int] | None = None
         """``{"taskId": T, "runId": R}`` once recorded; the result line of ``--output jsonl`` says them."""
+        self.record_workspace: Callable[[dict[str, Any], int | None, int | None], None] = lambda *_: None
+        """Store the run's workspace and the checkpoints its turn started and ended on."""
 
 
 @contextmanager
@@ -640,6 +642,7 @@ def record_run(executor: str, options: ExecutorOptions, run: Run, output: str) -
     recorder = RunRecorder.start(executor, options, run.task, url=url)
     recorder.attach(run)
     recording = _Recording(recorder.sink, recorder.cancelled)
+    recording.record_workspace = recorder.record_workspace
     if recorder.task_id is not None and recorder.run_id is not None:
         recording.ids = {"taskId": recorder.task_id, "runId": recorder.run_id}
     error: BaseException | None = None

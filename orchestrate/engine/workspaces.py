@@ -18,14 +18,32 @@ from ..store import Store, StoreError
 from ..task import Task
 from ..workspace import (
     Checkpoint,
+    FileChange,
     Workspace,
+    WorkspaceError,
+    WorkspaceInUseError,
     checkpoint,
     create_workspace,
+    diff,
     open_workspace,
+    remove_workspace,
+    rollback,
     run_setup,
 )
 
-__all__ = ["TurnCheckpoints", "in_workspace", "prepare_workspace", "record_checkpoints"]
+__all__ = [
+    "TurnCheckpoints",
+    "in_workspace",
+    "prepare_workspace",
+    "record_checkpoints",
+    "remove_task_workspace",
+    "rollback_task",
+    "task_diff",
+    "task_workspace",
+    "turn_checkpoints",
+]
+
+LIVE_TASK = ("running", "waiting_approval")
 
 
 async def prepare_workspace(
@@ -111,3 +129,60 @@ def record_checkpoints(raw_log: Path, turn: TurnCheckpoints) -> None:
             os.write(fd, line)
         finally:
             os.close(fd)
+
+
+# --- a task's workspace, for the commands and the API (blocking: async callers use a thread) ---------
+
+
+def task_workspace(store: Store, task_id: int) -> Workspace:
+    """The workspace made for task ``task_id``; WorkspaceError if it has none (or it was removed)."""
+    task = store.get(task_id)
+    if not task.workspace:
+        raise WorkspaceError(f"task {task_id} has no workspace (it ran in {task.cwd})")
+    return open_workspace(task.workspace)
+
+
+def turn_checkpoints(store: Store, task_id: int, turn: int) -> tuple[int, int]:
+    """The checkpoints run ``turn`` (1 = the task's first run) started and ended on."""
+    runs = store.runs(task_id)
+    if not 1 <= turn <= len(runs):
+        raise WorkspaceError(f"task {task_id} has {len(runs)} run(s); there is no turn {turn}")
+    run = runs[turn - 1]
+    if run.checkpoint_start is None or run.checkpoint_end is None:
+        raise WorkspaceError(
+            f"run {run.id} (turn {turn}) of task {task_id} has no checkpoints (it did not finish?)"
+        )
+    return run.checkpoint_start, run.checkpoint_end
+
+
+def task_diff(
+    store: Store, task_id: int, start: str | int = "base", end: str | int = "now", turn: int | None = None
+) -> list[FileChange]:
+    """Per-file changes of a task: from ``start`` to ``end`` (checkpoint numbers, ``base``, ``now``),
+    or what turn ``turn`` changed."""
+    ws = task_workspace(store, task_id)
+    if turn is not None:
+        start, end = turn_checkpoints(store, task_id, turn)
+    return diff(ws, start, end)
+
+
+def rollback_task(store: Store, task_id: int, to: str | int) -> Checkpoint:
+    """Put the task's files back as checkpoint ``to`` had them (refused while a run works there);
+    returns the checkpoint of the files as they were."""
+    task = store.get(task_id)
+    if task.status in LIVE_TASK:
+        raise WorkspaceInUseError(f"task {task_id} is {task.status}: cancel it (or let it end) first")
+    ws = task_workspace(store, task_id)
+    with ws.exclusive():
+        return rollback(ws, to)
+
+
+def remove_task_workspace(store: Store, task_id: int, *, delete_branch: bool | None = None) -> Workspace:
+    """Remove the task's workspace (refused while a run uses it) and forget it in the store."""
+    task = store.get(task_id)
+    if task.status in LIVE_TASK:
+        raise WorkspaceInUseError(f"task {task_id} is {task.status}: its workspace is in use")
+    ws = task_workspace(store, task_id)
+    remove_workspace(ws, delete_branch=delete_branch)
+    store.set_workspace(task_id, None)
+    return ws
