@@ -45,7 +45,7 @@ from ..replay import normalizer_for_file, replay
 from ..run import Run, RunResult
 from ..task import Task
 from .live import LiveView, ViewPrompt
-from .options import build_executor_options
+from .options import build_executor_options, workspace_flags, workspace_run_options
 from .render import TextRenderer, usage_summary
 
 if TYPE_CHECKING:
@@ -86,9 +86,13 @@ _TASK_COMMANDS = frozenset(
 )
 
 
+_WORKSPACE_COMMANDS = frozenset({"diff", "checkpoints", "rollback", "workspace"})
+
+
 class _Group(click.Group):
     """The task commands live in cli/tasks.py, which imports the store and the engine (SQLAlchemy):
-    loaded when one of them is asked for or the commands are listed, so the others start without."""
+    loaded when one of them is asked for or the commands are listed, so the others start without.
+    The workspace commands (cli/workspace.py) likewise."""
 
     def _load_tasks(self) -> None:
         if "submit" not in self.commands:
@@ -96,13 +100,22 @@ class _Group(click.Group):
 
             register(self)
 
+    def _load_workspace(self) -> None:
+        if "rollback" not in self.commands:
+            from .workspace import register
+
+            register(self)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._load_tasks()
+        self._load_workspace()
         return super().list_commands(ctx)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in _TASK_COMMANDS:
             self._load_tasks()
+        if cmd_name in _WORKSPACE_COMMANDS:
+            self._load_workspace()
         return super().get_command(ctx, cmd_name)
 
 
@@ -195,6 +208,7 @@ def main() -> None:
 @click.option(
     "--verbose", "-v", is_flag=True, help="Text: whole outputs, the agent's own tool names, every notice."
 )
+@workspace_flags
 @click.argument("prompt")
 def run(
     executor_name: str,
@@ -219,6 +233,11 @@ def run(
     startup_timeout: float,
     output: str,
     verbose: bool,
+    workspace: str | None,
+    workspace_base: str | None,
+    workspace_setup: str | None,
+    workspace_globs: tuple[str, ...],
+    workspace_root: Path | None,
     prompt: str,
 ) -> None:
     """Run PROMPT with an agent and stream what it does.  PROMPT `-` reads it from stdin.
@@ -230,6 +249,7 @@ def run(
       orchestrate run -e gemini --approvals auto --output jsonl "summarize README.md" | jq .
       git diff | orchestrate run -e claude-code --approvals deny -
       orchestrate run -e claude-code --resume SESSION_ID "now add tests"
+      orchestrate run -e claude-code --worktree --setup "npm ci" "fix the flaky test"
     """
     if prompt != "-" and not prompt.strip():
         raise click.UsageError("the prompt is empty: say what the agent should do")
@@ -252,7 +272,11 @@ def run(
             prompt = sys.stdin.read()
             if not prompt.strip():
                 raise click.UsageError("no prompt on stdin: the prompt is empty")
+        in_workspace = workspace_run_options(
+            workspace, workspace_base, workspace_setup, workspace_globs, workspace_root
+        )
         task = Task(
+            **in_workspace,
             prompt=prompt,
             cwd=cwd.resolve(),
             resume=resume,
@@ -267,6 +291,12 @@ def run(
         )
         view = _view(output, verbose, asker)
         began = time.monotonic()
+        made = None
+        if task.workspace != "here":
+            from .workspace import RunWorkspace  # git and the workspace layer, only when asked for
+
+            made = RunWorkspace.prepare(task)
+            task = made.task
         live = Run(executor, task, service)
         stored: dict[str, int] | None = None
         try:
@@ -276,6 +306,8 @@ def run(
             with record_run(executor_name, options, live, output) as recording:
                 result = anyio.run(_run_live, live, view, asker, recording.cancelled, recording.sink)
                 recording.result = result
+                if made is not None:
+                    made.finish(recording, result.raw_log)
                 stored = recording.ids
         finally:
             asker.close()

@@ -39,7 +39,7 @@ from ..process.env import parse_env_overrides
 from ..registry import default_registry
 from ..run import Run, RunResult
 from ..store import Event, Limits, NotFoundError, RunRecord, Store, TaskRecord, TaskSpec
-from .options import build_executor_options
+from .options import build_executor_options, workspace_flags, workspace_run_options
 from .render import TextRenderer
 
 __all__ = ["record_run", "register"]
@@ -109,6 +109,7 @@ def executor_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--after", "after", type=int, multiple=True, metavar="TASK", help="Run after TASK is done.")
 @click.option("--label", "labels", multiple=True, help="A label (limits and filters use them).")
 @click.option("--max-attempts", type=click.IntRange(1, 100), default=1, show_default=True)
+@workspace_flags
 @store_option
 @click.argument("prompt")
 def submit(
@@ -129,10 +130,16 @@ def submit(
     after: tuple[int, ...],
     labels: tuple[str, ...],
     max_attempts: int,
+    workspace: str | None,
+    workspace_base: str | None,
+    workspace_setup: str | None,
+    workspace_globs: tuple[str, ...],
+    workspace_root: Path | None,
     url: str | None,
     prompt: str,
 ) -> None:
-    """Queue PROMPT for a worker and print the new task's id.  PROMPT `-` reads it from stdin."""
+    """Queue PROMPT for a worker and print the new task's id.  PROMPT `-` reads it from stdin.
+    With --worktree the task works in its own git worktree and branch (see `orchestrate diff`)."""
     if prompt == "-":
         prompt = sys.stdin.read()
     if not prompt.strip():
@@ -154,6 +161,16 @@ def submit(
             run_options["env"] = parse_env_overrides(env_pairs)
         if timeout is not None:
             run_options["timeout"] = timeout
+        chosen = workspace_run_options(
+            workspace, workspace_base, workspace_setup, workspace_globs, workspace_root
+        )
+        if chosen:
+            run_options |= {
+                "workspace": chosen["workspace"],
+                "workspace_options": chosen["workspace_options"].model_dump(
+                    mode="json", exclude_defaults=True
+                ),
+            }
         spec = TaskSpec(
             prompt=prompt,
             executor=executor_name,

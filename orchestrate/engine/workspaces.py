@@ -47,7 +47,11 @@ LIVE_TASK = ("running", "waiting_approval")
 
 
 async def prepare_workspace(
-    store: Store | None, task_id: int | None, record: dict[str, Any] | None, spec: Task
+    store: Store | None,
+    task_id: int | None,
+    record: dict[str, Any] | None,
+    spec: Task,
+    name: str | None = None,
 ) -> Workspace | None:
     """The task's workspace (None for ``workspace="here"``): the recorded one, or a new one made from
     ``spec.cwd`` (recorded at once, so a crash leaves no workspace the store does not know); its setup
@@ -59,8 +63,8 @@ async def prepare_workspace(
         if record:
             ws = open_workspace(record)
         else:
-            name = f"task-{task_id}" if task_id is not None else "run"
-            ws = create_workspace(spec.cwd, name, spec.workspace, spec.workspace_options)
+            called = name or f"task-{task_id}"
+            ws = create_workspace(spec.cwd, called, spec.workspace, spec.workspace_options)
             _save(store, task_id, ws)
         options = spec.workspace_options
         if options.setup and (ws.info.setup is None or not ws.info.setup.ok):
