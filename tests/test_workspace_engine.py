@@ -14,9 +14,11 @@ import anyio
 import orjson
 import pytest
 
+from orchestrate import Run, Task
+from orchestrate.errors import ConfigError
 from orchestrate.workspace import diff, list_checkpoints, open_workspace, rollback
 
-from .helpers import FAKE_CLAUDE
+from .helpers import FAKE_CLAUDE, fake_claude
 from .test_engine import engine_on, url  # noqa: F401  (url: the shared fixture)
 from .test_workspace_layer import make_repo, user_has_work_in_progress, user_view
 
@@ -167,3 +169,8 @@ async def test_a_worktree_of_a_directory_outside_git_fails_clearly(url: str, tmp
         engine.stop()
     assert done.status == "failed" and done.error_code == "not_a_git_repository"
     assert done.error and "not inside a git repository" in done.error and done.workspace is None
+
+
+def test_a_bare_run_refuses_a_workspace_it_cannot_make(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"a Run works in task\.cwd as given"):
+        Run(fake_claude(), Task(prompt="x", cwd=tmp_path, workspace="worktree"))
