@@ -69,6 +69,7 @@ def test_run_in_a_worktree_then_diff_checkpoints_rollback_commit_clean(tmp_path:
     assert f"on branch {info['branch']}" in out
     assert git(repo, "log", "-1", "--format=%an|%s", info["branch"]).strip() == "Ada|Turn one's work"
     assert task in invoke("workspace", "list")
+    assert f"workspace: {path} (branch {info['branch']})" in invoke("show", task)
     assert "would remove" in invoke("workspace", "clean", "--dry-run") and path.exists()
     assert f"task {task}: removed" in invoke("workspace", "clean")
     assert not path.exists() and git(repo, "for-each-ref", "refs/orchestrate") == ""
@@ -81,7 +82,8 @@ def test_submit_with_a_worktree_stores_what_the_worker_needs(tmp_path: Path) -> 
     repo = make_repo(tmp_path / "repo")
     done = orchestrate(
         "submit", "-e", "claude-code", "--cwd", str(repo), "--worktree", "--base", "main",
-        "--setup", "npm ci", "--copy-glob", ".env", "--copy-glob", "config/*.local", "do it",
+        "--setup", "npm ci", "--copy-glob", ".env", "--copy-glob", "config/*.local", "--keep-workspace",
+        "do it",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     with Store.open() as store:
@@ -89,7 +91,12 @@ def test_submit_with_a_worktree_stores_what_the_worker_needs(tmp_path: Path) -> 
     assert task.run_options == {
         "approval_timeout": 600.0,
         "workspace": "worktree",
-        "workspace_options": {"base": "main", "setup": "npm ci", "copy_globs": [".env", "config/*.local"]},
+        "workspace_options": {
+            "base": "main",
+            "setup": "npm ci",
+            "copy_globs": [".env", "config/*.local"],
+            "keep": True,
+        },
     }
 
 

@@ -237,6 +237,7 @@ def run(
     workspace_base: str | None,
     workspace_setup: str | None,
     workspace_globs: tuple[str, ...],
+    workspace_keep: bool | None,
     workspace_root: Path | None,
     prompt: str,
 ) -> None:
@@ -273,7 +274,7 @@ def run(
             if not prompt.strip():
                 raise click.UsageError("no prompt on stdin: the prompt is empty")
         in_workspace = workspace_run_options(
-            workspace, workspace_base, workspace_setup, workspace_globs, workspace_root
+            workspace, workspace_base, workspace_setup, workspace_globs, workspace_keep, workspace_root
         )
         task = Task(
             **in_workspace,

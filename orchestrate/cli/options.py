@@ -71,6 +71,13 @@ def workspace_flags(f: Callable[..., Any]) -> Callable[..., Any]:
             help="Untracked or ignored files copied into the workspace (default: .env*); repeatable.",
         ),
         click.option(
+            "--keep-workspace",
+            "workspace_keep",
+            is_flag=True,
+            default=None,
+            help="`orchestrate workspace clean` leaves this task's workspace.",
+        ),
+        click.option(
             "--workspace-root",
             type=click.Path(file_okay=False, path_type=Path),
             help="Where workspaces are made (default: $ORCHESTRATE_HOME/workspaces).",
@@ -86,16 +93,20 @@ def workspace_run_options(
     workspace_base: str | None,
     workspace_setup: str | None,
     workspace_globs: tuple[str, ...],
+    workspace_keep: bool | None,
     workspace_root: Path | None,
 ) -> dict[str, Any]:
     """The Task fields for the workspace flags (nothing when the run works in --cwd itself)."""
     if workspace is None:
-        if workspace_base or workspace_setup or workspace_globs or workspace_root:
+        if workspace_base or workspace_setup or workspace_globs or workspace_root or workspace_keep:
             raise click.UsageError(
-                "--base, --setup, --copy-glob and --workspace-root go with --worktree or --copy"
+                "--base, --setup, --copy-glob, --keep-workspace and --workspace-root "
+                "go with --worktree or --copy"
             )
         return {}
     options: dict[str, Any] = {"base": workspace_base, "setup": workspace_setup}
+    if workspace_keep:
+        options["keep"] = True
     if workspace_globs:
         options["copy_globs"] = list(workspace_globs)
     if workspace_root is not None:

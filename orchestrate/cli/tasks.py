@@ -134,6 +134,7 @@ def submit(
     workspace_base: str | None,
     workspace_setup: str | None,
     workspace_globs: tuple[str, ...],
+    workspace_keep: bool | None,
     workspace_root: Path | None,
     url: str | None,
     prompt: str,
@@ -162,7 +163,7 @@ def submit(
         if timeout is not None:
             run_options["timeout"] = timeout
         chosen = workspace_run_options(
-            workspace, workspace_base, workspace_setup, workspace_globs, workspace_root
+            workspace, workspace_base, workspace_setup, workspace_globs, workspace_keep, workspace_root
         )
         if chosen:
             run_options |= {
@@ -321,6 +322,10 @@ def _task_head(console: Console, task: TaskRecord) -> None:
         + escape(" ".join(extra))
     )
     console.print(f"[dim]prompt:[/] {escape(task.prompt)}")
+    if task.workspace:
+        where = f"{task.workspace.get('path')} (branch {task.workspace.get('branch')})"
+        shown = f"[dim]workspace:[/] {escape(where)}; `orchestrate diff {task.id}` shows its changes"
+        console.print(shown, soft_wrap=True)
     for name in ("reason", "error", "notice"):
         value = getattr(task, name)
         if value:
