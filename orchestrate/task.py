@@ -3,10 +3,39 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Task"]
+__all__ = ["Task", "WorkspaceMode", "WorkspaceOptions"]
+
+WorkspaceMode = Literal["here", "worktree", "copy"]
+
+
+class WorkspaceOptions(BaseModel):
+    """How a task's own workspace is made (``Task.workspace`` ``worktree`` or ``copy``); see
+    :mod:`orchestrate.workspace`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    base: str | None = Field(default=None, description="the ref the worktree starts from (default: HEAD)")
+    root: Path | None = Field(
+        default=None, description="where workspaces are made (default: $ORCHESTRATE_HOME/workspaces)"
+    )
+    copy_globs: list[str] = Field(
+        default_factory=lambda: [".env*"],
+        description="untracked or ignored files of the repository copied in (a glob without / matches a name "
+        "at any depth)",
+    )
+    setup: str | None = Field(
+        default=None, description="a shell command run in the workspace before the agent"
+    )
+    setup_timeout: float = Field(default=600.0, gt=0)
+    ports: int = Field(
+        default=10, ge=0, le=1000, description="ports reserved for the task (ORCHESTRATE_PORT)"
+    )
+    keep: bool = Field(default=False, description="`orchestrate workspace clean` leaves it")
+    branch_prefix: str = Field(default="orchestrate/", max_length=100)
 
 
 class Task(BaseModel):
@@ -35,6 +64,12 @@ class Task(BaseModel):
         default=True,
         description="replace secrets in the raw log with [REDACTED] (off also by ORCHESTRATE_REDACT=0)",
     )
+    workspace: WorkspaceMode = Field(
+        default="here",
+        description="here: run in cwd; worktree: a git worktree of cwd's repository made for the task; "
+        "copy: a plain copy of cwd (made by the engine or orchestrate.workspace, not by a bare Run)",
+    )
+    workspace_options: WorkspaceOptions = Field(default_factory=WorkspaceOptions)
     keep_open: bool = Field(
         default=False,
         description="keep the agent alive when it goes idle, for follow-up messages, until end_input()",

@@ -26,9 +26,22 @@ ALLOWED: dict[str, set[str]] = {
     "executors": BASE | {"process", "normalizers", "peers", "approvals", "executors"},
     "run": BASE | {"process", "normalizers", "peers", "approvals", "executors", "run"},
     # The store keeps records and events; it knows no agent, so it sits above the run only by rank.
+    # Workspaces know nothing of agents: git, files and the process layer at most.
+    "workspace": BASE | {"process", "workspace"},
     "store": BASE | {"store"},
     "engine": BASE
-    | {"process", "normalizers", "peers", "approvals", "executors", "run", "registry", "store", "engine"},
+    | {
+        "process",
+        "normalizers",
+        "peers",
+        "approvals",
+        "executors",
+        "run",
+        "registry",
+        "workspace",
+        "store",
+        "engine",
+    },
 }
 
 

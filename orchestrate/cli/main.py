@@ -47,7 +47,7 @@ from ..task import Task
 from .chat import INPUT_PROMPT, Conversation, converse, cwd_option, resume_command
 from .failure import classify, missing_cli
 from .live import LiveView, ViewPrompt
-from .options import build_executor_options
+from .options import build_executor_options, workspace_flags, workspace_run_options
 from .render import TextRenderer, reported_usage, usage_summary
 
 if TYPE_CHECKING:
@@ -90,19 +90,23 @@ _TASK_COMMANDS = frozenset(
 )
 
 
+_WORKSPACE_COMMANDS = frozenset({"diff", "checkpoints", "rollback", "workspace"})
+
 # `--help` lists the commands in sections: what a person uses every day first, the task queue, then
 # the lab (recording, replaying, checking the CLIs against the scripted model).  A command named in
 # none (one a plugin or a later change adds) is listed with the everyday ones.
 _LAB_COMMANDS = frozenset({"demo", "replay", "record", "model-server", "conformance", "upgrade", "schema"})
 _SECTIONS = (
     ("Task queue", _TASK_COMMANDS),
+    ("Workspaces: a task's worktree, its checkpoints and changes", _WORKSPACE_COMMANDS),
     ("Lab: try it with no key, record, replay, check the CLIs", _LAB_COMMANDS),
 )
 
 
 class _Group(click.Group):
     """The task commands live in cli/tasks.py, which imports the store and the engine (SQLAlchemy):
-    loaded when one of them is asked for or the commands are listed, so the others start without."""
+    loaded when one of them is asked for or the commands are listed, so the others start without.
+    The workspace commands (cli/workspace.py) likewise."""
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         commands = [
@@ -127,13 +131,22 @@ class _Group(click.Group):
 
             register(self)
 
+    def _load_workspace(self) -> None:
+        if "rollback" not in self.commands:
+            from .workspace import register
+
+            register(self)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._load_tasks()
+        self._load_workspace()
         return super().list_commands(ctx)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in _TASK_COMMANDS:
             self._load_tasks()
+        if cmd_name in _WORKSPACE_COMMANDS:
+            self._load_workspace()
         return super().get_command(ctx, cmd_name)
 
 
@@ -233,6 +246,7 @@ def main() -> None:
     help="Stay in the session after the turn: type the next message (needs a terminal; "
     "same as `orchestrate chat`).",
 )
+@workspace_flags
 @click.argument("prompt", required=False)
 def run(
     executor_name: str,
@@ -258,6 +272,12 @@ def run(
     output: str,
     verbose: bool,
     interactive: bool,
+    workspace: str | None,
+    workspace_base: str | None,
+    workspace_setup: str | None,
+    workspace_globs: tuple[str, ...],
+    workspace_keep: bool | None,
+    workspace_root: Path | None,
     prompt: str | None,
 ) -> None:
     """Run PROMPT with an agent and stream what it does.  PROMPT `-` reads it from stdin.
@@ -270,6 +290,7 @@ def run(
       git diff | orchestrate run -e claude-code --approvals deny -
       orchestrate run -e claude-code --resume SESSION_ID "now add tests"
       orchestrate run -e codex -i "look at the failing test"   # then keep talking
+      orchestrate run -e claude-code --worktree --setup "npm ci" "fix the flaky test"
     """
     if prompt is None and not interactive:
         raise click.UsageError("missing PROMPT: say what the agent should do (or talk with --interactive)")
@@ -306,7 +327,11 @@ def run(
             if prompt is None:  # Ctrl-D: nothing was said, nothing started
                 asker.close()
                 return
+        in_workspace = workspace_run_options(
+            workspace, workspace_base, workspace_setup, workspace_globs, workspace_keep, workspace_root
+        )
         task = Task(
+            **in_workspace,
             prompt=prompt,
             cwd=cwd.resolve(),
             resume=resume,
@@ -322,6 +347,12 @@ def run(
         )
         view = _view(output, verbose, asker)
         began = time.monotonic()
+        made = None
+        if task.workspace != "here":
+            from .workspace import RunWorkspace  # git and the workspace layer, only when asked for
+
+            made = RunWorkspace.prepare(task)
+            task = made.task
         live = Run(executor, task, service)
         stored: dict[str, int] | None = None
         try:
@@ -335,6 +366,8 @@ def run(
                 else:
                     result = anyio.run(_run_live, live, view, asker, recording.cancelled, recording.sink)
                 recording.result = result
+                if made is not None:
+                    made.finish(recording, result.raw_log)
                 stored = recording.ids
         finally:
             asker.close()

@@ -16,7 +16,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -107,6 +107,12 @@ class Recording:
 
         self._opener = threading.Thread(target=opening, name="orchestrate-store-open", daemon=True)
         self._opener.start()
+
+    def record_workspace(self, info: dict[str, Any], start: int | None, end: int | None) -> None:
+        """Store the run's workspace and the checkpoints its turn started and ended on."""
+        self._wait_open()
+        if self._recorder is not None:
+            self._recorder.record_workspace(info, start, end)
 
     def finish(self, error: BaseException | None) -> None:
         self._wait_open()

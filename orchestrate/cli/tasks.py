@@ -33,7 +33,7 @@ from ..errors import OrchestrateError
 from ..process.env import parse_env_overrides
 from ..registry import default_registry
 from ..store import Event, Limits, NotFoundError, RunRecord, Store, TaskRecord, TaskSpec
-from .options import build_executor_options
+from .options import build_executor_options, workspace_flags, workspace_run_options
 from .recording import STORE_ENV
 from .render import TextRenderer
 
@@ -103,6 +103,7 @@ def executor_options(f: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--after", "after", type=int, multiple=True, metavar="TASK", help="Run after TASK is done.")
 @click.option("--label", "labels", multiple=True, help="A label (limits and filters use them).")
 @click.option("--max-attempts", type=click.IntRange(1, 100), default=1, show_default=True)
+@workspace_flags
 @store_option
 @click.argument("prompt")
 def submit(
@@ -123,10 +124,17 @@ def submit(
     after: tuple[int, ...],
     labels: tuple[str, ...],
     max_attempts: int,
+    workspace: str | None,
+    workspace_base: str | None,
+    workspace_setup: str | None,
+    workspace_globs: tuple[str, ...],
+    workspace_keep: bool | None,
+    workspace_root: Path | None,
     url: str | None,
     prompt: str,
 ) -> None:
-    """Queue PROMPT for a worker and print the new task's id.  PROMPT `-` reads it from stdin."""
+    """Queue PROMPT for a worker and print the new task's id.  PROMPT `-` reads it from stdin.
+    With --worktree the task works in its own git worktree and branch (see `orchestrate diff`)."""
     if prompt == "-":
         prompt = sys.stdin.read()
     if not prompt.strip():
@@ -148,6 +156,16 @@ def submit(
             run_options["env"] = parse_env_overrides(env_pairs)
         if timeout is not None:
             run_options["timeout"] = timeout
+        chosen = workspace_run_options(
+            workspace, workspace_base, workspace_setup, workspace_globs, workspace_keep, workspace_root
+        )
+        if chosen:
+            run_options |= {
+                "workspace": chosen["workspace"],
+                "workspace_options": chosen["workspace_options"].model_dump(
+                    mode="json", exclude_defaults=True
+                ),
+            }
         spec = TaskSpec(
             prompt=prompt,
             executor=executor_name,
@@ -298,6 +316,10 @@ def _task_head(console: Console, task: TaskRecord) -> None:
         + escape(" ".join(extra))
     )
     console.print(f"[dim]prompt:[/] {escape(task.prompt)}")
+    if task.workspace:
+        where = f"{task.workspace.get('path')} (branch {task.workspace.get('branch')})"
+        shown = f"[dim]workspace:[/] {escape(where)}; `orchestrate diff {task.id}` shows its changes"
+        console.print(shown, soft_wrap=True)
     for name in ("reason", "error", "notice"):
         value = getattr(task, name)
         if value:

@@ -34,9 +34,11 @@ from ..store import (
     TaskSpec,
     home,
 )
+from ..workspace import Checkpoint, FileChange, commit_changes, list_checkpoints
 from .observers import Observers
 from .procinfo import HOST, kill_group_if_same
 from .runner import LiveRun, RunSettings, Watchdogs, execute
+from .workspaces import remove_task_workspace, rollback_task, task_diff, task_workspace
 
 __all__ = ["Engine"]
 
@@ -215,6 +217,33 @@ class Engine:
         while not (task := await self.get(task_id)).finished:  # noqa: ASYNC110
             await anyio.sleep(self.poll / 4)
         return task
+
+    # --- workspaces ----------------------------------------------------------------------------
+
+    async def checkpoints(self, task_id: int) -> builtins.list[Checkpoint]:
+        """The checkpoints of the task's workspace, oldest first (see each run's ``checkpoint_start``
+        and ``checkpoint_end`` for the turn they belong to)."""
+        return await self._call(lambda: list_checkpoints(task_workspace(self.store, task_id)))
+
+    async def diff(
+        self, task_id: int, start: str | int = "base", end: str | int = "now", *, turn: int | None = None
+    ) -> builtins.list[FileChange]:
+        """Per-file unified diffs: the task's changes (base to now), between two checkpoints, or of
+        one turn (``turn``: the task's Nth run)."""
+        return await self._call(lambda: task_diff(self.store, task_id, start, end, turn))
+
+    async def rollback(self, task_id: int, to: str | int) -> Checkpoint:
+        """Put the task's files back as checkpoint ``to`` (a number, or ``base``) had them; refused
+        while the task runs.  Returns the checkpoint of the files as they were (to undo it)."""
+        return await self._call(lambda: rollback_task(self.store, task_id, to))
+
+    async def commit(self, task_id: int, message: str, author: tuple[str, str] | None = None) -> str | None:
+        """Commit the task's files on its branch (None: nothing to commit); the user merges or pushes it."""
+        return await self._call(lambda: commit_changes(task_workspace(self.store, task_id), message, author))
+
+    async def remove_workspace(self, task_id: int) -> None:
+        """Remove the task's workspace and its checkpoints (refused while a run uses it)."""
+        await self._call(lambda: remove_task_workspace(self.store, task_id))
 
     # --- the worker ---------------------------------------------------------------------------
 

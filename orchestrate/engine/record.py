@@ -105,6 +105,17 @@ class RunRecorder:
         if writer is not None and task_id is not None and run_id is not None:
             writer.put(task_id, run_id, "patch", patch)
 
+    def record_workspace(self, info: dict[str, Any], start: int | None, end: int | None) -> None:
+        """The workspace the run worked in and the checkpoints its turn started and ended on."""
+        store, task_id, run_id = self._store, self.task_id, self.run_id
+        if store is None or task_id is None or run_id is None:
+            return
+        try:
+            store.set_workspace(task_id, info)
+            store.set_checkpoints(run_id, start=start, end=end)
+        except Exception as exc:  # a passenger: the refs and the raw log still have them
+            self.problem = f"the workspace is not recorded in the store: {exc}"
+
     def finish(self, result: RunResult | None, error: BaseException | None = None) -> None:
         """Store the raw log and the run's end; the task ends done, cancelled or failed."""
         self._stop.set()

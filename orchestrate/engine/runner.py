@@ -25,6 +25,7 @@ from ..task import Task
 from .approvals import StoreApprovals
 from .observers import Observers
 from .procinfo import start_time
+from .workspaces import TurnCheckpoints, in_workspace, prepare_workspace
 
 __all__ = ["LiveRun", "Watchdogs", "execute", "run_end"]
 
@@ -102,6 +103,8 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
     log = settings.log_dir / f"task-{task.id}-run-{record.id}.jsonl"
     result: RunResult | None = None
     error: tuple[str, str] | None = None
+    held = contextlib.ExitStack()
+    turn: TurnCheckpoints | None = None
     try:
         executor = settings.registry.create(task.executor, ExecutorOptions(**task.executor_options))
         spec = Task(
@@ -112,6 +115,13 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
             raw_log=log,
             **task.run_options,
         )
+        # The task's own worktree (or copy), checkpointed before the agent starts and after its turn.
+        workspace = await prepare_workspace(store, task.id, task.workspace, spec)
+        if workspace is not None:
+            held.enter_context(workspace.in_use())
+            spec = in_workspace(spec, workspace)
+            turn = TurnCheckpoints(workspace, record.id)
+            await turn.before(store)
         approvals = settings.approvals or StoreApprovals(
             store, record.id, timeout=spec.approval_timeout, poll=settings.approval_poll
         )
@@ -138,14 +148,26 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
                         tg.start_soon(_record_session, store, record.id, session)
                 result = await run.wait()
                 tg.cancel_scope.cancel()
+        if turn is not None:
+            await _checkpoint_after(turn, store, live, log)
         _tail_once(writer, live, log)
     except OrchestrateError as exc:  # could not start (unknown executor, CLI missing ...): said on the task
         error = (getattr(exc, "code", None) or "start_failed", f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # bad stored options, or a bug: the task says so, the engine goes on
         error = ("engine_error", f"{type(exc).__name__}: {exc}")
+    finally:
+        held.close()
     if live.lease_lost:
         return  # another worker declared this run lost and owns the task now
     await _finish(store, writer, live, result, error, settings.observers)
+
+
+async def _checkpoint_after(turn: TurnCheckpoints, store: Store, live: LiveRun, log: Path) -> None:
+    # The turn's work is done and kept by the agent: a checkpoint that fails is said, not fatal.
+    try:
+        await turn.after(store, log)
+    except OrchestrateError as exc:
+        live.notices.append(f"workspace: no checkpoint after the turn ({exc})")
 
 
 async def _record_process(store: Store, run: Run, run_id: int, log: Path) -> None:

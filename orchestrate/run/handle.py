@@ -20,7 +20,7 @@ from ..approvals.base import ApprovalService
 from ..approvals.pipeline import ApprovalPipeline
 from ..approvals.simple import AutoDeny
 from ..entries import EntryPatch, ErrorEntry, NormalizedEntry, TokenUsage, TokenUsageEntry, ToolUse
-from ..errors import OrchestrateError, ProcessExitedError, RunClosedError, SpawnError
+from ..errors import ConfigError, OrchestrateError, ProcessExitedError, RunClosedError, SpawnError
 from ..executors.base import Capabilities, Executor
 from ..normalizers.base import Normalizer
 from ..normalizers.framing import DEFAULT_MAX_LINE_BYTES, LineFramer, LineTooLong
@@ -55,6 +55,11 @@ class Run:
         approvals: ApprovalService | None = None,
         shutdown: ShutdownPolicy | None = None,
     ) -> None:
+        if task.workspace != "here":  # silently running in cwd would defeat the point of asking
+            raise ConfigError(
+                f"Task.workspace={task.workspace!r}: a Run works in task.cwd as given; the engine (or "
+                "orchestrate run --worktree) makes the workspace, or see orchestrate.workspace"
+            )
         self.executor = executor
         self.task = task
         # One pipeline for every executor: deny rules, "always" memory, policy, person.

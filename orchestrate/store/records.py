@@ -115,6 +115,8 @@ class TaskRecord(_Frozen):
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     cost_usd: float | None = None
+    workspace: dict[str, Any] | None = None
+    """The workspace made for the task (orchestrate.workspace.WorkspaceInfo); None: it runs in cwd."""
 
     @property
     def finished(self) -> bool:
@@ -152,6 +154,10 @@ class RunRecord(_Frozen):
     last_seq: int
     prompt: str | None = None
     """What this run was asked when it is not the task's prompt (a follow-up turn's messages)."""
+    checkpoint_start: int | None = None
+    """The workspace checkpoint taken before this run's agent started (None: no workspace)."""
+    checkpoint_end: int | None = None
+    """The workspace checkpoint taken when it ended."""
 
 
 class ApprovalRecord(_Frozen):

@@ -56,6 +56,8 @@ tasks = Table(
     Column("follow_up", Boolean, nullable=False, default=False, server_default=false()),
     # Attempts each turn gets (the submitted max_attempts); a follow-up turn starts a fresh budget.
     Column("attempts_per_turn", Integer, nullable=False, default=1, server_default="1"),
+    # The workspace made for the task (orchestrate.workspace.WorkspaceInfo as JSON); None: it runs in cwd.
+    Column("workspace", JSON),
     Index("ix_tasks_queue", "status", "priority", "id"),
 )
 
@@ -109,6 +111,9 @@ runs = Table(
     Column("last_seq", Integer, nullable=False, default=0),
     # What this run was asked, when it is not the task's prompt (a follow-up turn's messages).
     Column("prompt", Text),
+    # The workspace checkpoints (their numbers) this run's turn started and ended on.
+    Column("checkpoint_start", Integer),
+    Column("checkpoint_end", Integer),
     Index("ix_runs_task", "task_id", "id"),
     Index("ix_runs_live", "status", "lease_expires_at"),
 )

@@ -359,6 +359,18 @@ class Store:
             values = {"pid": pid, "pid_started": pid_started, "raw_log": raw_log}
             conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
 
+    def set_workspace(self, task_id: int, workspace: dict[str, Any] | None) -> None:
+        """Record the workspace made for a task (None: it has been removed)."""
+        with self._write(f"recording the workspace of task {task_id}") as conn:
+            _set_task(conn, task_id, workspace=workspace)
+
+    def set_checkpoints(self, run_id: int, *, start: int | None = None, end: int | None = None) -> None:
+        """Record the checkpoints a run's turn started (``start``) or ended (``end``) on."""
+        values = {k: v for k, v in (("checkpoint_start", start), ("checkpoint_end", end)) if v is not None}
+        if values:
+            with self._write(f"recording the checkpoints of run {run_id}") as conn:
+                conn.execute(update(runs).where(runs.c.id == run_id).values(**values))
+
     def set_session(self, run_id: int, session_id: str) -> None:
         """Record the agent's session as soon as it is known, so a retry after a crash can resume it."""
         with self._write(f"recording the session of run {run_id}") as conn:
