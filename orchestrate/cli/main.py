@@ -96,13 +96,22 @@ class _Group(click.Group):
 
             register(self)
 
+    def _load_serve(self) -> None:
+        if "serve" not in self.commands:
+            from ..serve.cli import serve_command  # imports no ASGI stack until it runs
+
+            self.add_command(serve_command)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._load_tasks()
+        self._load_serve()
         return super().list_commands(ctx)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in _TASK_COMMANDS:
             self._load_tasks()
+        elif cmd_name == "serve":
+            self._load_serve()
         return super().get_command(ctx, cmd_name)
 
 
