@@ -32,7 +32,7 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            eng = engine or await stack.enter_async_context(
+            eng = engine if engine is not None else await stack.enter_async_context(
                 Engine.open(config.store, capacity=config.capacity)
             )
             tg = await stack.enter_async_context(anyio.create_task_group())

@@ -35,6 +35,7 @@ __all__ = [
 
 TOKEN_ENV = "ORCHESTRATE_SERVE_TOKEN"
 WebhookEvent = Literal["needs_approval", "done", "failed"]
+_ALL_EVENTS: tuple[WebhookEvent, ...] = ("needs_approval", "done", "failed")
 
 
 class Webhook(BaseModel):
@@ -44,7 +45,10 @@ class Webhook(BaseModel):
 
     url: str = Field(pattern=r"^https?://[^\s]+$", max_length=2000)
     secret: str = Field(min_length=16, max_length=1000, repr=False)
-    events: list[WebhookEvent] = Field(default_factory=lambda: ["needs_approval", "done", "failed"])
+    events: list[WebhookEvent] = Field(default_factory=lambda: list(_ALL_EVENTS))
+    attempts: int = Field(default=6, ge=1, le=20)
+    backoff: float = Field(default=1.0, gt=0, le=600, description="seconds before the first retry (doubles)")
+    max_queue: int = Field(default=1000, ge=1, le=1_000_000)
 
 
 class ServeConfig(BaseModel):
@@ -74,6 +78,10 @@ class ServeConfig(BaseModel):
     send_timeout: float = Field(default=30.0, gt=0)
     """Seconds a stream may wait for a client to take data before it is dropped (it resumes)."""
     poll: float = Field(default=0.05, gt=0, le=5)
+    ring_items: int = Field(default=4096, ge=16)
+    ring_bytes: int = Field(default=8 << 20, ge=1 << 16)
+    """Each watched task's shared ring of recent frames: the most the server holds for its streams."""
+    max_streams: int = Field(default=1000, ge=1)
     cookie_secure: bool = False
 
     @field_validator("allow_origins")

@@ -48,7 +48,7 @@ class Feed(Generic[K]):
     def __init__(
         self, fetch: Fetch[K], start: K, *, poll: float, max_items: int = 4096, max_bytes: int = 8 << 20
     ) -> None:
-        self.fetch = fetch
+        self.fetch: Fetch[K] = fetch
         self.poll = poll
         self.max_items = max_items
         self.max_bytes = max_bytes
@@ -78,12 +78,12 @@ class Feed(Generic[K]):
                 hi = mid
         return self._items[lo : lo + limit]
 
-    async def wait_past(self, key: K, timeout: float) -> bool:
-        """Wait until an item after ``key`` was read (True) or ``timeout`` passed (False)."""
+    async def wait_past(self, key: K, seconds: float) -> bool:
+        """Wait until an item after ``key`` was read (True) or ``seconds`` passed (False)."""
         changed = self._changed
         if self.cursor > key:
             return True
-        with anyio.move_on_after(timeout):
+        with anyio.move_on_after(seconds):
             await changed.wait()
         return self.cursor > key
 

@@ -18,7 +18,7 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/api", tags=["streams"])
 Svc = Annotated[Services, Depends(services)]
-_SSE = {200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}}
+_SSE: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}}
 
 
 class _Sent(Response):
@@ -32,9 +32,14 @@ class _Sent(Response):
         await self.stream(scope, receive, send)
 
 
+def _feed(svc: Services, fetch: Any, start: Any) -> Feed[Any]:
+    c = svc.config
+    return Feed(fetch, start, poll=c.poll, max_items=c.ring_items, max_bytes=c.ring_bytes)
+
+
 def _opened(svc: Services) -> None:
-    if svc.streams >= svc.max_streams:
-        raise ApiError("store_busy", f"{svc.max_streams} streams are open already; try again later")
+    if svc.streams >= svc.config.max_streams:
+        raise ApiError("store_busy", f"{svc.config.max_streams} streams are open already; try again later")
 
 
 @router.get("/tasks/{task_id}/stream", responses=_SSE, response_class=Response)
@@ -63,7 +68,7 @@ async def task_stream(
     async def frames() -> AsyncGenerator[bytes, None]:
         svc.streams += 1
         try:
-            with svc.tasks.use(task_id, lambda: Feed(fetch, task.last_seq, poll=svc.config.poll)) as feed:
+            with svc.tasks.use(task_id, lambda: _feed(svc, fetch, task.last_seq)) as feed:
                 async for chunk in follow(feed, start, accept=lambda i: i.kind in kinds):
                     yield chunk
         finally:
@@ -95,7 +100,7 @@ async def board_stream(
     async def frames() -> AsyncGenerator[bytes, None]:
         svc.streams += 1
         try:
-            with svc.board.use("board", lambda: Feed(fetch, now, poll=svc.config.poll)) as feed:
+            with svc.board.use("board", lambda: _feed(svc, fetch, now)) as feed:
                 async for chunk in follow(feed, start, accept=lambda i: True):
                     yield chunk
         finally:

@@ -26,6 +26,7 @@ import hashlib
 import hmac
 from collections.abc import Iterable
 from http.cookies import SimpleCookie
+
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 

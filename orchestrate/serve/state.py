@@ -28,8 +28,7 @@ class Services:
     executors: list[dict[str, Any]] | None = None
     executors_lock: anyio.Lock = field(default_factory=anyio.Lock)
     streams: int = 0
-    """Event streams open now (bounded by ``max_streams``)."""
-    max_streams: int = 1000
+    """Event streams open now (bounded by ``config.max_streams``)."""
     webhooks: Any = None
 
     @property

@@ -104,8 +104,11 @@ def newest_task_key(store: Store) -> tuple[float, int]:
     return (0.0, 0) if row is None else (float(row[0]), int(row[1]))
 
 
-def board_fetcher(store: Store) -> Callable[[tuple[float, int], int], Awaitable[list[Item[tuple[float, int]]]]]:
-    async def fetch(after: tuple[float, int], limit: int) -> list[Item[tuple[float, int]]]:
+BoardKey = tuple[float, int]
+
+
+def board_fetcher(store: Store) -> Callable[[BoardKey, int], Awaitable[list[Item[BoardKey]]]]:
+    async def fetch(after: BoardKey, limit: int) -> list[Item[BoardKey]]:
         found = await anyio.to_thread.run_sync(lambda: changed_tasks(store, after, limit))
         return [board_item(t) for t in found]
 

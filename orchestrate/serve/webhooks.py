@@ -61,21 +61,13 @@ class Delivery:
 class WebhookSender:
     """One webhook's queue and the task that empties it, in order."""
 
-    def __init__(
-        self,
-        hook: Webhook,
-        client: httpx.AsyncClient,
-        *,
-        max_queue: int = 1000,
-        attempts: int = 6,
-        backoff: float = 1.0,
-    ) -> None:
+    def __init__(self, hook: Webhook, client: httpx.AsyncClient) -> None:
         self.hook = hook
         self.client = client
         self.queue: deque[Delivery] = deque()
-        self.max_queue = max_queue
-        self.attempts = attempts
-        self.backoff = backoff
+        self.max_queue = hook.max_queue
+        self.attempts = hook.attempts
+        self.backoff = hook.backoff
         self.ready = anyio.Event()
         self.sent = 0
         self.failed = 0
