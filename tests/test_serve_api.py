@@ -148,7 +148,9 @@ class Stream:
         for line in self._lines:
             if line == "":
                 if data:
-                    return Message(fields.get("id"), fields.get("event", "message"), json.loads("\n".join(data)))
+                    return Message(
+                        fields.get("id"), fields.get("event", "message"), json.loads("\n".join(data))
+                    )
                 fields.clear()
                 continue
             if line.startswith(":"):
@@ -296,9 +298,19 @@ def test_first_answer_wins_when_many_clients_answer_at_once(
 @pytest.mark.parametrize(
     ("answer", "tool_status", "task_status", "stored"),
     [
-        ({"decision": "approve", "for_session": True}, "success", "done", {"for_session": True, "scope": "call"}),
+        (
+            {"decision": "approve", "for_session": True},
+            "success",
+            "done",
+            {"for_session": True, "scope": "call"},
+        ),
         ({"decision": "deny", "reason": "not on a friday"}, "denied", "done", None),
-        ({"decision": "deny", "reason": "stop now", "interrupt": True}, "denied", "failed", {"interrupt": True}),
+        (
+            {"decision": "deny", "reason": "stop now", "interrupt": True},
+            "denied",
+            "failed",
+            {"interrupt": True},
+        ),
     ],
     ids=["approve-for-session", "deny-with-reason", "deny-and-stop"],
 )
@@ -353,7 +365,7 @@ def test_a_bad_answer_is_refused_and_answers_nothing(http: httpx.Client, tmp_pat
         sock.sendall(
             f"POST /api/approvals/{approval_id} HTTP/1.1\r\nHost: {host}:{port}\r\n"
             f"Authorization: {http.headers['authorization']}\r\nContent-Type: application/json\r\n"
-            "Content-Length: 40\r\n\r\n{\"decision\": \"appro".encode()
+            'Content-Length: 40\r\n\r\n{"decision": "appro'.encode()
         )
         time.sleep(0.3)
     time.sleep(0.3)
@@ -518,7 +530,12 @@ def test_workspace_routes_say_not_available(http: httpx.Client, tmp_path: Path) 
 
 
 def test_executors_and_openapi(http: httpx.Client) -> None:
+    deadline = time.monotonic() + 60  # some CLIs take seconds to say their version
     executors = http.get("/api/executors").json()
+    while any(e["installed"] is None for e in executors):
+        assert time.monotonic() < deadline, executors
+        time.sleep(0.2)
+        executors = http.get("/api/executors").json()
     names = {e["name"] for e in executors}
     assert {"claude-code", "codex", "gemini"} <= names
     assert all(isinstance(e["installed"], bool) and "capabilities" in e for e in executors)

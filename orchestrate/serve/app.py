@@ -16,6 +16,7 @@ from . import page, routes_approvals, routes_misc, routes_streams, routes_tasks,
 from .config import ServeConfig, is_loopback
 from .errors import install_handlers
 from .feeds import FeedHub
+from .routes_misc import availability
 from .security import CSRF_HEADER, Door, allowed_hosts
 from .state import Services
 from .webhooks import Webhooks, WebhookSender
@@ -32,12 +33,20 @@ def create_app(config: ServeConfig, engine: Engine | None = None) -> FastAPI:
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with contextlib.AsyncExitStack() as stack:
-            eng = engine if engine is not None else await stack.enter_async_context(
-                Engine.open(config.store, capacity=config.capacity)
+            eng = (
+                engine
+                if engine is not None
+                else await stack.enter_async_context(Engine.open(config.store, capacity=config.capacity))
             )
             tg = await stack.enter_async_context(anyio.create_task_group())
             svc = Services(config, eng, FeedHub(tg), FeedHub(tg))
             app.state.services = svc
+
+            def check() -> None:
+                tg.start_soon(availability, svc.executors)
+
+            svc.check_executors = check
+            svc.start_checks()
             if config.worker:
                 tg.start_soon(eng.work)
             if config.webhooks:

@@ -29,10 +29,19 @@ __all__ = ["serve_command"]
 @click.option("--allow-origin", "origins", multiple=True, metavar="URL", help="Let this origin call (CORS).")
 @click.option("--allowed-host", "hosts", multiple=True, metavar="NAME", help="Accept this Host name too.")
 @click.option("--allow-commands", is_flag=True, help="Let tasks name their own agent command and env.")
-@click.option("--root", "roots", multiple=True, type=click.Path(file_okay=False, path_type=Path),
-              help="Tasks' working directories must lie under one of these (repeatable).")
-@click.option("--log-level", default="info", show_default=True,
-              type=click.Choice(["critical", "error", "warning", "info", "debug"]))
+@click.option(
+    "--root",
+    "roots",
+    multiple=True,
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Tasks' working directories must lie under one of these (repeatable).",
+)
+@click.option(
+    "--log-level",
+    default="info",
+    show_default=True,
+    type=click.Choice(["critical", "error", "warning", "info", "debug"]),
+)
 def serve_command(
     host: str | None,
     port: int | None,

@@ -105,7 +105,7 @@ class EntriesOfRun(BaseModel):
 class ExecutorInfo(BaseModel):
     name: str
     protocol: str
-    installed: bool
+    installed: bool | None = Field(description="null while its availability is being checked")
     version: str | None
     path: str | None
     reason: str | None

@@ -23,9 +23,7 @@ _FILES = {
 }
 _INDEX = resources.files(__package__).joinpath("static", "index.html").read_bytes()
 LOGIN_PAGE = resources.files(__package__).joinpath("static", "login.html").read_bytes()
-LOGIN_HASHES = [
-    script_hash(s) for s in re.findall(r"<script>(.*?)</script>", LOGIN_PAGE.decode(), re.DOTALL)
-]
+LOGIN_HASHES = [script_hash(s) for s in re.findall(r"<script>(.*?)</script>", LOGIN_PAGE.decode(), re.DOTALL)]
 
 router = APIRouter(include_in_schema=False)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import anyio
 from fastapi import APIRouter, Depends, Query, Request, Response
 
 from ..registry import default_registry
@@ -18,34 +19,49 @@ router = APIRouter(prefix="/api", tags=["server"])
 Svc = Annotated[Services, Depends(services)]
 
 
-async def availability() -> list[dict[str, Any]]:
-    """Every registered executor: installed or not (its ``--version``), and its capabilities."""
-    rows = []
-    for name in default_registry.names():
-        cls = default_registry.get(name)
-        avail = await cls().check_availability()
-        rows.append(
-            {
-                "name": name,
-                "protocol": cls.protocol,
-                "installed": avail.installed,
-                "version": avail.version,
-                "path": avail.path,
-                "reason": avail.reason,
-                "capabilities": cls.capabilities.to_json_dict(),
-            }
-        )
-    return rows
+def placeholder(name: str) -> dict[str, Any]:
+    """An executor whose availability is still being checked."""
+    cls = default_registry.get(name)
+    return {
+        "name": name,
+        "protocol": cls.protocol,
+        "installed": None,
+        "version": None,
+        "path": None,
+        "reason": "checking",
+        "capabilities": cls.capabilities.to_json_dict(),
+    }
+
+
+async def availability(rows: dict[str, dict[str, Any]]) -> None:
+    """Fill ``rows`` with every registered executor: installed or not (its ``--version``; all asked
+    at once, each row filled as its answer comes, since some CLIs take seconds to say)."""
+    names = default_registry.names()
+    for name in names:
+        rows[name] = placeholder(name)
+
+    async def check(name: str) -> None:
+        avail = await default_registry.get(name)().check_availability()
+        rows[name] = rows[name] | {
+            "installed": avail.installed,
+            "version": avail.version,
+            "path": avail.path,
+            "reason": avail.reason,
+        }
+
+    async with anyio.create_task_group() as tg:
+        for name in names:
+            tg.start_soon(check, name)
 
 
 @router.get("/executors", response_model=list[ExecutorInfo])
 async def executors(svc: Svc, refresh: Annotated[bool, Query()] = False) -> list[dict[str, Any]]:
-    """The executors, installed ones first; looked up once (``refresh=true`` looks again)."""
-    async with svc.executors_lock:
-        if svc.executors is None or refresh:
-            svc.executors = await availability()
-        rows = svc.executors
-    return sorted(rows, key=lambda r: (not r["installed"], r["name"]))
+    """The executors, installed ones first.  Availability is checked once, in the background from
+    the server's start (``refresh=true`` checks again); ``installed`` is null while it is checked."""
+    if refresh:
+        svc.start_checks()
+    order = {True: 0, None: 1, False: 2}
+    return sorted(svc.executors.values(), key=lambda r: (order[r["installed"]], r["name"]))
 
 
 @router.post("/session", status_code=204)

@@ -18,7 +18,9 @@ __all__ = ["router"]
 
 router = APIRouter(prefix="/api", tags=["streams"])
 Svc = Annotated[Services, Depends(services)]
-_SSE: dict[int | str, dict[str, Any]] = {200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}}
+_SSE: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "Server-Sent Events"}
+}
 
 
 class _Sent(Response):
@@ -107,4 +109,3 @@ async def board_stream(
             svc.streams -= 1
 
     return _Sent(EventStream(frames(), send_timeout=svc.config.send_timeout))
-

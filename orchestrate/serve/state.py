@@ -25,11 +25,16 @@ class Services:
     engine: Engine
     tasks: FeedHub[int]
     board: FeedHub[tuple[float, int]]
-    executors: list[dict[str, Any]] | None = None
-    executors_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    executors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each executor's availability, filled in the background (see routes_misc.availability)."""
+    check_executors: Callable[[], None] = lambda: None
     streams: int = 0
     """Event streams open now (bounded by ``config.max_streams``)."""
     webhooks: Any = None
+
+    def start_checks(self) -> None:
+        """Check the executors' availability again, in the background."""
+        self.check_executors()
 
     @property
     def store(self) -> Store:

@@ -23,7 +23,9 @@ __all__ = ["router"]
 router = APIRouter(prefix="/api", tags=["workspace"])
 Svc = Annotated[Services, Depends(services)]
 CHECKPOINT = Annotated[str, PathParam(pattern=r"^[0-9a-f]{7,64}$", description="a checkpoint's commit id")]
-_501: dict[int | str, dict[str, Any]] = {501: {"description": "the workspace layer is not in this build (code workspace_unavailable)"}}
+_501: dict[int | str, dict[str, Any]] = {
+    501: {"description": "the workspace layer is not in this build (code workspace_unavailable)"}
+}
 
 
 def _unavailable() -> ApiError:
