@@ -27,6 +27,9 @@ __all__ = ["Feed", "FeedHub", "Item", "follow"]
 _log = logging.getLogger("orchestrate.serve")
 
 K = TypeVar("K", int, tuple[float, int])
+PAGE = 200
+"""Events read from the store at a time (by a poller, or by a subscriber behind the ring): small
+pages keep the memory a burst of big events costs small."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +96,13 @@ class Feed(Generic[K]):
         """Poll the store while anyone listens."""
         while self.users > 0:
             try:
-                items = await self.fetch(self.cursor, 500)
+                items = await self.fetch(self.cursor, PAGE)
             except StoreError as exc:  # busy or failing: subscribers wait, nothing is lost
                 _log.warning("feed poll failed: %s", exc)
                 items = []
             if items:
                 self._add(items)
-                if len(items) == 500:
+                if len(items) == PAGE:
                     continue  # more is waiting
             await anyio.sleep(self.poll)
 
@@ -166,7 +169,7 @@ async def follow(
     *,
     accept: Callable[[Item[K]], bool],
     heartbeat: float = 15.0,
-    batch: int = 256,
+    batch: int = PAGE,
     max_chunk: int = 64 << 10,
 ) -> AsyncIterator[bytes]:
     """The frames after ``after`` that ``accept`` takes, joined into chunks of at most about

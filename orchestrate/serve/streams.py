@@ -155,7 +155,7 @@ class EventStream:
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
             tg.cancel_scope.cancel()
         if self.dropped:
-            _log.info("%s: %s took no data for %gs", DROPPED, scope.get("path"), self.send_timeout)
+            _log.warning("%s: %s took no data for %gs", DROPPED, scope.get("path"), self.send_timeout)
 
     async def _send(self, send: Any, chunk: bytes) -> bool:
         with anyio.move_on_after(self.send_timeout):
