@@ -29,6 +29,20 @@ ALLOWED: dict[str, set[str]] = {
     "store": BASE | {"store"},
     "engine": BASE
     | {"process", "normalizers", "peers", "approvals", "executors", "run", "registry", "store", "engine"},
+    # The HTTP face: everything below it, never the CLI.
+    "serve": BASE
+    | {
+        "process",
+        "normalizers",
+        "peers",
+        "approvals",
+        "executors",
+        "run",
+        "registry",
+        "store",
+        "engine",
+        "serve",
+    },
 }
 
 

@@ -55,9 +55,11 @@ def page(browser: Any, server: Server, request: pytest.FixtureRequest) -> Iterat
     # Console errors, except a status the page expects (the sign-in's 401, the workspace's 501).
     pg.on(
         "console",
-        lambda msg: problems.append(msg.text)
-        if msg.type == "error" and not msg.text.startswith("Failed to load resource")
-        else None,
+        lambda msg: (
+            problems.append(msg.text)
+            if msg.type == "error" and not msg.text.startswith("Failed to load resource")
+            else None
+        ),
     )
     pg.problems = problems  # type: ignore[attr-defined]
     yield pg

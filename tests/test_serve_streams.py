@@ -8,7 +8,6 @@ import socket
 import time
 from pathlib import Path
 
-import httpx
 import orjson
 
 from orchestrate.store import Store
@@ -28,9 +27,7 @@ def rss(pid: int) -> int:
 
 def test_a_reader_that_takes_nothing_holds_no_memory_and_resumes_exactly(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    server = start_server(
-        home, worker=False, send_timeout=1.5, ring_bytes=1 << 20, ring_items=512
-    )
+    server = start_server(home, worker=False, send_timeout=1.5, ring_bytes=1 << 20, ring_items=512)
     try:
         with server.client() as http:
             task_id = http.post(
