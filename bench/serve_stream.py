@@ -230,6 +230,8 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=20000)
     parser.add_argument("--deltas", type=int, default=100)
     parser.add_argument("--interval", type=float, default=0.02)
+    parser.add_argument("--poll", type=float, default=0.05, help="the server's store poll (its default)")
+    parser.add_argument("--skip-fanout", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp)
@@ -237,10 +239,10 @@ def main() -> None:
         base_time = baseline_writes(cwd / "base", args.events, cwd)
         base_rate = args.events / base_time
         print(f"baseline: writing {args.events} events with nobody listening: {base_rate:,.0f} events/s")
-        for n in sorted({1, args.subscribers}):
+        for n in [] if args.skip_fanout else sorted({1, args.subscribers}):
             home = cwd / f"fan{n}"
             home.mkdir()
-            server = Server(home, worker=False)
+            server = Server(home, worker=False, poll=args.poll)
             try:
                 took, wrote = asyncio.run(fanout(server, n, args.events, cwd))
             finally:
@@ -257,7 +259,7 @@ def main() -> None:
         lib = anyio.run(library_latency, script, args, cwd)
         home = cwd / "lat"
         home.mkdir()
-        server = Server(home)
+        server = Server(home, poll=args.poll)
         try:
             sse = serve_latency(server, script, args, cwd)
         finally:
