@@ -239,14 +239,15 @@ def main() -> None:
         base_time = baseline_writes(cwd / "base", args.events, cwd)
         base_rate = args.events / base_time
         print(f"baseline: writing {args.events} events with nobody listening: {base_rate:,.0f} events/s")
-        for n in [] if args.skip_fanout else sorted({1, args.subscribers}):
-            home = cwd / f"fan{n}"
-            home.mkdir()
-            server = Server(home, worker=False, poll=args.poll)
+        home = cwd / "fan"
+        home.mkdir()
+        server = Server(home, worker=False, poll=args.poll) if not args.skip_fanout else None
+        for n in [] if server is None else sorted({1, args.subscribers}):
             try:
                 took, wrote = asyncio.run(fanout(server, n, args.events, cwd))
-            finally:
+            except BaseException:
                 server.close()
+                raise
             per = args.events / took
             print(
                 f"{n:>4} subscribers: {per:,.0f} events/s each ({per / base_rate:.2f}x baseline), "
@@ -254,6 +255,8 @@ def main() -> None:
                 f"writing took {wrote:.2f}s ({args.events / wrote / base_rate:.2f}x baseline)"
             )
 
+        if server is not None:
+            server.close()
         script = cwd / "fake_stamps.py"
         script.write_text(FAKE)
         lib = anyio.run(library_latency, script, args, cwd)
