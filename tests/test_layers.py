@@ -42,6 +42,21 @@ ALLOWED: dict[str, set[str]] = {
         "store",
         "engine",
     },
+    # The HTTP face: everything below it, never the CLI.
+    "serve": BASE
+    | {
+        "process",
+        "normalizers",
+        "peers",
+        "approvals",
+        "executors",
+        "run",
+        "registry",
+        "workspace",
+        "store",
+        "engine",
+        "serve",
+    },
 }
 
 

@@ -137,9 +137,16 @@ class _Group(click.Group):
 
             register(self)
 
+    def _load_serve(self) -> None:
+        if "serve" not in self.commands:
+            from ..serve.cli import serve_command  # imports no ASGI stack until it runs
+
+            self.add_command(serve_command)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         self._load_tasks()
         self._load_workspace()
+        self._load_serve()
         return super().list_commands(ctx)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
@@ -147,6 +154,8 @@ class _Group(click.Group):
             self._load_tasks()
         if cmd_name in _WORKSPACE_COMMANDS:
             self._load_workspace()
+        elif cmd_name == "serve":
+            self._load_serve()
         return super().get_command(ctx, cmd_name)
 
 

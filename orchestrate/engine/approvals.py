@@ -25,14 +25,22 @@ __all__ = ["StoreApprovals", "decision_of"]
 
 
 def decision_of(record: ApprovalRecord, timeout: float | None = None) -> ApprovalDecision:
-    """What an answered approval tells the agent."""
+    """What an answered approval tells the agent (with the details a client gave, kept in the
+    request's ``answer`` key by ``Store.answer_approval``)."""
+    answer = record.request.get("answer") or {}
     if record.decision == "approved":
-        return ApprovalDecision.approve()
+        return ApprovalDecision.approve(
+            answer.get("updated_input"),
+            for_session=bool(answer.get("for_session")),
+            scope="mcp_server" if answer.get("scope") == "mcp_server" else "call",
+        )
     if record.decision == "timed_out":
         return ApprovalDecision(status="timed_out", reason=record.reason, interrupt=True)
     if record.status == "withdrawn":
         return ApprovalDecision.deny(f"the request was withdrawn: {record.reason}")
-    return ApprovalDecision.deny(record.reason or f"denied by {record.answered_by}")
+    return ApprovalDecision.deny(
+        record.reason or f"denied by {record.answered_by}", interrupt=bool(answer.get("interrupt"))
+    )
 
 
 class StoreApprovals:

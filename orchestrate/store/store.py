@@ -246,23 +246,34 @@ class Store:
             return _approval(conn, approval_id)
 
     def answer_approval(
-        self, approval_id: int, decision: str, reason: str | None = None, by: str = "unknown"
+        self,
+        approval_id: int,
+        decision: str,
+        reason: str | None = None,
+        by: str = "unknown",
+        answer: dict[str, Any] | None = None,
     ) -> tuple[bool, ApprovalRecord]:
         """Answer an open approval (``approved``, ``denied`` or ``timed_out``); the first answer wins.
-        Returns whether this answer was the one taken, and the approval as it now stands."""
+        ``answer`` holds the rest of the decision (``updated_input``, ``for_session``, ``scope``,
+        ``interrupt``); it is kept in the request's ``answer`` key, written by the same conditional
+        UPDATE, so only the winning answer's details are stored.  Returns whether this answer was the
+        one taken, and the approval as it now stands."""
         if decision not in ("approved", "denied", "timed_out"):
             raise StoreError(f"an approval is approved, denied or timed_out, not {decision!r}")
         with self._write(f"answering approval {approval_id}") as conn:
+            values: dict[str, Any] = {
+                "status": "answered",
+                "decision": decision,
+                "reason": reason,
+                "answered_by": by,
+                "answered_at": time.time(),
+            }
+            if answer:
+                values["request"] = _approval(conn, approval_id).request | {"answer": answer}
             won = conn.execute(
                 update(approvals)
                 .where(approvals.c.id == approval_id, approvals.c.status == "open")
-                .values(
-                    status="answered",
-                    decision=decision,
-                    reason=reason,
-                    answered_by=by,
-                    answered_at=time.time(),
-                )
+                .values(**values)
             ).rowcount
             record = _approval(conn, approval_id)
             if won:

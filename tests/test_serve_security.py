@@ -1,0 +1,264 @@
+"""The door of `orchestrate serve`: every route refuses a request without the token (the routes are
+read from the app's own table, so a new route cannot forget), CSRF, foreign hosts and origins, body
+limits, the token file, and the bind that is refused."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from orchestrate.serve import ServeConfig, create_app
+
+from .helpers import ROOT
+from .test_serve_api import Server, create, start_server
+
+# A value for every path parameter the app has; a route with a parameter not here fails the test
+# below, so whoever adds one decides what a valid value is.
+PARAMS = {"task_id": "1", "run_id": "1", "approval_id": "1", "checkpoint": "abcdef1", "name": "board.js"}
+
+
+def routes() -> list[tuple[str, str]]:
+    """(method, path) of every route the app serves, read from its route table."""
+    app = create_app(ServeConfig(token="t" * 32))
+    found: list[tuple[str, str]] = []
+
+    def walk(table: list[Any]) -> None:
+        for route in table:
+            inner = getattr(route, "original_router", None)
+            if inner is not None:
+                walk(inner.routes)
+            elif hasattr(route, "methods") and route.methods:
+                found.extend((m, route.path) for m in sorted(route.methods) if m != "HEAD")
+
+    walk(app.routes)
+    return sorted(set(found))
+
+
+ROUTES = routes()
+
+
+def concrete(path: str) -> str:
+    return re.sub(r"\{(\w+)\}", lambda m: PARAMS[m.group(1)], path)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    s = start_server(tmp_path_factory.mktemp("serve-sec") / "home", max_body=4096)
+    yield s
+    s.stop()
+
+
+def test_the_route_table_is_all_there() -> None:
+    paths = {p for _, p in ROUTES}
+    assert {"/api/tasks", "/api/tasks/{task_id}/stream", "/api/stream", "/", "/api/openapi.json"} <= paths
+    assert ("POST", "/api/approvals/{approval_id}") in ROUTES
+    for _, path in ROUTES:
+        concrete(path)  # KeyError: a new path parameter needs a value in PARAMS
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES, ids=[f"{m} {p}" for m, p in ROUTES])
+def test_every_route_refuses_a_request_without_the_token(server: Server, method: str, path: str) -> None:
+    url = server.base + concrete(path)
+    wrong = "x" * len(server.token)
+    with httpx.Client(timeout=10) as c:
+        for headers in (
+            {},
+            {"authorization": f"Bearer {wrong}"},
+            {"authorization": f"Basic {server.token}"},
+            {"authorization": "Bearer"},
+            {"cookie": f"orchestrate_session={server.token}"},  # the token is not the cookie
+            {"cookie": "orchestrate_session=0000"},
+        ):
+            r = c.request(method, url, headers=headers, json={} if method == "POST" else None)
+            assert r.status_code == 401, (headers, r.text)
+            assert r.headers["www-authenticate"].startswith("Bearer")
+            if r.headers["content-type"].startswith("application/json"):
+                assert r.json()["error"]["code"] == "unauthorized"
+            else:  # a page: the sign-in page, which holds nothing of the store
+                assert b"<form" in r.content and b"task" not in r.content.lower()
+
+
+def test_an_unknown_route_is_401_before_404(server: Server) -> None:
+    with httpx.Client(timeout=10) as c:
+        assert c.get(server.base + "/api/nothing-here").status_code == 401
+        assert c.post(server.base + "/api/tasks/1/launch-missiles").status_code == 401
+    with server.client() as c:
+        r = c.get("/api/nothing-here")
+        assert (r.status_code, r.json()["error"]["code"]) == (404, "not_found")
+        r = c.delete("/api/tasks")
+        assert (r.status_code, r.json()["error"]["code"]) == (405, "method_not_allowed")
+
+
+def test_the_page_signs_in_with_a_cookie_that_needs_the_csrf_header(server: Server, tmp_path: Path) -> None:
+    with server.client() as c:
+        r = c.post("/api/session")
+        assert r.status_code == 204
+        cookie = r.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=strict" in cookie.replace("Strict", "strict")
+        value = c.cookies["orchestrate_session"]
+        assert server.token not in value
+    jar = {"orchestrate_session": value}
+    body = {"prompt": "plain", "executor": "claude-code", "cwd": str(tmp_path)}
+    with httpx.Client(base_url=server.base, cookies=jar, timeout=10) as c:
+        assert c.get("/api/tasks").status_code == 200  # reading by cookie is fine
+        assert c.get("/").status_code == 200 and b"board.js" in c.get("/").content
+        r = c.post("/api/tasks", json=body)  # a change by cookie alone: a forged form could do it
+        assert (r.status_code, r.json()["error"]["code"]) == (403, "forbidden")
+        r = c.post("/api/tasks", json=body, headers={"x-orchestrate-csrf": "1"})
+        assert r.status_code == 201
+        # The cookie cannot trade itself for a new session: only the token opens one.
+        assert c.post("/api/session", headers={"x-orchestrate-csrf": "1"}).status_code == 401
+
+
+def test_foreign_hosts_and_origins_are_refused(server: Server) -> None:
+    with server.client() as c:
+        for host in ("evil.example", "127.0.0.1.evil.example", "localhost.evil.example:80"):
+            r = c.get("/api/tasks", headers={"host": host})
+            assert (r.status_code, r.json()["error"]["code"]) == (403, "forbidden"), host
+        for origin in ("https://evil.example", "null", server.base.replace("127.0.0.1", "localhost:1")):
+            r = c.get("/api/tasks", headers={"origin": origin})
+            assert r.status_code == 403, origin
+            assert "access-control-allow-origin" not in r.headers
+        # A preflight from anywhere gets no CORS grant: none is configured.
+        r = c.options(
+            "/api/tasks",
+            headers={"origin": "https://evil.example", "access-control-request-method": "POST"},
+        )
+        assert r.status_code in (401, 403) and "access-control-allow-origin" not in r.headers
+        assert c.get("/api/tasks", headers={"origin": server.base}).status_code == 200
+        r = c.get("/api/tasks")
+        assert "default-src 'none'" in r.headers["content-security-policy"]
+        assert r.headers["x-frame-options"] == "DENY" and r.headers["cache-control"] == "no-store"
+
+
+def test_bodies_over_the_limit_are_refused(server: Server, tmp_path: Path) -> None:
+    big = {"prompt": "x" * 5000, "executor": "claude-code", "cwd": str(tmp_path)}
+    with server.client() as c:
+        r = c.post("/api/tasks", json=big)
+        assert (r.status_code, r.json()["error"]["code"]) == (413, "payload_too_large")
+
+        def chunks() -> Iterator[bytes]:  # no Content-Length: chunked, counted as it comes
+            yield b'{"prompt": "'
+            for _ in range(10):
+                yield b"y" * 1000
+            yield b'"}'
+
+        r = c.post("/api/tasks", content=chunks(), headers={"content-type": "application/json"})
+        assert (r.status_code, r.json()["error"]["code"]) == (413, "payload_too_large")
+        assert c.get("/api/tasks").status_code == 200  # the server is fine
+
+
+def test_commands_and_roots_are_the_servers_to_allow(tmp_path: Path) -> None:
+    root = tmp_path / "work"
+    root.mkdir()
+    s = start_server(tmp_path / "home", allow_commands=False, roots=[str(root)], worker=False)
+    try:
+        with s.client() as c:
+            base = {"prompt": "plain", "executor": "claude-code", "cwd": str(root)}
+            assert c.post("/api/tasks", json=base).status_code == 201
+            outside = c.post("/api/tasks", json=base | {"cwd": str(tmp_path)})
+            assert (outside.status_code, outside.json()["error"]["code"]) == (422, "invalid_request")
+            link = root / "escape"
+            link.symlink_to(tmp_path)
+            assert c.post("/api/tasks", json=base | {"cwd": str(link)}).status_code == 422
+            for extra in (
+                {"executor_options": {"base_command": ["/bin/sh", "-c", "touch /tmp/pwned"]}},
+                {"executor_options": {"env": {"LD_PRELOAD": "/tmp/x.so"}}},
+                {"run_options": {"env": {"PATH": "/tmp"}}},
+            ):
+                r = c.post("/api/tasks", json=base | extra)
+                assert (r.status_code, r.json()["error"]["code"]) == (403, "forbidden"), extra
+    finally:
+        s.stop()
+
+
+def _serve(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    environ = os.environ | {"ORCHESTRATE_HOME": str(home), "PYTHONPATH": str(ROOT)} | (env or {})
+    environ.pop("ORCHESTRATE_SERVE_TOKEN", None) if "ORCHESTRATE_SERVE_TOKEN" not in (env or {}) else None
+    return subprocess.Popen(
+        [sys.executable, "-m", "orchestrate", "serve", "--no-worker", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=environ,
+        cwd=ROOT,
+    )
+
+
+def test_the_token_is_made_once_0600_and_printed(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    tokens = []
+    for _ in range(2):
+        proc = _serve(home, "--port", "0")
+        assert proc.stdout is not None
+        lines = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline().decode()
+            lines.append(line)
+            if line.startswith("board: ") or not line:
+                break
+        proc.terminate()
+        proc.wait(15)
+        proc.stdout.close()
+        [board] = [line for line in lines if line.startswith("board: ")]
+        tokens.append(board.strip().rpartition("#token=")[2])
+    path = home / "serve-token"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert tokens[0] == tokens[1] == path.read_text().strip() and len(tokens[0]) >= 32
+    # A token file others may read is refused, as ssh refuses such a key.
+    path.chmod(0o644)
+    proc = _serve(home, "--port", "0")
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode != 0 and b"chmod 600" in out
+
+
+def test_a_non_loopback_bind_needs_a_configured_token(tmp_path: Path) -> None:
+    proc = _serve(tmp_path / "home", "--host", "0.0.0.0", "--port", "0")
+    out, _ = proc.communicate(timeout=30)
+    assert proc.returncode != 0 and b"configure a token first" in out
+    assert not (tmp_path / "home" / "serve-token").exists() or b"Uvicorn running" not in out
+    # With one configured it starts (and is then asked for that token); it is stopped at once.
+    env = {"ORCHESTRATE_SERVE_TOKEN": "configured-token-0123456789"}
+    proc = _serve(tmp_path / "home2", "--host", "0.0.0.0", "--port", "0", env=env)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 30
+    line = ""
+    while time.monotonic() < deadline and not line.startswith("orchestrate serve on"):
+        line = proc.stdout.readline().decode()
+        if not line:
+            break
+    port = int(line.split()[3].rpartition(":")[2])
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=5):
+            pass
+        with httpx.Client(timeout=10) as c:
+            url = f"http://127.0.0.1:{port}/api/tasks"
+            assert c.get(url).status_code == 401
+            ok = c.get(url, headers={"authorization": "Bearer configured-token-0123456789"})
+            assert ok.status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(15)
+        proc.stdout.close()
+
+
+def test_openapi_is_generated_and_behind_the_door(server: Server, tmp_path: Path) -> None:
+    with httpx.Client(timeout=10) as c:
+        assert c.get(server.base + "/api/openapi.json").status_code == 401
+    with server.client() as c:
+        spec = c.get("/api/openapi.json").json()
+        assert spec["openapi"].startswith("3.")
+        api_paths = {p for _, p in ROUTES if p.startswith("/api/") and p != "/api/openapi.json"}
+        assert api_paths == set(spec["paths"])
+        create(c, "plain", tmp_path)  # the document describes a server that works
