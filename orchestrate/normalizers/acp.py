@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from ..entries import (
+    NO_EXIT_CODE,
     ActionType,
     ApprovalInfo,
     CommandResult,
@@ -502,7 +503,11 @@ def _with_result(action: ActionType, call: dict[str, Any]) -> ActionType:
     output = obj(call.get("rawOutput"))  # Qwen: {type: "shell_result", output, exitCode, ...}
     exit_code = output.get("exitCode")
     stdout = text(output.get("output")) if "output" in output else _content_text(call.get("content"))
-    result = CommandResult(exit_code=exit_code if isinstance(exit_code, int) else None, stdout=stdout or None)
+    if not isinstance(exit_code, int) and not stdout:
+        return action  # (Gemini 0.61 sends neither: there is no result to show)
+    result = CommandResult(
+        exit_code=exit_code if isinstance(exit_code, int) else NO_EXIT_CODE, stdout=stdout or None
+    )
     return evolve(action, result=result)
 
 

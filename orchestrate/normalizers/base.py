@@ -20,6 +20,7 @@ from ..entries import (
     ToolStatus,
     ToolUse,
     ToolUseEntry,
+    camel_key,
 )
 from .evolve import build, evolve
 from .framing import DEFAULT_MAX_LINE_BYTES, FramedLine, LineFramer, LineTooLong
@@ -131,6 +132,10 @@ class EntryLog:
         return self._count
 
     def metadata(self, **extra: Any) -> EntryMetadata:
+        """The metadata of a new entry: the session's id and model, and ``extra`` keys (camelCase in
+        the JSON form, as the seed's metadata spells its keys; a None value is left out)."""
+        if extra:
+            extra = {camel_key(k): v for k, v in extra.items() if v is not None}
         if extra:
             return EntryMetadata(session_id=self.session_id, model=self.model, extra=extra)
         meta = self._metadata

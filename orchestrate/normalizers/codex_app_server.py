@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from ..entries import (
+    NO_EXIT_CODE,
     ApprovalInfo,
     ApprovalOutcome,
     AssistantMessage,
@@ -348,10 +349,16 @@ class CodexAppServerNormalizer(LineNormalizer):
             return
         exit_code = item.get("exitCode")
         output = item.get("aggregatedOutput")
-        result = CommandResult(
-            exit_code=exit_code if isinstance(exit_code, int) else None,
-            stdout=output if isinstance(output, str) else self._streamed_output(item_id),
-            duration_ms=item.get("durationMs"),
+        stdout = output if isinstance(output, str) else self._streamed_output(item_id)
+        # (a declined command never ran: no result of it, rather than one that knows nothing)
+        result = (
+            CommandResult(
+                exit_code=exit_code if isinstance(exit_code, int) else NO_EXIT_CODE,
+                stdout=stdout,
+                duration_ms=item.get("durationMs"),
+            )
+            if isinstance(exit_code, int) or stdout
+            else None
         )
         new: ToolStatus = {
             "completed": "success" if exit_code in (0, None) else "failed",
@@ -362,8 +369,8 @@ class CodexAppServerNormalizer(LineNormalizer):
             new = tool.status
         outcome = ToolResult(
             success=new == "success",
-            data=result.stdout if new == "success" else None,
-            error=None if new == "success" else result.stdout or status,
+            data=stdout if new == "success" else None,
+            error=None if new == "success" else stdout or status,
         )
         self.log.update_tool(
             index, status=new, action=CommandRun(command=command, result=result), result=outcome

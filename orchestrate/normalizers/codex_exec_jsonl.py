@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from ..entries import (
+    NO_EXIT_CODE,
     AssistantMessage,
     CommandResult,
     CommandRun,
@@ -187,7 +188,7 @@ class CodexExecNormalizer(LineNormalizer):
         if completed:  # (an int as pydantic would make it: True is 1)
             result = make(
                 CommandResult,
-                exit_code=int(exit_code) if isinstance(exit_code, int) else None,
+                exit_code=int(exit_code) if isinstance(exit_code, int) else NO_EXIT_CODE,
                 stdout=_s(item.get("aggregated_output")) or None,
             )
         action = make(CommandRun, command=display_command(_s(item.get("command"))), result=result)
