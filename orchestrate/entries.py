@@ -297,7 +297,7 @@ class EntryMetadata(Model):
             return data
         rest = {k: v for k, v in data.items() if k not in _STANDARD_METADATA and k != "extra"}
         nested = data.get("extra")
-        if not rest and (nested is None or isinstance(nested, dict)):
+        if not rest and nested is None:
             return data
         out = {k: v for k, v in data.items() if k in _STANDARD_METADATA}
         extra = {camel_key(k): v for k, v in nested.items()} if isinstance(nested, dict) else {}
