@@ -176,6 +176,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         session, model = obj.get("session_id"), obj.get("model")
         self.log.session_id = _s(session) or self.log.session_id
         self.log.model = _s(model) or self.log.model
+        self.agent_cwd(_s(obj.get("cwd")))
         # init is repeated on every turn; show it only when something changed.
         if (session, model) == self._last_init:
             return

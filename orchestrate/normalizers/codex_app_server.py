@@ -197,6 +197,7 @@ class CodexAppServerNormalizer(LineNormalizer):
             self.log.session_id = _s(thread.get("id")) or self.log.session_id
             self.log.model = _s(res.get("model")) or self.log.model
             self._cwd = _s(res.get("cwd") or thread.get("cwd")) or self._cwd
+            self.agent_cwd(self._cwd)
             verb = {"thread/start": "started", "thread/resume": "resumed", "thread/fork": "forked"}[method]
             text = f"Thread `{self.log.session_id}` {verb} with model `{self.log.model}`"
             self.log.add(

@@ -111,6 +111,7 @@ class CodexExecNormalizer(LineNormalizer):
             self._resumed = True
         elif event.get("type") == "cwd":
             self._cwd = _s(event.get("cwd")) or None
+            self.agent_cwd(self._cwd)
         else:
             super().on_note(event, ts)
 

@@ -110,6 +110,7 @@ class CursorNormalizer(LineNormalizer):
         # The session id of `system` is not trusted (VK takes it from later events): it is not used here.
         self.log.model = text(event.get("model")) or self.log.model
         self._cwd = text(event.get("cwd")) or self._cwd
+        self.agent_cwd(self._cwd)
         self.log.add(
             SYSTEM,
             f"Cursor agent started with model `{self.log.model}`",
