@@ -252,6 +252,9 @@ class AcpNormalizer(LineNormalizer):
             request_id=str(request_id),
             decision=decision,  # type: ignore[arg-type]
             for_session=kind == "allow_always",
+            # The person's reason (from the run's note, which comes first): ACP has no field to
+            # carry it to the agent, so the entry is where it is kept.
+            reason=tool.approval.reason if tool.approval is not None and decision != "approved" else None,
         )
         self.log.update_tool(
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval

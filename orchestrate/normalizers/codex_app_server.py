@@ -277,6 +277,16 @@ class CodexAppServerNormalizer(LineNormalizer):
                 reason=_s(event.get("reason")) or None,
             )
             self.log.update_tool(index, status="timed_out", approval=approval)
+        elif (
+            tool is not None
+            and index is not None
+            and tool.approval is not None
+            and event.get("reason")
+            and event.get("decision") != "approved"
+        ):
+            # The person's reason for a refusal: Codex's answer has no field for it, so the agent
+            # never hears it; the entry keeps it (it comes before our answer, which carries it on).
+            self.log.update_tool(index, approval=evolve(tool.approval, reason=_s(event["reason"])))
 
     # --- items --------------------------------------------------------------------------------
 
@@ -309,11 +319,37 @@ class CodexAppServerNormalizer(LineNormalizer):
                 if completed:
                     self.log.add(SYSTEM, "Conversation compacted", ts)
             case _:
-                name = (
-                    kind if kind != "mcpToolCall" else f"mcp:{_s(item.get('server'))}/{_s(item.get('tool'))}"
-                )
-                action = GenericTool(tool_name=name, args=item.get("arguments"), result=item.get("result"))
-                self._tool_item(item_id, name, action, completed, ts, failed=item.get("status") == "failed")
+                self._other_tool(item_id, kind, item, completed, ts)
+
+    def _other_tool(
+        self, item_id: str, kind: str, item: dict[str, Any], completed: bool, ts: datetime | None
+    ) -> None:
+        """An MCP tool call, a dynamic (client-defined) tool call, or an item kind newer than this
+        code: named after the tool where the item names one, with its arguments and output."""
+        tool = _s(item.get("tool"))
+        if kind == "mcpToolCall":
+            name = f"mcp:{_s(item.get('server'))}/{tool}"
+        elif tool:  # dynamicToolCall: {tool, namespace?, arguments, contentItems, success}
+            name = f"{_s(item.get('namespace'))}/{tool}" if item.get("namespace") else tool
+        else:
+            name = kind
+        output = item.get("result")
+        if output is None and isinstance(item.get("contentItems"), list):
+            output = _content_items(item["contentItems"])
+        error = item.get("error")
+        failed = item.get("status") == "failed" or item.get("success") is False or bool(error)
+        action = GenericTool(tool_name=name, args=item.get("arguments"), result=output)
+        self._tool_item(item_id, name, action, completed, ts, failed=failed)
+        index = self._items.get(item_id)
+        if completed and index is not None and (output is not None or error):
+            text = output if isinstance(output, str) else None
+            problem = _s(_dict(error).get("message")) or _s(error) or text or "failed"
+            self.log.update_tool(
+                index,
+                result=ToolResult(
+                    success=not failed, data=output if not failed else None, error=problem if failed else None
+                ),
+            )
 
     def _text_item(
         self,
@@ -532,6 +568,12 @@ class CodexAppServerNormalizer(LineNormalizer):
 
     def close(self, ts: datetime | None) -> None:
         self.log.close_open_tools("cancelled")
+
+
+def _content_items(items: list[Any]) -> str | list[Any]:
+    """A dynamic tool's output: its text items joined (images and the like kept as they came)."""
+    texts = [_s(i.get("text")) for i in items if isinstance(i, dict) and i.get("type") == "inputText"]
+    return "\n".join(texts) if len(texts) == len(items) else items
 
 
 def _command_text(command: Any) -> str:
