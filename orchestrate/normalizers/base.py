@@ -231,9 +231,15 @@ class EntryLog:
         self.replace(index, type=evolve(t, tool=evolve(t.tool, **changes)), **extra)
 
     def close_open_tools(self, status: ToolStatus) -> None:
-        """Give every call still open (created, pending, running) ``status``."""
+        """Give every call still open (created, pending, running) ``status``; a question still
+        pending on one of them is cancelled with it, never left pending."""
         for index in sorted(self._open_tools):
-            self.update_tool(index, status=status)
+            tool = self.tool(index)
+            approval = tool.approval if tool is not None else None
+            if approval is not None and approval.decision == "pending":
+                self.update_tool(index, status=status, approval=evolve(approval, decision="cancelled"))
+            else:
+                self.update_tool(index, status=status)
 
     def error(
         self, message: str, code: str, ts: datetime | None = None, content: str | None = None, **extra: Any

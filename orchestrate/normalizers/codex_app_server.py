@@ -41,6 +41,7 @@ from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .codex_items import display_command, file_change
 from .evolve import evolve
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
+from .shape import relative
 from .text import TextBuffer
 from .values import count, json_object, rpc_id
 from .values import obj as _dict
@@ -381,8 +382,8 @@ class CodexAppServerNormalizer(LineNormalizer):
         assert tool is not None
         status = _s(item.get("status"))
         if not completed and status == "inProgress":
-            if tool.status == "created":
-                self.log.update_tool(index, status="running")
+            # Not running yet: Codex starts the item before it asks for approval (0.169.0), and a
+            # status only moves forward.  Running once approved, or once its output flows.
             return
         exit_code = item.get("exitCode")
         output = item.get("aggregatedOutput")
@@ -429,7 +430,8 @@ class CodexAppServerNormalizer(LineNormalizer):
         tool = self.log.tool(index)
         if tool is not None and isinstance(tool.action, CommandRun):
             result = CommandResult(stdout=buf.text())
-            self.log.update_tool(index, action=evolve(tool.action, result=result))
+            status = "running" if tool.status in ("created", "pending_approval") else tool.status
+            self.log.update_tool(index, action=evolve(tool.action, result=result), status=status)
 
     def _streamed_output(self, item_id: str) -> str | None:
         buf = self._output.get(item_id)
@@ -474,9 +476,9 @@ class CodexAppServerNormalizer(LineNormalizer):
             tool = self.log.tool(index)
         assert tool is not None
         if not completed:
-            self.log.update_tool(
-                index, action=action, status="running" if tool.status == "created" else tool.status
-            )
+            # (a file change waits for its approval, like a command: not running yet)
+            running = tool.status == "created" and name != "fileChange"
+            self.log.update_tool(index, action=action, status="running" if running else tool.status)
             return
         new: ToolStatus = "denied" if declined else "failed" if failed else "success"
         if tool.status in ("denied", "timed_out", "cancelled"):
@@ -537,7 +539,11 @@ class CodexAppServerNormalizer(LineNormalizer):
         )
 
     def _turn_diff(self, turn_id: str, diff: str, ts: datetime | None) -> None:
-        content = f"```diff\n{diff}```" if diff.endswith("\n") else f"```diff\n{diff}\n```"
+        # The turn's whole diff repeats the file changes' own diffs: named here, kept whole in the
+        # metadata (``turnDiff``), never shown twice as text.
+        files = sorted({line[6:] for line in diff.splitlines() if line.startswith("+++ b/")})
+        names = ", ".join(f"`{relative(f if f.startswith('/') else '/' + f, self.work_dir)}`" for f in files)
+        content = f"The turn changed {names}" if names else "The turn changed files"
         index = self._per_turn.get((turn_id, "diff"))
         if index is None:
             self._per_turn[(turn_id, "diff")] = self.log.add(SYSTEM, content, ts, turn_diff=diff)
