@@ -121,3 +121,32 @@ def test_agents_that_disagree_on_a_scenario_are_named() -> None:
         [denied("a", "not in this run"), denied("b", "not in this run"), denied("c", None)]
     )
     assert problems == ["tool_denied: reason: 'not in this run' (a, b) vs None (c)"]
+
+
+def test_every_golden_fixture_keeps_the_one_shape() -> None:
+    from .test_golden import CASES, FOLDERS
+
+    problems = []
+    for folder, case in CASES:
+        problems += run_problems(observe_log(FOLDERS[folder], case, FIXTURES / folder / f"{case}.jsonl"))
+    assert problems == []
+
+
+def test_a_prompt_written_without_a_newline_is_logged_before_the_answer(tmp_path: Path) -> None:
+    """(codex exec and cursor take the prompt on stdin, no newline: the redacting raw log held it
+    back until the process exited, so a replay showed the prompt after the answer.)"""
+    from orchestrate.process.rawlog import RawLogWriter, read_raw_log
+    from orchestrate.process.redact import Redactor
+
+    log = RawLogWriter(tmp_path / "raw.jsonl", {"executor": "codex-exec"}, redactor=Redactor(["sk-secret"]))
+    log.chunk("stdin", b"say hello", 1.0)
+    log.chunk("stdout", b'{"type":"turn.started"}\n', 2.0)
+    log.chunk("stdout", b'{"k":"sk-sec', 3.0)  # (the agent's partial lines are still held whole)
+    log.chunk("stdout", b'ret"}\n', 4.0)
+    log.close()
+    records = list(read_raw_log(tmp_path / "raw.jsonl")[1])
+    assert [(r.stream, r.data) for r in records] == [
+        ("stdin", b"say hello"),
+        ("stdout", b'{"type":"turn.started"}\n'),
+        ("stdout", b'{"k":"[REDACTED]"}\n'),
+    ]

@@ -205,8 +205,16 @@ def signature(obs: Observed) -> dict[str, Any]:
         if e.type.kind not in ("system_message", "error") and (not kinds or kinds[-1] != e.type.kind):
             kinds.append(e.type.kind)
     sig: dict[str, Any] = {"outcome": obs.outcome}
-    if obs.scenario in ("plain_answer", "follow_up", "interrupt"):
-        sig["entry kinds"] = [k for k in kinds if k != "thinking"]
+    if obs.scenario in ("plain_answer", "follow_up"):
+        # Each turn the same shape (a prompt, its answer, its usage), and turns never merged; how
+        # many turns a run has depends on how the protocol continues a session (codex exec resumes).
+        turns: list[list[str]] = []
+        for kind in kinds:
+            if kind == "user_message" or not turns:
+                turns.append([])
+            if kind != "thinking":
+                turns[-1].append(kind)
+        sig["turn shape"] = sorted({tuple(t) for t in turns})
     if obs.scenario in ("tool_approved", "tool_denied", "file_edit"):
         sig["tool kinds seen"] = sorted(
             {t.action.kind for t in obs.tools} & {"command_run", "file_edit", "file_write"}
