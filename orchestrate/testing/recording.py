@@ -172,6 +172,9 @@ def scrub_scratch_log(raw: Path, out: Path, scratch: Scratch, project: Path | No
     }
     if project is not None:
         replacements[os.path.realpath(project)] = "/project"
+    real = os.path.realpath(binary)  # the pinned CLIs' checkout, wherever this one is
+    if "/clis/node_modules/" in real:
+        replacements.setdefault(real.split("/clis/node_modules/")[0], "/project")
     scrub_raw_log(raw, out, replacements)
 
 
