@@ -23,6 +23,7 @@ from ..entries import (
     AssistantMessage,
     CommandResult,
     CommandRun,
+    EntryPatch,
     FileEdit,
     GenericTool,
     Plan,
@@ -102,6 +103,8 @@ class CodexAppServerNormalizer(LineNormalizer):
         self._window: int | None = None
         self._cwd: str | None = None
         self._shown_error: str | None = None
+        self._waiting = False  # the thread's status says it waits on an approval
+        self._starting: dict[str, bool] = {}  # items started, not yet running -> is a command (_promote)
         self.log.track(self._items)
         self.log.track(self._per_turn)
         self.log.after_sweep(self._forget)
@@ -125,6 +128,16 @@ class CodexAppServerNormalizer(LineNormalizer):
         if has_id and rpc_id(obj["id"]) is None:
             self.invalid_rpc_id(line, stream, ts)
             return
+        if method == "thread/status/changed":
+            status = _dict(_dict(obj.get("params")).get("status"))
+            self._waiting = "waitingOnApproval" in (status.get("activeFlags") or [])
+        elif (
+            self._starting
+            and stream == "stdout"
+            and method not in _APPROVAL_METHODS
+            and method not in _SILENT
+        ):
+            self._promote()  # (a line after an item's start that is not its approval: it runs)
         if stream == "stdin":
             if isinstance(method, str) and has_id:
                 self._our_requests[obj["id"]] = method
@@ -141,6 +154,30 @@ class CodexAppServerNormalizer(LineNormalizer):
             self.log.error(
                 "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=line
             )
+
+    def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
+        self._lines(self._framers[stream].feed(chunk), stream, ts)
+        if self._starting and stream == "stdout":
+            self._promote(commands_only=True)  # nothing more came with a command's start: it runs
+        return self.log.drain()
+
+    def _promote(self, *, commands_only: bool = False) -> None:
+        """Items started and not waiting for an approval are running.  Codex starts an item and
+        then asks for its approval, in the next line (0.169.0): a started item is shown running only
+        once it is clear no question comes first, so its status never moves back: at the next line
+        that is not its approval, or, for a command, at the end of the chunk its start came in (Codex
+        writes a command's question with its start; a file change's comes in a write of its own);
+        never while the thread's status says it is waiting on an approval."""
+        if self._waiting:
+            return  # the thread says a question is open: the started item waits for it
+        for item_id, command in list(self._starting.items()):
+            if commands_only and not command:
+                continue
+            del self._starting[item_id]
+            index = self._items.get(item_id)
+            tool = self.log.tool(index) if index is not None else None
+            if tool is not None and index is not None and tool.status == "created":
+                self.log.update_tool(index, status="running")
 
     def _notification(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
         match method:
@@ -215,6 +252,7 @@ class CodexAppServerNormalizer(LineNormalizer):
             self.log.add(SYSTEM, f"The agent asked `{method}`, which this client does not serve", ts)
             return
         item_id = _s(p.get("itemId") or p.get("callId"))
+        self._starting.pop(item_id, None)
         self._server_requests[request_id] = item_id
         index = self._items.get(item_id)
         if index is None:  # an approval before its item: show the call from the request itself
@@ -382,8 +420,8 @@ class CodexAppServerNormalizer(LineNormalizer):
         assert tool is not None
         status = _s(item.get("status"))
         if not completed and status == "inProgress":
-            # Not running yet: Codex starts the item before it asks for approval (0.169.0), and a
-            # status only moves forward.  Running once approved, or once its output flows.
+            if tool.status == "created":
+                self._starting[item_id] = True  # running unless an approval is asked first (_promote)
             return
         exit_code = item.get("exitCode")
         output = item.get("aggregatedOutput")
@@ -476,9 +514,12 @@ class CodexAppServerNormalizer(LineNormalizer):
             tool = self.log.tool(index)
         assert tool is not None
         if not completed:
-            # (a file change waits for its approval, like a command: not running yet)
-            running = tool.status == "created" and name != "fileChange"
-            self.log.update_tool(index, action=action, status="running" if running else tool.status)
+            if tool.status == "created" and name == "fileChange":
+                self._starting[item_id] = False  # (it may wait for an approval, like a command)
+                self.log.update_tool(index, action=action)
+            else:
+                running = tool.status == "created"
+                self.log.update_tool(index, action=action, status="running" if running else tool.status)
             return
         new: ToolStatus = "denied" if declined else "failed" if failed else "success"
         if tool.status in ("denied", "timed_out", "cancelled"):
