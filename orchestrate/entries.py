@@ -12,10 +12,23 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    GetJsonSchemaHandler,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 __all__ = [
+    "NO_EXIT_CODE",
     "ActionType",
     "ApprovalInfo",
     "ApprovalOutcome",
@@ -48,6 +61,7 @@ __all__ = [
     "ToolUseEntry",
     "UserMessage",
     "WebFetch",
+    "camel_key",
     "entry_json_schema",
 ]
 
@@ -76,11 +90,22 @@ class FileChange(Model):
     unified_diff: str | None = None
 
 
+NO_EXIT_CODE = -1
+"""``exitCode`` of a command whose agent reported no exit code (it was interrupted, or the agent does
+not say): the seed's ``CommandResult.exitCode`` is a number whenever a result is there, so a board
+written against it never meets a missing or null one.  The tool's ``status`` says how it ended."""
+
+
 class CommandResult(Model):
-    exit_code: int | None = None
+    exit_code: int = NO_EXIT_CODE
     stdout: str | None = None
     stderr: str | None = None
     duration_ms: int | None = None
+
+    @field_validator("exit_code", mode="before")
+    @classmethod
+    def _unknown_exit_code(cls, value: Any) -> Any:
+        return NO_EXIT_CODE if value is None else value
 
 
 class FileRead(Model):
@@ -251,10 +276,58 @@ EntryType = Annotated[
 ]
 
 
+_STANDARD_METADATA = frozenset({"sessionId", "session_id", "model"})
+
+
 class EntryMetadata(Model):
+    """The seed's ``NormalizedEntryMetadata``: ``sessionId`` and ``model``, and every other key at the
+    top level of the JSON object, in camelCase (the seed's index signature).  In Python the other
+    keys are held in ``extra`` (their camelCase names, see :func:`camel_key`); ``extra`` itself never
+    appears in the JSON form.  A standard key wins over an extra one of the same name."""
+
     session_id: str | None = None
     model: str | None = None
     extra: dict[str, Any] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_extra(cls, data: Any) -> Any:
+        """The flat JSON form back into ``extra`` (and the nested ``extra`` of older stored runs)."""
+        if not isinstance(data, dict):
+            return data
+        rest = {k: v for k, v in data.items() if k not in _STANDARD_METADATA and k != "extra"}
+        nested = data.get("extra")
+        if not rest and nested is None:
+            return data
+        out = {k: v for k, v in data.items() if k in _STANDARD_METADATA}
+        extra = {camel_key(k): v for k, v in nested.items()} if isinstance(nested, dict) else {}
+        if nested is not None and not isinstance(nested, dict):
+            extra["extra"] = nested  # an agent's own key named "extra"
+        extra.update({camel_key(k): v for k, v in rest.items()})
+        out["extra"] = extra or None
+        return out
+
+    @model_serializer(mode="wrap")
+    def _flatten_extra(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        out: dict[str, Any] = handler(self)
+        extra = out.pop("extra", None)
+        if extra:
+            for key, value in extra.items():
+                out.setdefault(key, value)
+        return out
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, core_schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        # (the wrap serializer hides the fields from pydantic's generator: the flat form, spelt out)
+        nullable = {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None}
+        return {
+            "title": "EntryMetadata",
+            "type": "object",
+            "properties": {"sessionId": nullable, "model": nullable},
+            "additionalProperties": True,
+        }
 
 
 class NormalizedEntry(Model):
@@ -274,6 +347,19 @@ class EntryPatch(Model):
 
 
 PATCH_ADAPTER: TypeAdapter[EntryPatch] = TypeAdapter(EntryPatch)
+
+_CAMEL: dict[str, str] = {}
+
+
+def camel_key(key: str) -> str:
+    """A metadata key as the JSON form spells it (``stop_reason`` -> ``stopReason``); a key with
+    characters an identifier cannot have is kept as it is."""
+    found = _CAMEL.get(key)
+    if found is None:
+        found = to_camel(key) if key.replace("_", "").isalnum() and not key.startswith("_") else key
+        if len(_CAMEL) < 4096:  # (the keys are the normalizers' own few; a bound all the same)
+            _CAMEL[key] = found
+    return found
 
 
 def entry_json_schema() -> dict[str, Any]:

@@ -34,7 +34,9 @@ def replay(path: Path, normalizer: Normalizer, *, streaming: bool = False) -> It
     open tool call (rare): that change is an ``entry_released`` error entry instead."""
     if streaming:
         normalizer.bound()
-    _, records = read_raw_log(path)
+    header, records = read_raw_log(path)
+    if header is not None and normalizer.work_dir is None and isinstance(header.get("cwd"), str):
+        normalizer.work_dir = header["cwd"]  # the task's working directory: paths relative to it
     last_ts = None
     for rec in records:
         last_ts = rec.ts or last_ts

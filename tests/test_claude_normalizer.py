@@ -7,6 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
+from orchestrate.entries import NO_EXIT_CODE
 from orchestrate.normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
 
 # --- edge cases, on hand-written lines ---------------------------------------------------------
@@ -252,7 +253,7 @@ def test_bash_exit_code_output_and_interrupted() -> None:
     results = [e.type.tool.action.result for e in n.entries]  # type: ignore[union-attr]
     assert (results[0].exit_code, results[0].stdout) == (2, "boom")
     assert (results[1].exit_code, results[1].stdout, results[1].stderr) == (0, "out", "warn")
-    assert results[2].exit_code is None
+    assert results[2].exit_code == NO_EXIT_CODE  # interrupted: no code, and the JSON form still has one
     assert [e.type.tool.status for e in n.entries] == ["failed", "success", "failed"]  # type: ignore[union-attr]
 
 

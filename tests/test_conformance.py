@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrate.testing.conformance import SCENARIOS, conformance_executors, run_conformance
+from orchestrate.testing.conformance import (
+    SCENARIOS,
+    conformance_executors,
+    consistency_problems,
+    run_conformance,
+)
 
 from .helpers import REQUIRE_REAL_CLIS
 
@@ -25,6 +30,8 @@ async def test_every_installed_cli_passes_every_scenario_it_can_express() -> Non
     assert len(cells) == len(conformance_executors()) * len(SCENARIOS)
     failures = [f"{c.executor}/{c.scenario}: {c.why}" for c in cells if c.verdict == "fail"]
     assert failures == []
+    # One shape for one meaning: each cell alone, and the agents of each scenario against each other.
+    assert consistency_problems(cells) == []
     if REQUIRE_REAL_CLIS:
         assert [c for c in cells if c.verdict == "not installed"] == []
     assert {(c.executor, c.scenario) for c in cells if c.verdict == "n/a"} == {

@@ -267,7 +267,7 @@ def test_an_exception_in_a_handler_costs_that_line_only() -> None:
     assert error.metadata is not None and error.metadata.extra == {
         "stream": "stdout",
         "exception": "KeyError",
-        "line_length": len(bad) - 1,
+        "lineLength": len(bad) - 1,  # (camelCase, as the JSON form has every metadata key)
     }
     assert n.entries[2].content == "after"
     assert crash_entries(n.entries) == [error]

@@ -17,10 +17,12 @@ import orchestrate
 from .helpers import ROOT
 
 PACKAGE = Path(orchestrate.__file__).parent
-BASE = {"errors", "entries", "task"}
+BASE = {"errors", "entries", "task", "contract"}
 ALLOWED: dict[str, set[str]] = {
     "process": {"errors", "process"},
     "normalizers": {"errors", "entries", "normalizers"},
+    # The JSON contract: the entries plus the seed's other data shapes; nothing above them.
+    "contract": {"errors", "entries", "contract"},
     "peers": {"errors", "entries", "peers"},
     "approvals": {"errors", "approvals"},
     "executors": BASE | {"process", "normalizers", "peers", "approvals", "executors"},

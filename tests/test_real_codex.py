@@ -116,7 +116,7 @@ async def test_apply_patch_file_change_with_its_diff(scratch: Scratch) -> None:
     assert change.type == "create" and change.unified_diff is not None
     assert "+print('hi')\n+print('bye')\n" in change.unified_diff
     turn_diffs = [
-        e for e in result.entries if e.metadata and e.metadata.extra and "turn_diff" in e.metadata.extra
+        e for e in result.entries if e.metadata and e.metadata.extra and "turnDiff" in e.metadata.extra
     ]
     # The turn's diff is relative to the enclosing git repository, wherever that is on this machine.
     assert turn_diffs and re.search(r"\+\+\+ b/(.*/)?hello\.py\n", turn_diffs[-1].content)

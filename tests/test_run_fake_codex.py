@@ -10,7 +10,7 @@ import pytest
 
 from orchestrate import ApprovalDecision, ApprovalRequest, AutoApprove, AutoDeny, Run
 from orchestrate.approvals import ApprovalService
-from orchestrate.entries import CommandRun, FileEdit, ToolUseEntry
+from orchestrate.entries import CommandRun, FileWrite, ToolUseEntry
 from orchestrate.run import RunResult
 
 from .helpers import (
@@ -100,9 +100,10 @@ async def test_cancel_ends_the_turn_interrupted(tmp_path: Path) -> None:
 async def test_file_change_approved_with_its_diff(tmp_path: Path) -> None:
     result = await run_fake(tmp_path, "patch", AutoApprove())
     tool = only_tool(result)
-    assert tool.status == "success" and isinstance(tool.action, FileEdit)
+    # A new file: a file_write, its path relative to the working directory (the one shape).
+    assert tool.status == "success" and isinstance(tool.action, FileWrite)
     assert tool.action.changes[0].unified_diff and "+new\n" in tool.action.changes[0].unified_diff
-    assert tool.action.path == str(tmp_path / "new.txt")
+    assert tool.action.path == "new.txt"
 
 
 async def test_approval_timeout_cancels(tmp_path: Path) -> None:

@@ -934,8 +934,20 @@ def _replay_file(target: str, store_url: str | None) -> Path:
 
 
 @main.command()
-def schema() -> None:
+@click.option("--contract", is_flag=True, help="The whole JSON contract (capabilities, approvals too).")
+@click.option("--typescript", is_flag=True, help="TypeScript declarations of the contract instead.")
+def schema(contract: bool, typescript: bool) -> None:
     """Print the JSON Schema of one entry patch (the lines of `--output jsonl`)."""
+    if typescript:
+        from ..contract.typescript import generate
+
+        click.echo(generate(), nl=False)
+        return
+    if contract:
+        from ..contract import contract_json_schema
+
+        click.echo(orjson.dumps(contract_json_schema(), option=orjson.OPT_INDENT_2).decode())
+        return
     click.echo(orjson.dumps(entry_json_schema(), option=orjson.OPT_INDENT_2).decode())
 
 

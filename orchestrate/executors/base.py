@@ -8,7 +8,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -16,6 +16,7 @@ import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..approvals.base import ApprovalService
+from ..contract import AgentCapabilities, seed_protocol
 from ..errors import ExecutorUnavailableError
 from ..normalizers.base import Normalizer
 from ..process.env import NESTING_VARIABLES, build_env
@@ -41,16 +42,18 @@ class Capabilities:
     requires_setup: bool = False
 
     def to_json_dict(self) -> dict[str, Any]:
-        names = {
-            "session_resume": "supportsSessionResume",
-            "fork": "supportsFork",
-            "approvals": "supportsApprovals",
-            "mcp": "supportsMcp",
-            "mid_execution_messages": "supportsMidExecutionMessages",
-            "interrupt": "supportsInterrupt",
-            "requires_setup": "requiresSetup",
-        }
-        return {names.get(k, k): v for k, v in asdict(self).items()}
+        """The seed's ``AgentCapabilities`` JSON form (orchestrate/contract)."""
+        return AgentCapabilities(
+            supports_session_resume=self.session_resume,
+            requires_setup=self.requires_setup,
+            supports_approvals=self.approvals,
+            supports_mcp=self.mcp,
+            protocol=seed_protocol(self.protocol),
+            supports_mid_execution_messages=self.mid_execution_messages,
+            supports_fork=self.fork,
+            supports_interrupt=self.interrupt,
+            wire_protocol=self.protocol if seed_protocol(self.protocol) != self.protocol else None,
+        ).to_json_dict()
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 
 from ..entries import (
+    NO_EXIT_CODE,
     ActionType,
     ApprovalInfo,
     CommandResult,
@@ -74,6 +75,7 @@ class AcpNormalizer(LineNormalizer):
         self._commands: int | None = None
         self._usage: dict[str, int] = {}
         self._cwd: str | None = None
+        self._saw_client = False  # any line of ours (stdin): else this is a capture of stdout alone
         self.log.track(self._tools)
         self.log.after_sweep(self._forget)
 
@@ -250,6 +252,9 @@ class AcpNormalizer(LineNormalizer):
             request_id=str(request_id),
             decision=decision,  # type: ignore[arg-type]
             for_session=kind == "allow_always",
+            # The person's reason (from the run's note, which comes first): ACP has no field to
+            # carry it to the agent, so the entry is where it is kept.
+            reason=tool.approval.reason if tool.approval is not None and decision != "approved" else None,
         )
         self.log.update_tool(
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
@@ -293,6 +298,7 @@ class AcpNormalizer(LineNormalizer):
     # --- our side: requests, notifications, answers -------------------------------------------
 
     def _client(self, msg: dict[str, Any], method: Any, has_id: bool, ts: datetime | None) -> None:
+        self._saw_client = True
         params = obj(msg.get("params"))
         if isinstance(method, str) and has_id:
             self._ours[msg["id"]] = (method, params)
@@ -306,16 +312,22 @@ class AcpNormalizer(LineNormalizer):
                 self._system(f"Mode set to {text(params.get('modeId'))}", ts)
             elif method in ("session/new", "session/load", "session/resume"):
                 self._cwd = text(params.get("cwd")) or self._cwd
+                self.agent_cwd(self._cwd)
         elif method == "session/cancel":
             self._system("Interrupt requested", ts)
         elif has_id and msg["id"] in self._permissions:
             self._permission_answer(msg["id"], msg.get("result"), msg.get("error"))
 
     def _response(self, request_id: Any, result: Any, error: Any, ts: datetime | None) -> None:
-        if request_id not in self._ours:
+        if request_id in self._ours:
+            method, params = self._ours.pop(request_id)
+        elif not self._saw_client and (guessed := _answered_method(result)) is not None:
+            # A capture of stdout alone has none of our requests: the answer says what it answers
+            # (a turn's stop reason and usage above all).
+            method, params = guessed, {}
+        else:
             self.unknown_response(request_id, result, error, ts)
             return
-        method, params = self._ours.pop(request_id)
         if error is not None:
             self._request_failed(method, obj(error) or {"message": text(error)}, ts)
             return
@@ -410,6 +422,18 @@ class AcpNormalizer(LineNormalizer):
         self.log.close_open_tools("cancelled")
 
 
+def _answered_method(result: Any) -> str | None:
+    """Which of our requests ``result`` answers, from its shape alone (for a stdout capture)."""
+    res = obj(result)
+    if "stopReason" in res:
+        return "session/prompt"
+    if "protocolVersion" in res or "agentCapabilities" in res:
+        return "initialize"
+    if isinstance(res.get("sessionId"), str):
+        return "session/new"
+    return None
+
+
 # --- tool calls as actions -------------------------------------------------------------------
 
 
@@ -420,13 +444,23 @@ def _name(call: dict[str, Any]) -> str:
     return text(call.get("kind")) or "tool"
 
 
-def _path(call: dict[str, Any], raw: dict[str, Any]) -> str:
+def _path(call: dict[str, Any], raw: dict[str, Any], previous: ToolUseEntry | None = None) -> str:
+    """The file a call works on: from its ``locations``, its raw input, the path of its diff
+    content, or else what an earlier update of the same call said (an update need not repeat it)."""
     for location in call.get("locations") or []:
         if isinstance(location, dict) and location.get("path"):
             return text(location["path"])
     for key in ("file_path", "absolute_path", "path", "filePath"):
         if raw.get(key):
             return text(raw[key])
+    for item in call.get("content") or []:
+        if isinstance(item, dict) and item.get("type") == "diff" and item.get("path"):
+            return text(item["path"])
+    before = previous.action if previous is not None else None
+    if isinstance(before, FileRead | FileEdit):
+        return before.path
+    if isinstance(before, Search):
+        return before.path or ""
     return ""
 
 
@@ -457,17 +491,10 @@ def _action(call: dict[str, Any], raw: dict[str, Any], previous: ToolUseEntry | 
                 command = previous.action.command
             return CommandRun(command=command)
         case "read":
-            return FileRead(path=_path(call, raw))
+            return FileRead(path=_path(call, raw, previous))
         case "edit" | "delete":
             changes = _diffs(call)
-            path = _path(call, raw) or next(
-                (
-                    text(c.get("path"))
-                    for c in call.get("content") or []
-                    if isinstance(c, dict) and c.get("path")
-                ),
-                "",
-            )
+            path = _path(call, raw, previous)
             if not changes and previous is not None and isinstance(previous.action, FileEdit):
                 changes = list(previous.action.changes)
             if kind == "delete" and not changes:
@@ -475,7 +502,8 @@ def _action(call: dict[str, Any], raw: dict[str, Any], previous: ToolUseEntry | 
             return FileEdit(path=path, changes=tuple(changes))
         case "search":
             return Search(
-                query=text(raw.get("pattern") or raw.get("query")) or title, path=_path(call, raw) or None
+                query=text(raw.get("pattern") or raw.get("query")) or title,
+                path=_path(call, raw, previous) or None,
             )
         case "fetch":
             return WebFetch(url=text(raw.get("url")) or title, prompt=text(raw.get("prompt")) or None)
@@ -502,7 +530,11 @@ def _with_result(action: ActionType, call: dict[str, Any]) -> ActionType:
     output = obj(call.get("rawOutput"))  # Qwen: {type: "shell_result", output, exitCode, ...}
     exit_code = output.get("exitCode")
     stdout = text(output.get("output")) if "output" in output else _content_text(call.get("content"))
-    result = CommandResult(exit_code=exit_code if isinstance(exit_code, int) else None, stdout=stdout or None)
+    if not isinstance(exit_code, int) and not stdout:
+        return action  # (Gemini 0.61 sends neither: there is no result to show)
+    result = CommandResult(
+        exit_code=exit_code if isinstance(exit_code, int) else NO_EXIT_CODE, stdout=stdout or None
+    )
     return evolve(action, result=result)
 
 

@@ -20,9 +20,11 @@ from ..entries import (
     ToolStatus,
     ToolUse,
     ToolUseEntry,
+    camel_key,
 )
 from .evolve import build, evolve
 from .framing import DEFAULT_MAX_LINE_BYTES, FramedLine, LineFramer, LineTooLong
+from .shape import shape_content, shape_tool
 from .text import TextBuffer
 
 __all__ = [
@@ -80,6 +82,8 @@ class EntryLog:
         self._metadata: EntryMetadata | None = None  # shared by every entry with no extra keys
         self.session_id: str | None = None
         self.model: str | None = None
+        self.work_dir: str | None = None
+        """The task's working directory: tool paths inside it are shown relative to it (shape.py)."""
         self._protocol_errors = 0  # shown one by one so far
         # The entry counting those past the cap: its index, the count, and the count it shows (it is
         # rebuilt when read, not once per garbage line).
@@ -131,6 +135,10 @@ class EntryLog:
         return self._count
 
     def metadata(self, **extra: Any) -> EntryMetadata:
+        """The metadata of a new entry: the session's id and model, and ``extra`` keys (camelCase in
+        the JSON form, as the seed's metadata spells its keys; a None value is left out)."""
+        if extra:
+            extra = {camel_key(k): v for k, v in extra.items() if v is not None}
         if extra:
             return EntryMetadata(session_id=self.session_id, model=self.model, extra=extra)
         meta = self._metadata
@@ -146,6 +154,9 @@ class EntryLog:
         meta = self._metadata  # (the shared one, checked here: a call less on every entry)
         if extra or meta is None or meta.session_id != self.session_id or meta.model != self.model:
             meta = self.metadata(**extra)
+        if isinstance(type_, ToolUse):
+            type_ = shape_tool(type_, self.work_dir)
+            content = shape_content(content, type_, self.work_dir)
         self._entries[index] = build(
             NormalizedEntry, index=index, timestamp=ts, type=type_, content=content, metadata=meta
         )
@@ -169,6 +180,10 @@ class EntryLog:
             self._texts.pop(index, None)
             self._grown.discard(index)
         if "type" in changes:
+            if isinstance(changes["type"], ToolUse):
+                changes["type"] = shape_tool(changes["type"], self.work_dir)
+                if "content" in changes:
+                    changes["content"] = shape_content(changes["content"], changes["type"], self.work_dir)
             self._track(index, changes["type"])
         self._pending.setdefault(index, {}).update(changes)
         self._touched.setdefault(index, "replace")
@@ -216,9 +231,15 @@ class EntryLog:
         self.replace(index, type=evolve(t, tool=evolve(t.tool, **changes)), **extra)
 
     def close_open_tools(self, status: ToolStatus) -> None:
-        """Give every call still open (created, pending, running) ``status``."""
+        """Give every call still open (created, pending, running) ``status``; a question still
+        pending on one of them is cancelled with it, never left pending."""
         for index in sorted(self._open_tools):
-            self.update_tool(index, status=status)
+            tool = self.tool(index)
+            approval = tool.approval if tool is not None else None
+            if approval is not None and approval.decision == "pending":
+                self.update_tool(index, status=status, approval=evolve(approval, decision="cancelled"))
+            else:
+                self.update_tool(index, status=status)
 
     def error(
         self, message: str, code: str, ts: datetime | None = None, content: str | None = None, **extra: Any
@@ -364,6 +385,23 @@ class Normalizer(abc.ABC):
     def __init__(self) -> None:
         self.log = EntryLog()
         self.turn_statuses: list[TurnStatus] = []
+
+    @property
+    def work_dir(self) -> str | None:
+        """The task's working directory (the seed's ``normalizeOutput(stream, workDir)``): paths in
+        tool entries and their diffs are relative to it.  Set by whoever knows it (the run, a raw
+        log's header) before the first chunk; else the normalizer takes the one the agent reports."""
+        return self.log.work_dir
+
+    @work_dir.setter
+    def work_dir(self, value: str | None) -> None:
+        self.log.work_dir = value.rstrip("/") or "/" if value else None
+
+    def agent_cwd(self, cwd: str | None) -> None:
+        """The working directory the agent reports: the one paths are made relative to, unless
+        the caller gave one."""
+        if cwd and self.log.work_dir is None:
+            self.work_dir = cwd
 
     def bound(self, window: int = DEFAULT_WINDOW) -> None:
         """Flat memory for a consumer that streams the patches: see :meth:`EntryLog.bound`.

@@ -176,6 +176,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         session, model = obj.get("session_id"), obj.get("model")
         self.log.session_id = _s(session) or self.log.session_id
         self.log.model = _s(model) or self.log.model
+        self.agent_cwd(_s(obj.get("cwd")))
         # init is repeated on every turn; show it only when something changed.
         if (session, model) == self._last_init:
             return
@@ -205,7 +206,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         )
         self.log.session_id = _s(obj.get("session_id")) or self.log.session_id
         self.log.add(
-            TokenUsageEntry(usage=_usage(obj)),
+            TokenUsageEntry(usage=_usage(obj, self.log.model)),
             "",
             ts,
             num_turns=obj.get("num_turns"),
@@ -217,10 +218,14 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             self.log.error(message, "interrupted", ts, errors=errors or None)
             self.log.close_open_tools("cancelled")
         elif turn.is_error:
-            message = "; ".join(errors) or turn.text or f"turn ended with {turn.subtype}"
+            status = obj.get("api_error_status")
+            message = "; ".join(errors) or turn.text
+            if not message:  # (a subtype "success" with is_error says nothing more than its status)
+                message = f"API error {status}" if status is not None else f"turn ended with {turn.subtype}"
             # An API failure is already shown by its synthetic assistant message; the result repeats it.
             if message != self._shown_api_error:
-                self.log.error(message, _error_code(turn, message), ts)
+                code = "api_error" if status is not None else _error_code(turn, message)
+                self.log.error(message, code, ts, api_error_status=status)
         self._shown_api_error = None
 
     # --- assistant blocks ---------------------------------------------------------------------
@@ -256,7 +261,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             self._new_text_block(mid, idx, btype, text, ts, has_full=True)
             return
         existing.has_full = True
-        if existing.index >= 0 and not self.log.streamed(existing.index).equals(text):
+        if existing.index < 0 and existing.kind == "thinking" and text:
+            existing.index = self.log.add(THINKING, text, ts)
+        elif existing.index >= 0 and not self.log.streamed(existing.index).equals(text):
             self.log.replace(existing.index, content=text)
 
     def _new_text_block(
@@ -265,7 +272,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         if btype == "text":
             index = self.log.add(ASSISTANT, text, ts)
         elif btype in ("thinking", "redacted_thinking"):
-            index = self.log.add(THINKING, text, ts)
+            # Shown once it has text: a block that carries only its signature (or is redacted) has
+            # nothing to show, and an entry cannot be taken back once added.
+            index, btype = (self.log.add(THINKING, text, ts), "thinking") if text else (-1, "thinking")
         else:
             index, btype = -1, "other"
         self._blocks[(mid, idx)] = _Block(index, btype, has_full=has_full)
@@ -313,7 +322,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             case "content_block_start":
                 self._block_start(mid, idx, _dict(ev.get("content_block")), ts)
             case "content_block_delta":
-                self._block_delta(mid, idx, _dict(ev.get("delta")))
+                self._block_delta(mid, idx, _dict(ev.get("delta")), ts)
             case "content_block_stop":
                 self._block_stop(mid, idx)
 
@@ -330,11 +339,16 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
                 mid, idx, btype, _s(cb.get("text") or cb.get("thinking")), ts, has_full=False
             )
 
-    def _block_delta(self, mid: str, idx: int, delta: dict[str, Any]) -> None:
+    def _block_delta(self, mid: str, idx: int, delta: dict[str, Any], ts: datetime | None) -> None:
         block = self._blocks.get((mid, idx))
-        if block is None or block.has_full or block.index < 0:
+        if block is None or block.has_full:
             return
         dtype = delta.get("type")
+        if block.index < 0:
+            thought = _s(delta.get("thinking")) if dtype == "thinking_delta" else ""
+            if block.kind == "thinking" and thought:  # the first text of a thinking block
+                block.index = self.log.add(THINKING, thought, ts)
+            return
         if dtype in ("text_delta", "thinking_delta"):
             self.log.append_text(
                 block.index, _s(delta.get("text") if dtype == "text_delta" else delta.get("thinking"))
@@ -497,9 +511,8 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         self.log.close_open_tools("cancelled")
 
 
-def _usage(obj: dict[str, Any]) -> TokenUsage:
+def _usage(obj: dict[str, Any], model: str | None) -> TokenUsage:
     u = _dict(obj.get("usage"))
-    windows = [m.get("contextWindow") for m in _dict(obj.get("modelUsage")).values() if isinstance(m, dict)]
     cost = obj.get("total_cost_usd")
     return TokenUsage(
         input_tokens=count(u.get("input_tokens")),
@@ -507,8 +520,27 @@ def _usage(obj: dict[str, Any]) -> TokenUsage:
         cache_read_tokens=count(u.get("cache_read_input_tokens")),
         cache_write_tokens=count(u.get("cache_creation_input_tokens")),
         total_cost_usd=float(cost) if isinstance(cost, int | float) else None,
-        context_window=next((int(w) for w in windows if isinstance(w, int)), None),
+        context_window=_context_window(_dict(obj.get("modelUsage")), model),
     )
+
+
+def _context_window(per_model: dict[str, Any], model: str | None) -> int | None:
+    """The session model's context window.  ``modelUsage`` lists every model the turn used, side
+    models (a small one for titles and summaries) included, in no promised order: the session's
+    model by name (or a dated form of it), else the one that did most of the work."""
+    windows = {
+        name: m
+        for name, m in per_model.items()
+        if isinstance(m, dict) and isinstance(m.get("contextWindow"), int)
+    }
+    if not windows:
+        return None
+    if model:
+        for name, m in windows.items():
+            if name == model or name.startswith(model + "-") or model.startswith(name + "-"):
+                return int(m["contextWindow"])
+    busiest = max(windows.values(), key=lambda m: count(m.get("outputTokens")) + count(m.get("inputTokens")))
+    return int(busiest["contextWindow"])
 
 
 def _error_code(turn: TurnResult, message: str) -> str:

@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from ..entries import (
+    NO_EXIT_CODE,
     ActionType,
     CommandResult,
     CommandRun,
@@ -118,10 +119,13 @@ def apply_tool_result(tool: ToolUseEntry, text: str, is_error: bool, extra: Any)
     return evolve(tool, action=action, result=result, status="failed" if is_error else "success")
 
 
-def _command_result(text: str, is_error: bool, detail: dict[str, Any]) -> CommandResult:
+def _command_result(text: str, is_error: bool, detail: dict[str, Any]) -> CommandResult | None:
     if "stdout" in detail:  # the command ran: the CLI reports its streams separately
         m = _EXIT_CODE.match(text) if is_error else None
-        code = None if detail.get("interrupted") else int(m.group(1)) if m else (None if is_error else 0)
+        if detail.get("interrupted") or (is_error and m is None):
+            code = NO_EXIT_CODE
+        else:
+            code = int(m.group(1)) if m else 0
         return CommandResult(
             exit_code=code, stdout=_s(detail.get("stdout")), stderr=_s(detail.get("stderr")) or None
         )
@@ -131,7 +135,7 @@ def _command_result(text: str, is_error: bool, detail: dict[str, Any]) -> Comman
     # and no output of the command.
     m = _EXIT_CODE.match(text)
     if m is None:
-        return CommandResult()
+        return None  # the command never ran: no result of it
     return CommandResult(exit_code=int(m.group(1)), stdout=text[m.end() :].lstrip("\n") or None)
 
 

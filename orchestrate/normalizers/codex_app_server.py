@@ -17,11 +17,13 @@ from datetime import datetime
 from typing import Any
 
 from ..entries import (
+    NO_EXIT_CODE,
     ApprovalInfo,
     ApprovalOutcome,
     AssistantMessage,
     CommandResult,
     CommandRun,
+    EntryPatch,
     FileEdit,
     GenericTool,
     Plan,
@@ -40,6 +42,7 @@ from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .codex_items import display_command, file_change
 from .evolve import evolve
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
+from .shape import relative
 from .text import TextBuffer
 from .values import count, json_object, rpc_id
 from .values import obj as _dict
@@ -100,6 +103,8 @@ class CodexAppServerNormalizer(LineNormalizer):
         self._window: int | None = None
         self._cwd: str | None = None
         self._shown_error: str | None = None
+        self._waiting = False  # the thread's status says it waits on an approval
+        self._starting: dict[str, bool] = {}  # items started, not yet running -> is a command (_promote)
         self.log.track(self._items)
         self.log.track(self._per_turn)
         self.log.after_sweep(self._forget)
@@ -123,6 +128,16 @@ class CodexAppServerNormalizer(LineNormalizer):
         if has_id and rpc_id(obj["id"]) is None:
             self.invalid_rpc_id(line, stream, ts)
             return
+        if method == "thread/status/changed":
+            status = _dict(_dict(obj.get("params")).get("status"))
+            self._waiting = "waitingOnApproval" in (status.get("activeFlags") or [])
+        elif (
+            self._starting
+            and stream == "stdout"
+            and method not in _APPROVAL_METHODS
+            and method not in _SILENT
+        ):
+            self._promote()  # (a line after an item's start that is not its approval: it runs)
         if stream == "stdin":
             if isinstance(method, str) and has_id:
                 self._our_requests[obj["id"]] = method
@@ -139,6 +154,30 @@ class CodexAppServerNormalizer(LineNormalizer):
             self.log.error(
                 "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=line
             )
+
+    def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
+        self._lines(self._framers[stream].feed(chunk), stream, ts)
+        if self._starting and stream == "stdout":
+            self._promote(commands_only=True)  # nothing more came with a command's start: it runs
+        return self.log.drain()
+
+    def _promote(self, *, commands_only: bool = False) -> None:
+        """Items started and not waiting for an approval are running.  Codex starts an item and
+        then asks for its approval, in the next line (0.169.0): a started item is shown running only
+        once it is clear no question comes first, so its status never moves back: at the next line
+        that is not its approval, or, for a command, at the end of the chunk its start came in (Codex
+        writes a command's question with its start; a file change's comes in a write of its own);
+        never while the thread's status says it is waiting on an approval."""
+        if self._waiting:
+            return  # the thread says a question is open: the started item waits for it
+        for item_id, command in list(self._starting.items()):
+            if commands_only and not command:
+                continue
+            del self._starting[item_id]
+            index = self._items.get(item_id)
+            tool = self.log.tool(index) if index is not None else None
+            if tool is not None and index is not None and tool.status == "created":
+                self.log.update_tool(index, status="running")
 
     def _notification(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
         match method:
@@ -196,6 +235,7 @@ class CodexAppServerNormalizer(LineNormalizer):
             self.log.session_id = _s(thread.get("id")) or self.log.session_id
             self.log.model = _s(res.get("model")) or self.log.model
             self._cwd = _s(res.get("cwd") or thread.get("cwd")) or self._cwd
+            self.agent_cwd(self._cwd)
             verb = {"thread/start": "started", "thread/resume": "resumed", "thread/fork": "forked"}[method]
             text = f"Thread `{self.log.session_id}` {verb} with model `{self.log.model}`"
             self.log.add(
@@ -212,6 +252,7 @@ class CodexAppServerNormalizer(LineNormalizer):
             self.log.add(SYSTEM, f"The agent asked `{method}`, which this client does not serve", ts)
             return
         item_id = _s(p.get("itemId") or p.get("callId"))
+        self._starting.pop(item_id, None)
         self._server_requests[request_id] = item_id
         index = self._items.get(item_id)
         if index is None:  # an approval before its item: show the call from the request itself
@@ -275,6 +316,16 @@ class CodexAppServerNormalizer(LineNormalizer):
                 reason=_s(event.get("reason")) or None,
             )
             self.log.update_tool(index, status="timed_out", approval=approval)
+        elif (
+            tool is not None
+            and index is not None
+            and tool.approval is not None
+            and event.get("reason")
+            and event.get("decision") != "approved"
+        ):
+            # The person's reason for a refusal: Codex's answer has no field for it, so the agent
+            # never hears it; the entry keeps it (it comes before our answer, which carries it on).
+            self.log.update_tool(index, approval=evolve(tool.approval, reason=_s(event["reason"])))
 
     # --- items --------------------------------------------------------------------------------
 
@@ -307,11 +358,37 @@ class CodexAppServerNormalizer(LineNormalizer):
                 if completed:
                     self.log.add(SYSTEM, "Conversation compacted", ts)
             case _:
-                name = (
-                    kind if kind != "mcpToolCall" else f"mcp:{_s(item.get('server'))}/{_s(item.get('tool'))}"
-                )
-                action = GenericTool(tool_name=name, args=item.get("arguments"), result=item.get("result"))
-                self._tool_item(item_id, name, action, completed, ts, failed=item.get("status") == "failed")
+                self._other_tool(item_id, kind, item, completed, ts)
+
+    def _other_tool(
+        self, item_id: str, kind: str, item: dict[str, Any], completed: bool, ts: datetime | None
+    ) -> None:
+        """An MCP tool call, a dynamic (client-defined) tool call, or an item kind newer than this
+        code: named after the tool where the item names one, with its arguments and output."""
+        tool = _s(item.get("tool"))
+        if kind == "mcpToolCall":
+            name = f"mcp:{_s(item.get('server'))}/{tool}"
+        elif tool:  # dynamicToolCall: {tool, namespace?, arguments, contentItems, success}
+            name = f"{_s(item.get('namespace'))}/{tool}" if item.get("namespace") else tool
+        else:
+            name = kind
+        output = item.get("result")
+        if output is None and isinstance(item.get("contentItems"), list):
+            output = _content_items(item["contentItems"])
+        error = item.get("error")
+        failed = item.get("status") == "failed" or item.get("success") is False or bool(error)
+        action = GenericTool(tool_name=name, args=item.get("arguments"), result=output)
+        self._tool_item(item_id, name, action, completed, ts, failed=failed)
+        index = self._items.get(item_id)
+        if completed and index is not None and (output is not None or error):
+            text = output if isinstance(output, str) else None
+            problem = _s(_dict(error).get("message")) or _s(error) or text or "failed"
+            self.log.update_tool(
+                index,
+                result=ToolResult(
+                    success=not failed, data=output if not failed else None, error=problem if failed else None
+                ),
+            )
 
     def _text_item(
         self,
@@ -344,14 +421,20 @@ class CodexAppServerNormalizer(LineNormalizer):
         status = _s(item.get("status"))
         if not completed and status == "inProgress":
             if tool.status == "created":
-                self.log.update_tool(index, status="running")
+                self._starting[item_id] = True  # running unless an approval is asked first (_promote)
             return
         exit_code = item.get("exitCode")
         output = item.get("aggregatedOutput")
-        result = CommandResult(
-            exit_code=exit_code if isinstance(exit_code, int) else None,
-            stdout=output if isinstance(output, str) else self._streamed_output(item_id),
-            duration_ms=item.get("durationMs"),
+        stdout = output if isinstance(output, str) else self._streamed_output(item_id)
+        # (a declined command never ran: no result of it, rather than one that knows nothing)
+        result = (
+            CommandResult(
+                exit_code=exit_code if isinstance(exit_code, int) else NO_EXIT_CODE,
+                stdout=stdout,
+                duration_ms=item.get("durationMs"),
+            )
+            if isinstance(exit_code, int) or stdout
+            else None
         )
         new: ToolStatus = {
             "completed": "success" if exit_code in (0, None) else "failed",
@@ -362,8 +445,8 @@ class CodexAppServerNormalizer(LineNormalizer):
             new = tool.status
         outcome = ToolResult(
             success=new == "success",
-            data=result.stdout if new == "success" else None,
-            error=None if new == "success" else result.stdout or status,
+            data=stdout if new == "success" else None,
+            error=None if new == "success" else stdout or status,
         )
         self.log.update_tool(
             index, status=new, action=CommandRun(command=command, result=result), result=outcome
@@ -385,7 +468,8 @@ class CodexAppServerNormalizer(LineNormalizer):
         tool = self.log.tool(index)
         if tool is not None and isinstance(tool.action, CommandRun):
             result = CommandResult(stdout=buf.text())
-            self.log.update_tool(index, action=evolve(tool.action, result=result))
+            status = "running" if tool.status in ("created", "pending_approval") else tool.status
+            self.log.update_tool(index, action=evolve(tool.action, result=result), status=status)
 
     def _streamed_output(self, item_id: str) -> str | None:
         buf = self._output.get(item_id)
@@ -430,9 +514,12 @@ class CodexAppServerNormalizer(LineNormalizer):
             tool = self.log.tool(index)
         assert tool is not None
         if not completed:
-            self.log.update_tool(
-                index, action=action, status="running" if tool.status == "created" else tool.status
-            )
+            if tool.status == "created" and name == "fileChange":
+                self._starting[item_id] = False  # (it may wait for an approval, like a command)
+                self.log.update_tool(index, action=action)
+            else:
+                running = tool.status == "created"
+                self.log.update_tool(index, action=action, status="running" if running else tool.status)
             return
         new: ToolStatus = "denied" if declined else "failed" if failed else "success"
         if tool.status in ("denied", "timed_out", "cancelled"):
@@ -493,7 +580,11 @@ class CodexAppServerNormalizer(LineNormalizer):
         )
 
     def _turn_diff(self, turn_id: str, diff: str, ts: datetime | None) -> None:
-        content = f"```diff\n{diff}```" if diff.endswith("\n") else f"```diff\n{diff}\n```"
+        # The turn's whole diff repeats the file changes' own diffs: named here, kept whole in the
+        # metadata (``turnDiff``), never shown twice as text.
+        files = sorted({line[6:] for line in diff.splitlines() if line.startswith("+++ b/")})
+        names = ", ".join(f"`{relative(f if f.startswith('/') else '/' + f, self.work_dir)}`" for f in files)
+        content = f"The turn changed {names}" if names else "The turn changed files"
         index = self._per_turn.get((turn_id, "diff"))
         if index is None:
             self._per_turn[(turn_id, "diff")] = self.log.add(SYSTEM, content, ts, turn_diff=diff)
@@ -524,6 +615,12 @@ class CodexAppServerNormalizer(LineNormalizer):
 
     def close(self, ts: datetime | None) -> None:
         self.log.close_open_tools("cancelled")
+
+
+def _content_items(items: list[Any]) -> str | list[Any]:
+    """A dynamic tool's output: its text items joined (images and the like kept as they came)."""
+    texts = [_s(i.get("text")) for i in items if isinstance(i, dict) and i.get("type") == "inputText"]
+    return "\n".join(texts) if len(texts) == len(items) else items
 
 
 def _command_text(command: Any) -> str:

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from ..entries import (
+    NO_EXIT_CODE,
     AssistantMessage,
     CommandResult,
     CommandRun,
@@ -110,6 +111,7 @@ class CodexExecNormalizer(LineNormalizer):
             self._resumed = True
         elif event.get("type") == "cwd":
             self._cwd = _s(event.get("cwd")) or None
+            self.agent_cwd(self._cwd)
         else:
             super().on_note(event, ts)
 
@@ -187,7 +189,7 @@ class CodexExecNormalizer(LineNormalizer):
         if completed:  # (an int as pydantic would make it: True is 1)
             result = make(
                 CommandResult,
-                exit_code=int(exit_code) if isinstance(exit_code, int) else None,
+                exit_code=int(exit_code) if isinstance(exit_code, int) else NO_EXIT_CODE,
                 stdout=_s(item.get("aggregated_output")) or None,
             )
         action = make(CommandRun, command=display_command(_s(item.get("command"))), result=result)

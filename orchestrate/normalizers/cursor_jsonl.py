@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 from ..entries import (
+    NO_EXIT_CODE,
     ActionType,
     CommandResult,
     CommandRun,
@@ -109,6 +110,7 @@ class CursorNormalizer(LineNormalizer):
         # The session id of `system` is not trusted (VK takes it from later events): it is not used here.
         self.log.model = text(event.get("model")) or self.log.model
         self._cwd = text(event.get("cwd")) or self._cwd
+        self.agent_cwd(self._cwd)
         self.log.add(
             SYSTEM,
             f"Cursor agent started with model `{self.log.model}`",
@@ -283,7 +285,7 @@ def _action(kind: str, args: dict[str, Any], result: dict[str, Any]) -> tuple[Ac
                 exit_code = detail.get("exitCode")
                 outcome = make(
                     CommandResult,
-                    exit_code=int(exit_code) if isinstance(exit_code, int) else None,  # (True is 1)
+                    exit_code=int(exit_code) if isinstance(exit_code, int) else NO_EXIT_CODE,  # (True is 1)
                     stdout=text(detail.get("stdout")) or None,
                     stderr=text(detail.get("stderr")) or None,
                 )

@@ -128,6 +128,11 @@ class RawLogWriter:
     def chunk(self, stream: StreamName, data: bytes, ts: float) -> None:
         if self._file is None:
             return
+        ours = self._streams.get("stdin")
+        if stream != "stdin" and ours is not None and ours.holding:
+            # What we wrote without a newline (a prompt on stdin) is whole as written, and what the
+            # agent prints next answers it: it goes first, or a replay shows the answer before it.
+            self._chunk("stdin", ours.flush(), self._last_ts["stdin"])
         held = self._streams.get(stream)
         if held is not None:
             self._last_ts[stream] = ts

@@ -66,6 +66,7 @@ class Run:
         self.approvals: ApprovalService = ApprovalPipeline.around(approvals or AutoDeny())
         self.shutdown_policy = shutdown or ShutdownPolicy()
         self.normalizer: Normalizer = executor.create_normalizer()
+        self.normalizer.work_dir = str(task.cwd)  # tool paths are shown relative to it
         self.raw_log_path = task.raw_log or default_log_dir() / _log_name(executor.name)
         self._spec = executor.process_spec(task, self.approvals)  # fails early: unknown binary, bad options
         self._patches = PatchQueue()

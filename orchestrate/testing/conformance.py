@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from importlib.resources import files
+from pathlib import Path
 from typing import Any, Literal
 
 import yaml
@@ -18,9 +19,19 @@ from ..errors import ConfigError, OrchestrateError
 from ..registry import default_registry
 from ..run import RunResult
 from .cases import Case, run_case
+from .consistency import Observed, cross_agent_problems, observe_log, run_problems
 from .offline import Scratch
+from .recording import scrub_scratch_log
 
-__all__ = ["SCENARIOS", "Cell", "check", "conformance_executors", "load_scenarios", "run_conformance"]
+__all__ = [
+    "SCENARIOS",
+    "Cell",
+    "check",
+    "conformance_executors",
+    "consistency_problems",
+    "load_scenarios",
+    "run_conformance",
+]
 
 SCENARIOS = ("plain_answer", "tool_approved", "tool_denied", "file_edit", "follow_up", "interrupt")
 Verdict = Literal["pass", "fail", "n/a", "not installed"]
@@ -33,6 +44,8 @@ class Cell:
     verdict: Verdict
     why: str = ""
     seconds: float = 0.0
+    observed: Observed | None = None
+    """What the agent produced (for the cross-agent consistency check), when it ran."""
 
 
 @dataclass
@@ -66,21 +79,35 @@ def load_scenarios(executor: str) -> dict[str, ConformanceScenario]:
     return out
 
 
-async def run_conformance(executors: list[str] | None = None) -> list[Cell]:
-    """Every scenario on every executor asked for (default: all that have scenarios)."""
+async def run_conformance(executors: list[str] | None = None, record: Path | None = None) -> list[Cell]:
+    """Every scenario on every executor asked for (default: all that have scenarios); with
+    ``record``, each cell's raw log is kept there as ``<executor>/<scenario>.jsonl``, scrubbed."""
     cells = []
     for executor in executors or conformance_executors():
         scenarios = load_scenarios(executor)
         availability = await default_registry.create(executor).check_availability()
         for name in SCENARIOS:
             cells.append(
-                await _one(executor, name, scenarios[name], availability.installed, availability.reason)
+                await _one(
+                    executor, name, scenarios[name], availability.installed, availability.reason, record
+                )
             )
     return cells
 
 
+def consistency_problems(cells: list[Cell]) -> list[str]:
+    """Where the cells that ran break the one shape, alone or across agents (consistency.py)."""
+    observed = [c.observed for c in cells if c.observed is not None]
+    return [p for o in observed for p in run_problems(o)] + cross_agent_problems(observed)
+
+
 async def _one(
-    executor: str, name: str, scenario: ConformanceScenario, installed: bool, reason: str | None
+    executor: str,
+    name: str,
+    scenario: ConformanceScenario,
+    installed: bool,
+    reason: str | None,
+    record: Path | None = None,
 ) -> Cell:
     if scenario.case is None:
         return Cell(executor, name, "n/a", scenario.not_applicable or "")
@@ -92,8 +119,12 @@ async def _one(
         except OrchestrateError as exc:
             return Cell(executor, name, "fail", f"{type(exc).__name__}: {exc}")
         problems = check(result, scenario.expect, scratch)
+        raw = scratch.root / "raw.jsonl"
+        observed = observe_log(executor, name, raw)
+        if record is not None:
+            scrub_scratch_log(raw, record / executor / f"{name}.jsonl", scratch)
     seconds = _duration(result)
-    return Cell(executor, name, "fail" if problems else "pass", "; ".join(problems), seconds)
+    return Cell(executor, name, "fail" if problems else "pass", "; ".join(problems), seconds, observed)
 
 
 def check(result: RunResult, expect: dict[str, Any], scratch: Scratch) -> list[str]:

@@ -17,7 +17,14 @@ from ..run import RunResult
 from .cases import Case, run_case
 from .offline import SCRATCH_PLACEHOLDER, Scratch
 
-__all__ = ["FIXTURE_FOLDERS", "SCRATCH_PLACEHOLDER", "record_case", "scrub_raw_log", "write_expected"]
+__all__ = [
+    "FIXTURE_FOLDERS",
+    "SCRATCH_PLACEHOLDER",
+    "record_case",
+    "scrub_raw_log",
+    "scrub_scratch_log",
+    "write_expected",
+]
 
 
 _UUID = re.compile(rb"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -67,8 +74,11 @@ def scrub_raw_log(src: Path, dst: Path, replacements: dict[str, str], *, stable_
 
     carry: dict[str, bytes] = {}
     last_ts: dict[str, object] = {}
+    # A stream's last chunk holds nothing back: held bytes would go after every other record (a
+    # prompt written on stdin would come after the answer to it).
+    last_chunk = {rec.get("stream"): i for i, rec in enumerate(records) if rec.get("type") == "chunk"}
     out = bytearray()
-    for rec in records:
+    for i, rec in enumerate(records):
         if rec.get("type") != "chunk":
             out += clean(orjson.dumps(rec)) + b"\n"
             continue
@@ -76,7 +86,11 @@ def scrub_raw_log(src: Path, dst: Path, replacements: dict[str, str], *, stable_
         rec.pop("b64", None)
         rec.pop("data", None)
         data = clean(carry.pop(rec["stream"], b"") + piece)
-        held = _possible_start(data, [old for old, _ in pairs], stable_ids)
+        held = (
+            _possible_start(data, [old for old, _ in pairs], stable_ids)
+            if last_chunk[rec["stream"]] != i
+            else 0
+        )
         if held:
             carry[rec["stream"]], data = data[-held:], data[:-held]
         last_ts[rec["stream"]] = rec.get("ts")
@@ -141,19 +155,27 @@ async def record_case(
         if base_command is not None:
             case.options = {**case.options, "base_command": base_command}
         result = await run_case(executor, case, scratch, raw)
-        binary = orjson.loads(raw.read_bytes().splitlines()[0])["argv"][0]
-        replacements = {
-            str(scratch.root): SCRATCH_PLACEHOLDER,
-            # the scratch dir's own random name, where a CLI shows a path relative to a parent
-            scratch.root.name: SCRATCH_PLACEHOLDER.strip("/"),
-            str(Path(binary).parent): "/bin",
-            str(Path.home()): "/home",
-        }
-        if project is not None:
-            replacements[os.path.realpath(project)] = "/project"  # noqa: ASYNC240 - one stat, before the run
-        scrub_raw_log(raw, out, replacements)
+        scrub_scratch_log(raw, out, scratch, project)
     write_expected(executor, out)
     return result
+
+
+def scrub_scratch_log(raw: Path, out: Path, scratch: Scratch, project: Path | None = None) -> None:
+    """The raw log of a run in ``scratch``, fit to commit as ``out`` (see :func:`scrub_raw_log`)."""
+    binary = orjson.loads(raw.read_bytes().splitlines()[0])["argv"][0]
+    replacements = {
+        str(scratch.root): SCRATCH_PLACEHOLDER,
+        # the scratch dir's own random name, where a CLI shows a path relative to a parent
+        scratch.root.name: SCRATCH_PLACEHOLDER.strip("/"),
+        str(Path(binary).parent): "/bin",
+        str(Path.home()): "/home",
+    }
+    if project is not None:
+        replacements[os.path.realpath(project)] = "/project"
+    real = os.path.realpath(binary)  # the pinned CLIs' checkout, wherever this one is
+    if "/clis/node_modules/" in real:
+        replacements.setdefault(real.split("/clis/node_modules/")[0], "/project")
+    scrub_raw_log(raw, out, replacements)
 
 
 def write_expected(executor: str, fixture: Path) -> list[dict[str, Any]]:

@@ -1,0 +1,95 @@
+"""One shape for one meaning, whichever agent: the last step every tool call goes through.
+
+- paths (an action's, a search's, and the ``---``/``+++`` headers of its diffs) are relative to the
+  task's working directory (the seed's ``normalizeOutput(stream, workDir)``), absolute only outside it;
+- a file action whose every change creates a file is a ``file_write``; any other (an edit, a
+  delete, an overwrite) is a ``file_edit``: the same kinds whichever agent made the change.
+"""
+
+from __future__ import annotations
+
+from ..entries import ActionType, FileEdit, FileRead, FileWrite, Search, ToolUse
+from .evolve import evolve, make
+
+__all__ = ["relative", "shape_content", "shape_tool"]
+
+
+def relative(path: str, work_dir: str | None) -> str:
+    """``path`` relative to ``work_dir`` when it lies inside it (``.`` for the directory itself)."""
+    if not work_dir or not path.startswith("/"):
+        return path
+    root = work_dir.rstrip("/") or "/"
+    if path == root:
+        return "."
+    if path.startswith(root + "/"):
+        return path[len(root) + 1 :]
+    return path
+
+
+def _paths(text: str, work_dir: str) -> str:
+    """A comma-joined list of paths (Codex's multi-file change), each made relative."""
+    return (
+        ", ".join(relative(p, work_dir) for p in text.split(", "))
+        if ", " in text
+        else relative(text, work_dir)
+    )
+
+
+def _diff(diff: str | None, work_dir: str) -> str | None:
+    """The diff with its file headers made relative (``a/abs/dir/x`` -> ``a/x``)."""
+    inside = work_dir.strip("/") + "/"
+    if not diff or inside not in diff:
+        return diff
+    lines = diff.split("\n")
+    for i, line in enumerate(lines):
+        if line.startswith(("--- a/", "+++ b/")) and line[6:].startswith(inside):
+            lines[i] = line[:6] + line[6 + len(inside) :]
+        elif line.startswith(("--- /", "+++ /")) and line[5:].startswith(inside):
+            lines[i] = line[:4] + ("a/" if line[0] == "-" else "b/") + line[5 + len(inside) :]
+        elif line.startswith("diff --git "):
+            lines[i] = line.replace(" a/" + inside, " a/").replace(" b/" + inside, " b/")
+    return "\n".join(lines)
+
+
+def _action(action: ActionType, work_dir: str | None) -> ActionType:
+    if isinstance(action, FileWrite | FileEdit):
+        changes = action.changes
+        path = action.path
+        if work_dir:
+            path = _paths(path, work_dir)
+            changes = tuple(
+                c if (d := _diff(c.unified_diff, work_dir)) is c.unified_diff else evolve(c, unified_diff=d)
+                for c in changes
+            )
+        creates = all(c.type == "create" for c in changes)
+        cls: type[FileWrite] | type[FileEdit] = FileWrite if creates else FileEdit
+        if changes and not isinstance(action, cls):
+            return make(cls, path=path, changes=changes)
+        if path != action.path or changes is not action.changes:
+            return evolve(action, path=path, changes=changes)
+        return action
+    if work_dir and isinstance(action, Search) and action.path:
+        path = relative(action.path, work_dir)
+        return action if path == action.path else evolve(action, path=path)
+    if work_dir and isinstance(action, FileRead):
+        path = relative(action.path, work_dir)
+        return action if path == action.path else evolve(action, path=path)
+    return action
+
+
+def shape_tool(type_: ToolUse, work_dir: str | None) -> ToolUse:
+    """``type_`` in the one shape (the same object when nothing changes)."""
+    tool = type_.tool
+    action = _action(tool.action, work_dir)
+    if action is tool.action:
+        return type_
+    return evolve(type_, tool=evolve(tool, action=action))
+
+
+def shape_content(content: str, type_: ToolUse, work_dir: str | None) -> str:
+    """A file or search call's one-line content with the working directory's paths made relative
+    (the normalizer described the action before its paths were)."""
+    if not work_dir or not isinstance(type_.tool.action, FileRead | FileWrite | FileEdit | Search):
+        return content
+    root = work_dir.rstrip("/") + "/"
+    return content.replace(root, "") if root in content else content
