@@ -14,7 +14,7 @@ from ..process.pipes import ProcessSpec
 from ..task import Task
 from .base import Capabilities, Executor
 
-__all__ = ["AcpExecutor", "GeminiExecutor", "QwenExecutor"]
+__all__ = ["LOADS_AND_RESUMES", "AcpExecutor", "GeminiExecutor", "QwenExecutor", "is_jsonrpc"]
 
 
 class AcpExecutor(Executor):
@@ -51,6 +51,11 @@ class AcpExecutor(Executor):
         return argv + list(self.options.extra_args)
 
     model_flag: ClassVar[str | None] = None
+    """The flag that picks the model; without one the run picks it through the session's config
+    options (``session/set_config_option``, or the older ``session/set_model``)."""
+    exits_at_end_of_input: ClassVar[bool] = True
+    """False for an agent that stays alive when its input closes (the Zed adapters): the run then
+    closes its session and stops it with SIGTERM itself, and does not count that as a failure."""
 
     def create_normalizer(self) -> AcpNormalizer:
         return AcpNormalizer()
@@ -84,8 +89,14 @@ class AcpExecutor(Executor):
         return {**os.environ, **self.options.env, **task.env}
 
 
-# Gemini and Qwen both implement session/load: what the generic ACP agent cannot promise.
-_LOADS_SESSIONS = replace(AcpExecutor.capabilities, session_resume=True)
+def is_jsonrpc(first_line: bytes) -> bool:
+    """Whether a capture's first line is ACP's JSON-RPC (else it is the CLI's other format)."""
+    return b'"jsonrpc"' in first_line[:4096]
+
+
+# Agents that implement session/load or session/resume: what the generic ACP agent cannot promise.
+LOADS_AND_RESUMES = replace(AcpExecutor.capabilities, session_resume=True)
+_LOADS_SESSIONS = LOADS_AND_RESUMES
 
 
 class GeminiExecutor(AcpExecutor):
