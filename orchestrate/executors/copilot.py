@@ -28,6 +28,12 @@ class CopilotExecutor(AcpExecutor):
     def env_additions(self, task: Task) -> dict[str, str]:
         return {"COPILOT_AUTO_UPDATE": "false"}
 
+    @staticmethod
+    def parse_version(first_line: str) -> str:
+        # "GitHub Copilot CLI 1.0.102."
+        words = [w.rstrip(".") for w in first_line.split()]
+        return next((w for w in words if w[:1].isdigit()), first_line)
+
     def credentials(self) -> tuple[bool | None, str | None]:
         # A GitHub token, a bring-your-own-key provider, or a `copilot login` in its config dir.
         env = self.credential_env()

@@ -15,6 +15,7 @@ Facts this relies on (gemini-cli 0.61.0, qwen-code 0.24.4, protocols/acp-gemini-
 
 from __future__ import annotations
 
+import shlex
 from datetime import datetime
 from typing import Any
 
@@ -41,6 +42,7 @@ from ..entries import (
 )
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
+from .codex_items import display_command
 from .diffs import diff_texts
 from .evolve import evolve
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
@@ -452,7 +454,7 @@ def _action(call: dict[str, Any], raw: dict[str, Any], previous: ToolUseEntry | 
     title = text(call.get("title"))
     match kind:
         case "execute":
-            command = text(raw.get("command")) or (title if title and title != "Shell" else "")
+            command = _command(raw.get("command")) or (title if title and title != "Shell" else "")
             if not command and previous is not None and isinstance(previous.action, CommandRun):
                 command = previous.action.command
             return CommandRun(command=command)
@@ -484,6 +486,14 @@ def _action(call: dict[str, Any], raw: dict[str, Any], previous: ToolUseEntry | 
     return GenericTool(
         tool_name=text(obj(call.get("_meta")).get("toolName")) or title or kind or "tool", args=raw or None
     )
+
+
+def _command(value: Any) -> str:
+    """A command as a string: codex-acp gives the argv Codex runs (``["/bin/bash", "-lc", cmd]``),
+    which is shown as the command the model asked for."""
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return display_command(shlex.join(value))
+    return text(value)
 
 
 def _previous_kind(tool: ToolUseEntry) -> str:
