@@ -31,4 +31,6 @@ async def test_every_installed_cli_passes_every_scenario_it_can_express() -> Non
     assert {(c.executor, c.scenario) for c in cells if c.verdict == "n/a"} == {
         ("codex-exec", "tool_approved"),
         ("codex-exec", "tool_denied"),
+        ("gemini", "plan"),
+        ("copilot", "plan"),
     }

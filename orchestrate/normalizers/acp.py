@@ -42,6 +42,7 @@ from ..entries import (
 )
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
+from .claude_tools import plan_items
 from .codex_items import display_command
 from .diffs import diff_texts
 from .evolve import evolve
@@ -61,6 +62,9 @@ _CHUNK_TYPES: dict[str, EntryType] = {"agent_message_chunk": ASSISTANT, "agent_t
 _MODE_MARK = "[MODE_UPDATE]"  # Gemini 0.61.0 announces a mode change as an agent message chunk
 # Vendor requests and notifications that carry nothing to show (Qwen 0.24.4 sends these every turn).
 _SILENT = {"craft/drainMidTurnQueue", "qwen/notify/session/prompt-suggestion"}
+# Agents that send their todo list as a tool call, not a `plan` update (OpenCode 1.18.33 `todowrite`):
+# it is shown as the plan it is, as Claude's TodoWrite is.
+_TODO_TOOLS = {"todowrite", "todo_write", "write_todos"}
 
 
 class AcpNormalizer(LineNormalizer):
@@ -73,6 +77,7 @@ class AcpNormalizer(LineNormalizer):
         self._raw_input: dict[str, dict[str, Any]] = {}
         self._open: tuple[str, int] | None = None  # the text entry chunks are flowing into
         self._plan: int | None = None
+        self._todo_tools: set[str] = set()
         self._commands: int | None = None
         self._usage: dict[str, int] = {}
         self._cwd: str | None = None
@@ -178,6 +183,8 @@ class AcpNormalizer(LineNormalizer):
         raw = self._raw_input.setdefault(tool_id, {})
         raw.update(obj(call.get("rawInput")))
         index = self._tools.get(tool_id)
+        if index is None and self._todo_list(tool_id, call, raw, ts):
+            return
         previous = self.log.tool(index) if index is not None else None
         action = _action(call, raw, previous)
         name = (
@@ -221,6 +228,8 @@ class AcpNormalizer(LineNormalizer):
                 for o in params.get("options") or []
                 if isinstance(o, dict)
             }
+            if tool_id not in self._tools:
+                return  # a todo list asking permission: the plan shows it, the answer changes nothing
             self._permissions[request_id] = (tool_id, kinds)
             self._permission_ids[str(request_id)] = request_id
             self.log.update_tool(
@@ -278,6 +287,20 @@ class AcpNormalizer(LineNormalizer):
                 self.log.update_tool(index, approval=evolve(tool.approval, reason=event["reason"]))
 
     # --- plans --------------------------------------------------------------------------------
+
+    def _todo_list(
+        self, tool_id: str, call: dict[str, Any], raw: dict[str, Any], ts: datetime | None
+    ) -> bool:
+        """A todo tool's call, shown as the plan: True when ``call`` is one (and is not a tool entry)."""
+        name = text(obj(call.get("_meta")).get("toolName")) or text(call.get("title"))
+        if tool_id not in self._todo_tools and name.lower() not in _TODO_TOOLS:
+            return False
+        self._todo_tools.add(tool_id)
+        items = plan_items(raw) if isinstance(raw.get("todos"), list) else ()
+        if items:
+            self._open = None
+            self._plan = self.log.put(self._plan, Plan(items=items), "Plan", ts)
+        return True
 
     def _plan_update(self, update: dict[str, Any], ts: datetime | None) -> None:
         self._open = None

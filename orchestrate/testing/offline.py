@@ -22,8 +22,8 @@ __all__ = [
     "codex_offline_env",
     "copilot_offline_env",
     "droid_offline_env",
-    "opencode_offline_env",
     "gemini_offline_env",
+    "opencode_offline_env",
     "qwen_offline_env",
 ]
 
@@ -101,9 +101,9 @@ def claude_tui_offline_env(server: ScriptedModelServer, scratch: Scratch) -> dic
 def codex_offline_env(
     server: ScriptedModelServer, scratch: Scratch, model: str = "gpt-5.5"
 ) -> dict[str, str]:
-    """Codex against the scripted Responses API: a model provider in $CODEX_HOME/config.toml, no
-    retries (a scripted error should fail fast), and TMPDIR outside CODEX_HOME's parents so Codex
-    creates its helper links instead of warning (protocols/codex.md §2, §6)."""
+    """Codex against the scripted Responses API: a model provider in $CODEX_HOME/config.toml, one
+    retry (a scripted error is retried once, then fails fast), and TMPDIR outside CODEX_HOME's
+    parents so Codex creates its helper links instead of warning (protocols/codex.md §2, §6)."""
     home = scratch.home / ".codex"
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(
@@ -114,8 +114,8 @@ def codex_offline_env(
         f'base_url = "{server.url}/v1"\n'
         f'env_key = "{CODEX_KEY_VARIABLE}"\n'
         'wire_api = "responses"\n'
-        "request_max_retries = 0\n"
-        "stream_max_retries = 0\n"
+        "request_max_retries = 1\n"
+        "stream_max_retries = 1\n"
     )
     return {
         "CODEX_HOME": str(home),
