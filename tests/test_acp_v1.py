@@ -38,9 +38,7 @@ class _Lingering(AcpExecutor):
 
 
 def agent(cls: type[AcpExecutor] = _V1, **env: str) -> AcpExecutor:
-    return cls(
-        ExecutorOptions(base_command=[sys.executable, str(FAKE_ACP)], env={"FAKE_ACP_V1": "1", **env})
-    )
+    return cls(ExecutorOptions(base_command=[sys.executable, str(FAKE_ACP)], env={"FAKE_ACP_V1": "1", **env}))
 
 
 def sent(result: RunResult) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..normalizers.acp import AcpNormalizer
+from ..normalizers.base import Normalizer
 from ..process.pipes import ProcessSpec
 from ..task import Task
 from .base import Capabilities, Executor
@@ -137,6 +138,13 @@ class GeminiExecutor(AcpExecutor):
                 path.rename(target)
                 done.append(f"moved session file {path.name} to {target.name} so the load cannot clobber it")
         return done
+
+    def capture_normalizer(self, first_line: bytes) -> Normalizer:
+        if is_jsonrpc(first_line):
+            return self.create_normalizer()
+        from ..normalizers.gemini_stream_json import GeminiStreamJsonNormalizer
+
+        return GeminiStreamJsonNormalizer()  # a capture of headless `gemini -p -o stream-json`
 
     def auth_method(self, methods: list[dict[str, Any]], env: dict[str, str]) -> str | None:
         ids = {str(m.get("id")) for m in methods}
