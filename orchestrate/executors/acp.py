@@ -54,6 +54,9 @@ class AcpExecutor(Executor):
     model_flag: ClassVar[str | None] = None
     """The flag that picks the model; without one the run picks it through the session's config
     options (``session/set_config_option``, or the older ``session/set_model``)."""
+    authenticate_first: ClassVar[bool] = False
+    """Call ``authenticate`` (with :meth:`auth_method`'s choice) before opening a session, for an
+    agent whose documented flow asks for it (Cursor), instead of only after a refusal."""
     exits_at_end_of_input: ClassVar[bool] = True
     """False for an agent that stays alive when its input closes (the Zed adapters): the run then
     closes its session and stops it with SIGTERM itself, and does not count that as a failure."""

@@ -22,6 +22,7 @@ class CursorAcpExecutor(AcpExecutor):
     program = "cursor-agent"
     install_hint = CursorExecutor.install_hint
     acp_flags = ("acp",)
+    authenticate_first = True  # initialize, authenticate, then session/new (cursor.com/docs/cli/acp)
     capabilities: ClassVar[Capabilities] = LOADS_AND_RESUMES
 
     def base_command(self) -> list[str]:

@@ -110,6 +110,8 @@ class AcpDriver(Driver):
             "cwd": str(self.workspace.root),
             "mcpServers": self.executor.mcp_servers(),
         }
+        if self.executor.authenticate_first and self._authenticate_once():
+            await self._authenticate()
         if task.resume:
             method = reopen_method(self.agent_capabilities)
             params["sessionId"] = task.resume
