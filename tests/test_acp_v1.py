@@ -20,6 +20,7 @@ from orchestrate.executors.acp import AcpExecutor
 from orchestrate.executors.base import ExecutorOptions
 from orchestrate.process.rawlog import read_raw_log
 from orchestrate.run import RunResult
+from orchestrate.run.acp_sessions import SessionsUnsupportedError, list_sessions
 
 from .helpers import FAKE_ACP, Never, run_agent, texts, wait_for
 
@@ -218,3 +219,18 @@ async def test_approvals_are_unchanged_by_the_1x_additions(tmp_path: Path) -> No
     approved, _ = await run_agent(agent(), tmp_path, "permission", AutoApprove())
     denied, _ = await run_agent(agent(), tmp_path, "permission", AutoDeny("no"))
     assert approved.tool_results[0].status == "success" and denied.tool_results[0].status == "denied"
+
+
+async def test_session_list_pages_through_the_agents_sessions(tmp_path: Path) -> None:
+    with anyio.fail_after(20):
+        sessions = await list_sessions(agent(_Lingering, FAKE_ACP_LINGER="1"), tmp_path)
+    assert [(s["sessionId"], s["cwd"]) for s in sessions] == [
+        ("sess_old", str(tmp_path)),
+        ("sess_older", str(tmp_path)),
+    ]
+
+
+async def test_session_list_from_an_agent_that_does_not_offer_it_says_so(tmp_path: Path) -> None:
+    plain = AcpExecutor(ExecutorOptions(base_command=[sys.executable, str(FAKE_ACP)]))
+    with anyio.fail_after(20), pytest.raises(SessionsUnsupportedError):
+        await list_sessions(plain, tmp_path)
