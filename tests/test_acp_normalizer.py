@@ -296,3 +296,14 @@ def test_the_clients_stop_of_a_lingering_agent_is_a_quiet_note() -> None:
     )
     assert [p.entry.content for p in patches] == ["x stays alive when its input closes; stopped with SIGTERM"]
     assert n.outcome == "success"
+
+
+def test_copilots_retry_notice_is_a_retry_not_part_of_the_answer() -> None:
+    t = Talk().prompt().chunk("Info: Request failed due to a transient API error. Retrying...")
+    n = t.chunk("Recovered.").done().finish()
+    assert texts(n, "assistant_message") == ["Recovered."]
+    [error] = [e for e in n.entries if e.type.kind == "error"]
+    assert error.type.error.code == "api_retry" and n.outcome == "success"  # type: ignore[union-attr]
+    # The same words inside an answer are the answer's.
+    n = Talk().prompt().chunk("I saw ").chunk("Info: x. Retrying...").done().finish()
+    assert texts(n, "assistant_message") == ["I saw Info: x. Retrying..."]

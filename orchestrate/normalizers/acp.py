@@ -24,6 +24,7 @@ with the answer it got.
 
 from __future__ import annotations
 
+import re
 import shlex
 from datetime import datetime
 from typing import Any
@@ -69,6 +70,7 @@ _STATUS: dict[str, ToolStatus] = {
 _PLAN_STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "completed"}
 _CHUNK_TYPES: dict[str, EntryType] = {"agent_message_chunk": ASSISTANT, "agent_thought_chunk": THINKING}
 _MODE_MARK = "[MODE_UPDATE]"  # Gemini 0.61.0 announces a mode change as an agent message chunk
+_RETRY_NOTICE = re.compile(r"^Info: [^\n]*Retrying\.\.\.\s*$")  # Copilot 1.0.102, a retried model call
 # Vendor requests and notifications that carry nothing to show (Qwen 0.24.4 sends these every turn).
 _SILENT = {
     "craft/drainMidTurnQueue",
@@ -207,6 +209,10 @@ class AcpNormalizer(LineNormalizer):
             return
         if kind == "agent_message_chunk" and chunk.startswith(_MODE_MARK):
             self._quiet_entry("mode", f"Mode: {chunk[len(_MODE_MARK) :].strip()}", ts)
+            return
+        if kind == "agent_message_chunk" and _RETRY_NOTICE.match(chunk) and self._open is None:
+            # Copilot 1.0.102 tells of a retried model call as a chunk of its own: a retry, not text.
+            self.log.error(chunk.removeprefix("Info: ").strip(), "api_retry", ts)
             return
         message = update.get("messageId")
         if self._open is not None and self._open[0] == kind and message == self._open_message:
