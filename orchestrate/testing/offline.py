@@ -231,10 +231,14 @@ def opencode_offline_env(server: ScriptedModelServer, scratch: Scratch) -> dict[
 
 def copilot_offline_env(server: ScriptedModelServer, scratch: Scratch) -> dict[str, str]:
     """GitHub Copilot CLI with its documented bring-your-own-key provider pointed at the scripted
-    OpenAI chat API, and ``COPILOT_OFFLINE`` (no GitHub sign-in, telemetry or update check); its
-    package unpacks itself under the scratch cache on first start (protocols/more-agents.md §2)."""
+    OpenAI chat API, and ``COPILOT_OFFLINE`` (no GitHub sign-in, telemetry or update check).  The
+    binary unpacks its package into its cache on a first start (a second more each run): that one
+    cache is shared by every run, under the temp dir (protocols/more-agents.md §2)."""
+    cache = Path(tempfile.gettempdir()) / "orchestrate-copilot-cache"
+    cache.mkdir(mode=0o700, exist_ok=True)
     return {
         **_xdg(scratch),
+        "COPILOT_CACHE_HOME": str(cache),
         "COPILOT_OFFLINE": "true",
         "COPILOT_PROVIDER_TYPE": "openai",
         "COPILOT_PROVIDER_BASE_URL": f"{server.url}/v1",
