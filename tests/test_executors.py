@@ -97,7 +97,8 @@ def test_registry_lookup_and_unknown_names() -> None:
     assert isinstance(get_executor("claude-code"), ClaudeCodeExecutor)
     with pytest.raises(
         UnknownExecutorError,
-        match="known executors: acp, claude-code, claude-code-tui, codex, codex-exec, cursor, gemini, qwen, "
+        match="known executors: acp, claude-code, claude-code-acp, claude-code-tui, codex, codex-acp, "
+        "codex-exec, copilot, cursor, cursor-acp, droid, gemini, opencode, qwen, "
         "terminal",
     ):
         get_executor("nope")

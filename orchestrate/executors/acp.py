@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..normalizers.acp import AcpNormalizer
+from ..normalizers.base import Normalizer
 from ..process.pipes import ProcessSpec
 from ..task import Task
 from .base import Capabilities, Executor
 
-__all__ = ["AcpExecutor", "GeminiExecutor", "QwenExecutor"]
+__all__ = ["LOADS_AND_RESUMES", "AcpExecutor", "GeminiExecutor", "QwenExecutor", "is_jsonrpc"]
 
 
 class AcpExecutor(Executor):
@@ -51,6 +52,14 @@ class AcpExecutor(Executor):
         return argv + list(self.options.extra_args)
 
     model_flag: ClassVar[str | None] = None
+    """The flag that picks the model; without one the run picks it through the session's config
+    options (``session/set_config_option``, or the older ``session/set_model``)."""
+    authenticate_first: ClassVar[bool] = False
+    """Call ``authenticate`` (with :meth:`auth_method`'s choice) before opening a session, for an
+    agent whose documented flow asks for it (Cursor), instead of only after a refusal."""
+    exits_at_end_of_input: ClassVar[bool] = True
+    """False for an agent that stays alive when its input closes (the Zed adapters): the run then
+    closes its session and stops it with SIGTERM itself, and does not count that as a failure."""
 
     def create_normalizer(self) -> AcpNormalizer:
         return AcpNormalizer()
@@ -84,8 +93,14 @@ class AcpExecutor(Executor):
         return {**os.environ, **self.options.env, **task.env}
 
 
-# Gemini and Qwen both implement session/load: what the generic ACP agent cannot promise.
-_LOADS_SESSIONS = replace(AcpExecutor.capabilities, session_resume=True)
+def is_jsonrpc(first_line: bytes) -> bool:
+    """Whether a capture's first line is ACP's JSON-RPC (else it is the CLI's other format)."""
+    return b'"jsonrpc"' in first_line[:4096]
+
+
+# Agents that implement session/load or session/resume: what the generic ACP agent cannot promise.
+LOADS_AND_RESUMES = replace(AcpExecutor.capabilities, session_resume=True)
+_LOADS_SESSIONS = LOADS_AND_RESUMES
 
 
 class GeminiExecutor(AcpExecutor):
@@ -126,6 +141,13 @@ class GeminiExecutor(AcpExecutor):
                 path.rename(target)
                 done.append(f"moved session file {path.name} to {target.name} so the load cannot clobber it")
         return done
+
+    def capture_normalizer(self, first_line: bytes) -> Normalizer:
+        if is_jsonrpc(first_line):
+            return self.create_normalizer()
+        from ..normalizers.gemini_stream_json import GeminiStreamJsonNormalizer
+
+        return GeminiStreamJsonNormalizer()  # a capture of headless `gemini -p -o stream-json`
 
     def auth_method(self, methods: list[dict[str, Any]], env: dict[str, str]) -> str | None:
         ids = {str(m.get("id")) for m in methods}

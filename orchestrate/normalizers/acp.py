@@ -11,10 +11,21 @@ Facts this relies on (gemini-cli 0.61.0, qwen-code 0.24.4, protocols/acp-gemini-
 - Qwen reports usage in empty ``agent_message_chunk`` updates (``_meta.usage``), Gemini in the
   prompt response (``_meta.quota``);
 - the user's prompt is not echoed (except when a session is loaded): it is read from stdin.
+
+ACP 1.x (the schema of the ``agent-client-protocol`` package): a loaded session's replayed history
+(the updates between our ``session/load`` and our next prompt) is shown once, as one system entry
+that says it is history, never as new messages or tool calls; ``usage_update`` gives the turn's
+context window and cost (cumulative per session: a turn's cost is the difference); mode, config,
+session info and command list changes are one quiet system entry each, revised in place and never
+splitting a message; chunks of one ``messageId`` are one message, and a chunk that repeats the
+whole message so far (deltas, then the text whole) adds nothing; ``elicitation/create`` is shown
+with the answer it got.
 """
 
 from __future__ import annotations
 
+import re
+import shlex
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +53,8 @@ from ..entries import (
 )
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
+from .claude_tools import plan_items
+from .codex_items import display_command
 from .diffs import diff_texts
 from .evolve import evolve
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
@@ -58,8 +71,27 @@ _STATUS: dict[str, ToolStatus] = {
 _PLAN_STATUS = {"pending": "pending", "in_progress": "in_progress", "completed": "completed"}
 _CHUNK_TYPES: dict[str, EntryType] = {"agent_message_chunk": ASSISTANT, "agent_thought_chunk": THINKING}
 _MODE_MARK = "[MODE_UPDATE]"  # Gemini 0.61.0 announces a mode change as an agent message chunk
+_RETRY_NOTICE = re.compile(r"^Info: [^\n]*Retrying\.\.\.\s*$")  # Copilot 1.0.102, a retried model call
 # Vendor requests and notifications that carry nothing to show (Qwen 0.24.4 sends these every turn).
-_SILENT = {"craft/drainMidTurnQueue", "qwen/notify/session/prompt-suggestion"}
+_SILENT = {
+    "craft/drainMidTurnQueue",
+    "qwen/notify/session/prompt-suggestion",
+    "$/cancel_request",  # the answer the withdrawn request gets shows what became of it
+    "elicitation/complete",
+}
+_REPLAYED = {
+    "user_message_chunk",
+    "agent_message_chunk",
+    "agent_thought_chunk",
+    "tool_call",
+    "tool_call_update",
+    "plan",
+}
+_HISTORY_ROLES = {"user_message_chunk": "User", "agent_message_chunk": "Assistant"}
+_ELICITATION_ANSWERS = {"accept": "answered", "decline": "declined", "cancel": "cancelled"}
+# Agents that send their todo list as a tool call, not a `plan` update (OpenCode 1.18.33 `todowrite`):
+# it is shown as the plan it is, as Claude's TodoWrite is.
+_TODO_TOOLS = {"todowrite", "todo_write", "write_todos"}
 
 
 class AcpNormalizer(LineNormalizer):
@@ -71,7 +103,19 @@ class AcpNormalizer(LineNormalizer):
         self._tools: dict[str, int] = {}
         self._raw_input: dict[str, dict[str, Any]] = {}
         self._open: tuple[str, int] | None = None  # the text entry chunks are flowing into
+        self._open_message: Any = None  # its messageId, where the agent gives one
+        self._open_pieces = 0
+        self._quiet: dict[str, int] = {}  # mode, config, session info: one entry each, revised
+        self._history: int | None = None  # the entry a loaded session's replay goes into
+        self._replaying = False
+        self._history_role = ""
+        self._history_tools: set[str] = set()
+        self._elicitations: dict[Any, tuple[int, str]] = {}  # agent request id -> (entry, question)
+        self._context_window: int | None = None
+        self._cost: float | None = None  # the session's cost so far (usage_update, cumulative)
+        self._cost_billed = 0.0  # the part of it already given to earlier turns
         self._plan: int | None = None
+        self._todo_tools: set[str] = set()
         self._commands: int | None = None
         self._usage: dict[str, int] = {}
         self._cwd: str | None = None
@@ -115,7 +159,7 @@ class AcpNormalizer(LineNormalizer):
         if method == "session/update":
             self._update(obj(params.get("update")), ts)
         elif method.endswith("mode-update"):
-            self._system(f"Mode: {text(params.get('currentModeId'))}", ts)
+            self._quiet_entry("mode", f"Mode: {text(params.get('currentModeId'))}", ts)
         elif method not in _SILENT:
             self._system(f"`{method}` notification", ts, raw={"method": method, "params": params})
 
@@ -123,6 +167,9 @@ class AcpNormalizer(LineNormalizer):
 
     def _update(self, update: dict[str, Any], ts: datetime | None) -> None:
         kind = text(update.get("sessionUpdate"))
+        if self._replaying and kind in _REPLAYED:
+            self._replayed(kind, update, ts)
+            return
         match kind:
             case "agent_message_chunk" | "agent_thought_chunk" | "user_message_chunk":
                 self._chunk(kind, update, ts)
@@ -140,9 +187,14 @@ class AcpNormalizer(LineNormalizer):
                 else:
                     self.log.replace(self._commands, content=content)
             case "current_mode_update":
-                self._system(f"Mode: {text(update.get('currentModeId'))}", ts)
+                self._quiet_entry("mode", f"Mode: {text(update.get('currentModeId'))}", ts)
+            case "config_option_update":
+                self._config(update.get("configOptions"), ts)
+            case "session_info_update":
+                title = text(update.get("title"))
+                self._quiet_entry("info", f"Session title: {title}" if title else "Session title cleared", ts)
             case "usage_update":
-                self._system("Context usage updated", ts, usage=update)
+                self._usage_update(update)
             case _:
                 self._system(f"`{kind or 'unknown'}` update", ts, raw=update)
 
@@ -158,17 +210,80 @@ class AcpNormalizer(LineNormalizer):
         if not chunk:
             return
         if kind == "agent_message_chunk" and chunk.startswith(_MODE_MARK):
-            self._system(f"Mode: {chunk[len(_MODE_MARK) :].strip()}", ts)
+            self._quiet_entry("mode", f"Mode: {chunk[len(_MODE_MARK) :].strip()}", ts)
             return
-        if self._open is not None and self._open[0] == kind:
+        if kind == "agent_message_chunk" and _RETRY_NOTICE.match(chunk) and self._open is None:
+            # Copilot 1.0.102 tells of a retried model call as a chunk of its own: a retry, not text.
+            self.log.error(chunk.removeprefix("Info: ").strip(), "api_retry", ts)
+            return
+        message = update.get("messageId")
+        if self._open is not None and self._open[0] == kind and message == self._open_message:
+            if self._open_pieces > 1 and self.log.streamed(self._open[1]).equals(chunk):
+                return  # the message again, whole, after its deltas: shown once
             self.log.append_text(self._open[1], chunk)
+            self._open_pieces += 1
             return
         self._open = (kind, self.log.add(_CHUNK_TYPES.get(kind, USER), chunk, ts))
+        self._open_message, self._open_pieces = message, 1
 
     def _system(self, content: str, ts: datetime | None, *, breaks_text: bool = True, **extra: Any) -> int:
         if breaks_text:
             self._open = None
         return self.log.add(SYSTEM, content, ts, **extra)
+
+    def _quiet_entry(self, key: str, content: str, ts: datetime | None) -> None:
+        """A state the agent reports (its mode, its config, the session's title): one entry per
+        ``key``, revised in place, that does not split the message it arrives in."""
+        index = self._quiet.get(key)
+        if index is not None and index in self.log:
+            self.log.replace(index, content=content)
+        else:
+            self._quiet[key] = self._system(content, ts, breaks_text=False)
+
+    def _config(self, options: Any, ts: datetime | None) -> None:
+        shown = []
+        for option in options if isinstance(options, list) else []:
+            if isinstance(option, dict):
+                name = text(option.get("name") or option.get("id"))
+                shown.append(f"{name}: {text(option.get('currentValue'))}")
+        if shown:
+            self._quiet_entry("config", "Settings: " + ", ".join(shown), ts)
+
+    def _usage_update(self, update: dict[str, Any]) -> None:
+        """The context window now (for the turn's usage) and the session's cost so far."""
+        size = update.get("size")
+        if isinstance(size, int) and size > 0:
+            self._context_window = size
+        cost = obj(update.get("cost"))
+        amount = cost.get("amount")
+        if isinstance(amount, int | float) and text(cost.get("currency")).upper() in ("USD", ""):
+            self._cost = float(amount)
+
+    # --- a loaded session's history -----------------------------------------------------------
+
+    def _replayed(self, kind: str, update: dict[str, Any], ts: datetime | None) -> None:
+        """One update of the history an agent replays on ``session/load``: into the history entry."""
+        piece = ""
+        if kind in _HISTORY_ROLES:
+            content = obj(update.get("content"))
+            chunk = text(content.get("text")) if content.get("type", "text") == "text" else ""
+            if not chunk:
+                return
+            role = _HISTORY_ROLES[kind]
+            piece = chunk if role == self._history_role else f"\n\n**{role}:** {chunk}"
+            self._history_role = role
+        elif kind in ("tool_call", "tool_call_update"):
+            tool_id = text(update.get("toolCallId"))
+            title = text(update.get("title"))
+            if tool_id in self._history_tools or not title:
+                return
+            self._history_tools.add(tool_id)
+            piece, self._history_role = f"\n\n- tool: {title}", ""
+        if not piece:
+            return  # thoughts and plans of the past are not shown again
+        if self._history is None or self._history not in self.log:
+            self._history = self._system("Earlier conversation, replayed by the agent:", ts, history=True)
+        self.log.append_text(self._history, piece)
 
     # --- tool calls ---------------------------------------------------------------------------
 
@@ -178,6 +293,8 @@ class AcpNormalizer(LineNormalizer):
         raw = self._raw_input.setdefault(tool_id, {})
         raw.update(obj(call.get("rawInput")))
         index = self._tools.get(tool_id)
+        if index is None and self._todo_list(tool_id, call, raw, ts):
+            return
         previous = self.log.tool(index) if index is not None else None
         action = _action(call, raw, previous)
         name = (
@@ -221,6 +338,8 @@ class AcpNormalizer(LineNormalizer):
                 for o in params.get("options") or []
                 if isinstance(o, dict)
             }
+            if tool_id not in self._tools:
+                return  # a todo list asking permission: the plan shows it, the answer changes nothing
             self._permissions[request_id] = (tool_id, kinds)
             self._permission_ids[str(request_id)] = request_id
             self.log.update_tool(
@@ -228,6 +347,11 @@ class AcpNormalizer(LineNormalizer):
                 status="pending_approval",
                 approval=ApprovalInfo(request_id=str(request_id)),
             )
+        elif method == "elicitation/create":
+            question = text(params.get("message")) or "The agent asks for input"
+            target = text(params.get("url"))
+            shown = f"The agent asks: {question}" + (f" ({target})" if target else "")
+            self._elicitations[request_id] = (self._system(shown, ts, elicitation=params.get("mode")), shown)
         elif not method.startswith(("fs/", "terminal/")) and method not in _SILENT:
             self._system(f"The agent asked `{method}`, which this client does not serve", ts)
 
@@ -261,6 +385,9 @@ class AcpNormalizer(LineNormalizer):
         )
 
     def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
+        if event.get("type") == "stopped":
+            self._system(text(event.get("reason")) or "The client stopped the agent", ts, breaks_text=False)
+            return
         if event.get("type") != "approval":
             super().on_note(event, ts)
             return
@@ -281,6 +408,20 @@ class AcpNormalizer(LineNormalizer):
                 self.log.update_tool(index, approval=evolve(tool.approval, reason=event["reason"]))
 
     # --- plans --------------------------------------------------------------------------------
+
+    def _todo_list(
+        self, tool_id: str, call: dict[str, Any], raw: dict[str, Any], ts: datetime | None
+    ) -> bool:
+        """A todo tool's call, shown as the plan: True when ``call`` is one (and is not a tool entry)."""
+        name = text(obj(call.get("_meta")).get("toolName")) or text(call.get("title"))
+        if tool_id not in self._todo_tools and name.lower() not in _TODO_TOOLS:
+            return False
+        self._todo_tools.add(tool_id)
+        items = plan_items(raw) if isinstance(raw.get("todos"), list) else ()
+        if items:
+            self._open = None
+            self._plan = self.log.put(self._plan, Plan(items=items), "Plan", ts)
+        return True
 
     def _plan_update(self, update: dict[str, Any], ts: datetime | None) -> None:
         self._open = None
@@ -304,6 +445,7 @@ class AcpNormalizer(LineNormalizer):
             self._ours[msg["id"]] = (method, params)
             if method == "session/prompt":
                 self._open = None
+                self._replaying = False
                 prompt = "\n".join(
                     text(b.get("text")) for b in params.get("prompt") or [] if isinstance(b, dict)
                 )
@@ -313,10 +455,21 @@ class AcpNormalizer(LineNormalizer):
             elif method in ("session/new", "session/load", "session/resume"):
                 self._cwd = text(params.get("cwd")) or self._cwd
                 self.agent_cwd(self._cwd)
+                # What a loaded session replays, until our next prompt, is history (Gemini 0.61.0
+                # goes on replaying after its answer to the load).
+                self._replaying = method == "session/load"
+            elif method in ("session/set_config_option", "session/set_model"):
+                value = text(params.get("value") or params.get("modelId"))
+                self._system(f"Set {text(params.get('configId')) or 'model'} to {value}", ts)
         elif method == "session/cancel":
             self._system("Interrupt requested", ts)
         elif has_id and msg["id"] in self._permissions:
             self._permission_answer(msg["id"], msg.get("result"), msg.get("error"))
+        elif has_id and msg["id"] in self._elicitations:
+            index, shown = self._elicitations.pop(msg["id"])
+            action = text(obj(msg.get("result")).get("action"))
+            if index in self.log:
+                self.log.replace(index, content=f"{shown}: {_ELICITATION_ANSWERS.get(action, 'refused')}")
 
     def _response(self, request_id: Any, result: Any, error: Any, ts: datetime | None) -> None:
         if request_id in self._ours:
@@ -329,6 +482,10 @@ class AcpNormalizer(LineNormalizer):
             self.unknown_response(request_id, result, error, ts)
             return
         if error is not None:
+            if method == "session/load":
+                self._replaying = False
+            if method in ("session/close", "session/list"):
+                return  # optional: an agent that cannot is no news (the process ends regardless)
             self._request_failed(method, obj(error) or {"message": text(error)}, ts)
             return
         res = obj(result)
@@ -350,6 +507,7 @@ class AcpNormalizer(LineNormalizer):
     def _session_opened(
         self, method: str, res: dict[str, Any], params: dict[str, Any], ts: datetime | None
     ) -> None:
+        self._history_role = ""  # (a message replayed after the answer to a load is a new one)
         self.log.session_id = text(res.get("sessionId") or params.get("sessionId")) or self.log.session_id
         self.log.model = text(obj(res.get("models")).get("currentModelId")) or self.log.model
         mode = text(obj(res.get("modes")).get("currentModeId"))
@@ -370,7 +528,16 @@ class AcpNormalizer(LineNormalizer):
         stop = text(res.get("stopReason"))
         status = "interrupted" if stop == "cancelled" else "failed" if stop == "refusal" else "completed"
         self.turn_statuses.append(status)
-        self.log.add(TokenUsageEntry(usage=self._turn_usage(res)), "", ts, stop_reason=stop)
+        usage = self._turn_usage(res)
+        if self._context_window is not None or self._cost is not None:
+            cost = None if self._cost is None else max(self._cost - self._cost_billed, 0.0)
+            self._cost_billed = self._cost if self._cost is not None else self._cost_billed
+            usage = evolve(
+                usage,
+                context_window=usage.context_window or self._context_window,
+                total_cost_usd=usage.total_cost_usd if usage.total_cost_usd is not None else cost,
+            )
+        self.log.add(TokenUsageEntry(usage=usage), "", ts, stop_reason=stop)
         self._usage = {}
         if stop == "cancelled":
             self.log.error("The turn was interrupted", "interrupted", ts)
@@ -486,7 +653,7 @@ def _action(call: dict[str, Any], raw: dict[str, Any], previous: ToolUseEntry | 
     title = text(call.get("title"))
     match kind:
         case "execute":
-            command = text(raw.get("command")) or (title if title and title != "Shell" else "")
+            command = _command(raw.get("command")) or (title if title and title != "Shell" else "")
             if not command and previous is not None and isinstance(previous.action, CommandRun):
                 command = previous.action.command
             return CommandRun(command=command)
@@ -512,6 +679,14 @@ def _action(call: dict[str, Any], raw: dict[str, Any], previous: ToolUseEntry | 
     return GenericTool(
         tool_name=text(obj(call.get("_meta")).get("toolName")) or title or kind or "tool", args=raw or None
     )
+
+
+def _command(value: Any) -> str:
+    """A command as a string: codex-acp gives the argv Codex runs (``["/bin/bash", "-lc", cmd]``),
+    which is shown as the command the model asked for."""
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return display_command(shlex.join(value))
+    return text(value)
 
 
 def _previous_kind(tool: ToolUseEntry) -> str:

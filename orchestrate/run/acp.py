@@ -1,8 +1,11 @@
 """The Agent Client Protocol client: session set-up, prompts, cancel, and the agent's permission
-requests (its file and terminal requests are :mod:`.acp_tools`')."""
+and elicitation requests (its file and terminal requests are :mod:`.acp_tools`', the session
+decisions :mod:`.acp_session`'s)."""
 
 from __future__ import annotations
 
+import contextlib
+import signal
 from typing import Any
 
 import anyio
@@ -10,9 +13,12 @@ from acp import schema
 
 from ..approvals.base import ApprovalDecision, ApprovalRequest, decide
 from ..approvals.tools import is_read_only_tool
+from ..errors import OrchestrateError
 from ..executors.acp import AcpExecutor
 from ..executors.base import Capabilities
 from ..peers.jsonrpc import INVALID_PARAMS, IncomingRequest, JsonRpcPeer
+from . import acp_elicitation
+from .acp_session import model_request, offers, reopen_method
 from .acp_tools import AcpTools
 from .driver import Driver, DriverContext
 from .jsonrpc import JsonRpcConnection, JsonRpcError, RpcError
@@ -23,8 +29,12 @@ PROTOCOL_VERSION = 1
 REQUEST_CANCELLED = -32800  # the answer to a request the agent withdrew ($/cancel_request)
 CANCELLED: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
 _PERMISSION = "session/request_permission"
+_ELICITATION = "elicitation/create"
+_WITHDRAWN = {_PERMISSION: CANCELLED, _ELICITATION: acp_elicitation.CANCEL}
 _STARTUP_TIMEOUT = 90.0  # Gemini and Qwen take 1.5-2 s to answer initialize on an idle machine
 _CALL_TIMEOUT = 60.0
+_CLOSE_TIMEOUT = 5.0  # session/close at the end: an agent that does not answer is stopped anyway
+_EXIT_GRACE = 1.0  # how long an agent that never exits on end of input gets before SIGTERM
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -39,11 +49,12 @@ class AcpDriver(Driver):
         # Files and terminals the agent asks for: confined, judged, and stopped with the session.
         self.tools = AcpTools(self, self.executor, lambda: self.session_id)
         self.workspace = self.tools.workspace
-        handlers = {_PERMISSION: self._permission, **self.tools.handlers()}
+        handlers = {_PERMISSION: self._permission, _ELICITATION: self._elicitation, **self.tools.handlers()}
         self.conn = JsonRpcConnection(
             JsonRpcPeer(), ctx.process, ctx.task_group, handlers=handlers, on_notification=self._notified
         )
         self._activity = anyio.Event()
+        self._stopped = anyio.Event()
         self.session_id: str | None = None
         self.agent_capabilities: dict[str, Any] = {}
         self.turn_active = False
@@ -56,13 +67,19 @@ class AcpDriver(Driver):
         request = schema.InitializeRequest(
             protocol_version=PROTOCOL_VERSION,
             client_capabilities=schema.ClientCapabilities(
-                fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True), terminal=True
+                fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True),
+                terminal=True,
+                # Forms and URLs are put to the person through the approval service (acp_elicitation).
+                elicitation=schema.ElicitationCapabilities(
+                    form=schema.ElicitationFormCapabilities(), url=schema.ElicitationUrlCapabilities()
+                ),
             ),
             client_info=schema.Implementation(name="orchestrate", title="orchestrate", version="0.1.0"),
         )
         init = await self.conn.call("initialize", _dump(request), _STARTUP_TIMEOUT)
         self._learn(init if isinstance(init, dict) else {})
-        await self._open_session()
+        opened = await self._open_session()
+        await self._choose_model(opened)
         mode = self.executor.options.permission_mode
         if mode:
             await self.conn.call(
@@ -87,14 +104,16 @@ class AcpDriver(Driver):
             requires_setup=bool(self.auth_methods),
         )
 
-    async def _open_session(self) -> None:
+    async def _open_session(self) -> dict[str, Any]:
         task = self.ctx.task
         params: dict[str, Any] = {
             "cwd": str(self.workspace.root),
             "mcpServers": self.executor.mcp_servers(),
         }
+        if self.executor.authenticate_first and self._authenticate_once():
+            await self._authenticate()
         if task.resume:
-            method = "session/load" if self.agent_capabilities.get("loadSession") else "session/resume"
+            method = reopen_method(self.agent_capabilities)
             params["sessionId"] = task.resume
         else:
             method = "session/new"
@@ -105,9 +124,23 @@ class AcpDriver(Driver):
                 raise
             await self._authenticate()
             result = await self.conn.call(method, params, _CALL_TIMEOUT)
-        self.session_id = str((result or {}).get("sessionId") or task.resume)
+        opened = result if isinstance(result, dict) else {}
+        self.session_id = str(opened.get("sessionId") or task.resume)
         if method == "session/load":
             await self._replay_settled()
+        return opened
+
+    async def _choose_model(self, opened: dict[str, Any]) -> None:
+        """The task's model, for an agent that takes it in the session rather than by a flag."""
+        model = self.ctx.task.model or self.executor.options.model
+        if not model or self.executor.model_flag or self.session_id is None:
+            return
+        request = model_request(opened, self.session_id, model)
+        if request is None:
+            message = f"{self.executor.name} offers no way to choose the model; {model!r} was not set"
+            self.ctx.note({"type": "run_error", "code": "setup_required", "message": message})
+            return
+        await self.conn.call(*request, _CALL_TIMEOUT)
 
     async def _notified(self, method: str, params: Any) -> None:
         self._activity.set()
@@ -168,6 +201,7 @@ class AcpDriver(Driver):
     def on_eof(self) -> None:
         self.conn.close()
         self.tools.close()
+        self._stopped.set()
 
     async def send_message(self, text: str) -> None:
         if self.turn_active or self.session_id is None:
@@ -191,8 +225,27 @@ class AcpDriver(Driver):
         )
 
     async def end_input(self) -> None:
+        """Close the session where the agent offers it, then its input.  An agent that stays alive
+        after that (``exits_at_end_of_input`` False: the Zed adapters) is sent SIGTERM after a
+        moment: its work is done, so that is how it ends, not a failure."""
         self.tools.close()
+        if self.session_id is not None and offers(self.agent_capabilities, "close") and not self.input_closed:
+            # (its answer, or its silence, is in the raw log; the process ends regardless)
+            with contextlib.suppress(OrchestrateError):
+                await self.conn.call("session/close", {"sessionId": self.session_id}, _CLOSE_TIMEOUT)
         await super().end_input()
+        if not self.executor.exits_at_end_of_input:
+            self.ctx.task_group.start_soon(self._stop_lingering)
+
+    async def _stop_lingering(self) -> None:
+        with anyio.move_on_after(_EXIT_GRACE):
+            await self._stopped.wait()
+        if self._stopped.is_set() or self.ctx.process.returncode is not None:
+            return
+        self.ended_by_client = True
+        reason = f"{self.executor.name} stays alive when its input closes; stopped with SIGTERM"
+        self.ctx.note({"type": "stopped", "reason": reason})
+        self.ctx.process.send_signal(signal.SIGTERM)
 
     # --- permissions --------------------------------------------------------------------------
 
@@ -213,18 +266,34 @@ class AcpDriver(Driver):
         return {"outcome": {"outcome": "selected", "optionId": option}}
 
     def _withdraw_permissions(self) -> None:
-        """Take back every open permission question; each is answered ``cancelled``, as the protocol
-        asks of a client whose turn was cancelled."""
-        for request_id in self.conn.serving(_PERMISSION):
-            if self.conn.withdraw(request_id, CANCELLED):
-                self.ctx.note({"type": "approval_withdrawn", "request_id": str(request_id)})
+        """Take back every open permission question (and question to the person); each is answered
+        ``cancelled``, as the protocol asks of a client whose turn was cancelled."""
+        for method, answer in _WITHDRAWN.items():
+            for request_id in self.conn.serving(method):
+                if self.conn.withdraw(request_id, answer):
+                    self.ctx.note({"type": "approval_withdrawn", "request_id": str(request_id)})
+
+    async def _elicitation(self, incoming: IncomingRequest) -> dict[str, Any]:
+        """The agent asks the person for input: through the approval service, never left hanging."""
+        if self._turn_cancelled:
+            return acp_elicitation.CANCEL
+        request = acp_elicitation.request_for(
+            str(incoming.id),
+            incoming.params,
+            executor=self.executor.name,
+            session_id=self.session_id,
+            cwd=str(self.ctx.task.cwd),
+        )
+        decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
+        self.note_decision(str(incoming.id), decision, kind="elicitation")
+        return acp_elicitation.answer(incoming.params, decision)
 
     def _cancel_request(self, request_id: int | str) -> None:
         """``$/cancel_request``: the agent takes a request of its own back.  The answer the protocol
         asks for then is a result that says so (a permission: ``cancelled``) or the error -32800."""
         method = self.conn.method_of(request_id)
-        if method == _PERMISSION:
-            if self.conn.withdraw(request_id, CANCELLED):
+        if method in _WITHDRAWN:
+            if self.conn.withdraw(request_id, _WITHDRAWN[method]):
                 self.ctx.note({"type": "approval_withdrawn", "request_id": str(request_id)})
         elif method is not None:
             self.conn.withdraw(request_id, RpcError(REQUEST_CANCELLED, "Request cancelled"))

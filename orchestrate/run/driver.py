@@ -42,6 +42,9 @@ class Driver(abc.ABC):
         self.is_idle = False
         """True when the agent has answered everything sent to it and waits for more."""
         self.input_closed = False
+        self.ended_by_client = False
+        """True when the client stopped the agent itself after its input closed (an agent that does
+        not exit on end of input): its exit code is then no failure."""
         self._idle_changed = anyio.Event()
 
     def set_idle(self, idle: bool) -> None:

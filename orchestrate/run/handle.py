@@ -440,7 +440,8 @@ class Run:
     def _after_exit(self, rc: int | None, stderr_tail: str) -> None:
         self._note({"type": "exit", "code": rc})
         # We ended its input after a failure the entries already show: a clean exit is no news.
-        expected = rc == 0 and self._driver is not None and self._driver.input_closed
+        driver = self._driver
+        expected = driver is not None and driver.input_closed and (rc == 0 or driver.ended_by_client)
         if self._stop_reason is None and self.normalizer.outcome is None and not expected:
             self._note(
                 {

@@ -38,7 +38,10 @@ from .offline import (
     Scratch,
     claude_offline_env,
     codex_offline_env,
+    copilot_offline_env,
+    droid_offline_env,
     gemini_offline_env,
+    opencode_offline_env,
     qwen_offline_env,
 )
 from .scenario import Scenario, load_data
@@ -94,6 +97,12 @@ def offline_env(executor: str, server: ScriptedModelServer, scratch: Scratch) ->
         return gemini_offline_env(server, scratch)
     if executor == "qwen":
         return qwen_offline_env(server, scratch)
+    if executor == "opencode":
+        return opencode_offline_env(server, scratch)
+    if executor == "copilot":
+        return copilot_offline_env(server, scratch)
+    if executor == "droid":
+        return droid_offline_env(server, scratch)
     if executor == "cursor":
         return {"HOME": str(scratch.home)}  # only a fake of it runs here: it talks to no model
     raise ConfigError(f"no offline recipe for {executor!r}")

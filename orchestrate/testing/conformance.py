@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 import yaml
 
-from ..entries import FileEdit, FileWrite, ToolUseEntry
+from ..entries import FileEdit, FileWrite, Plan, ToolUseEntry
 from ..errors import ConfigError, OrchestrateError
 from ..registry import default_registry
 from ..run import RunResult
@@ -33,7 +33,17 @@ __all__ = [
     "run_conformance",
 ]
 
-SCENARIOS = ("plain_answer", "tool_approved", "tool_denied", "file_edit", "follow_up", "interrupt")
+SCENARIOS = (
+    "plain_answer",
+    "tool_approved",
+    "tool_denied",
+    "file_edit",
+    "follow_up",
+    "interrupt",
+    "plan",
+    "two_tools",
+    "retried_error",
+)
 Verdict = Literal["pass", "fail", "n/a", "not installed"]
 
 
@@ -148,6 +158,10 @@ def check(result: RunResult, expect: dict[str, Any], scratch: Scratch) -> list[s
         problems.append(f"nothing shows the earlier turn {expect['history_contains']!r}")
     if "tool" in expect:
         problems += _check_tool(result.tool_results, expect["tool"])
+    if "tools" in expect:
+        problems += _check_tools(result.tool_results, expect["tools"])
+    if "plan" in expect:
+        problems += _check_plan(result, expect["plan"])
     for path, wanted in (expect.get("files") or {}).items():
         target = scratch.work / path
         if wanted is False and target.exists():
@@ -184,6 +198,29 @@ def _check_tool(tools: list[ToolUseEntry], expect: dict[str, Any]) -> list[str]:
         if expect["diff_contains"] not in diffs:
             problems.append(f"the diff lacks {expect['diff_contains']!r}")
     return problems
+
+
+def _check_tools(tools: list[ToolUseEntry], expect: dict[str, Any]) -> list[str]:
+    """``{count, action, status}``: how many tool calls of that action kind ended with that status."""
+    matching = [
+        t
+        for t in tools
+        if t.action.kind == expect.get("action", t.action.kind) and t.status == expect.get("status", t.status)
+    ]
+    if len(matching) != expect["count"]:
+        seen = [(t.action.kind, t.status) for t in tools]
+        wanted = f"{expect['count']} {expect.get('action', '')} {expect.get('status', '')}"
+        return [f"{len(matching)} matching tool calls, expected {wanted}: {seen}"]
+    return []
+
+
+def _check_plan(result: RunResult, expect: dict[str, Any]) -> list[str]:
+    """``{items: [[content, status], ...]}``: the last plan the agent showed, item by item."""
+    plans = [e.type for e in result.entries if isinstance(e.type, Plan)]
+    if not plans:
+        return ["no plan entry"]
+    shown = [[item.content, item.status] for item in plans[-1].items]
+    return [] if shown == expect["items"] else [f"the plan is {shown}, expected {expect['items']}"]
 
 
 def _duration(result: RunResult) -> float:

@@ -20,13 +20,14 @@ __all__ = [
     "claude_offline_env",
     "claude_tui_offline_env",
     "codex_offline_env",
+    "copilot_offline_env",
+    "droid_offline_env",
     "gemini_offline_env",
+    "opencode_offline_env",
     "qwen_offline_env",
 ]
 
 CODEX_KEY_VARIABLE = "ORCHESTRATE_SCRIPTED_KEY"
-SCRATCH_PLACEHOLDER = "/scratch"
-"""Stands for the scratch root in case files and, once scrubbed, in fixtures."""
 SCRATCH_PLACEHOLDER = "/scratch"
 """Stands for the scratch root in case files and, once scrubbed, in fixtures."""
 
@@ -100,9 +101,9 @@ def claude_tui_offline_env(server: ScriptedModelServer, scratch: Scratch) -> dic
 def codex_offline_env(
     server: ScriptedModelServer, scratch: Scratch, model: str = "gpt-5.5"
 ) -> dict[str, str]:
-    """Codex against the scripted Responses API: a model provider in $CODEX_HOME/config.toml, no
-    retries (a scripted error should fail fast), and TMPDIR outside CODEX_HOME's parents so Codex
-    creates its helper links instead of warning (protocols/codex.md §2, §6)."""
+    """Codex against the scripted Responses API: a model provider in $CODEX_HOME/config.toml, one
+    retry (a scripted error is retried once, then fails fast), and TMPDIR outside CODEX_HOME's
+    parents so Codex creates its helper links instead of warning (protocols/codex.md §2, §6)."""
     home = scratch.home / ".codex"
     home.mkdir(parents=True, exist_ok=True)
     (home / "config.toml").write_text(
@@ -113,8 +114,8 @@ def codex_offline_env(
         f'base_url = "{server.url}/v1"\n'
         f'env_key = "{CODEX_KEY_VARIABLE}"\n'
         'wire_api = "responses"\n'
-        "request_max_retries = 0\n"
-        "stream_max_retries = 0\n"
+        "request_max_retries = 1\n"
+        "stream_max_retries = 1\n"
     )
     return {
         "CODEX_HOME": str(home),
@@ -174,3 +175,95 @@ def qwen_offline_env(server: ScriptedModelServer, scratch: Scratch) -> dict[str,
         "OPENAI_MODEL": "scripted-model",
         "TERM": "dumb",
     }
+
+
+SCRIPTED_MODEL = "scripted-model"
+"""The model name the OpenAI-chat agents are configured with (the server answers any name)."""
+
+
+def _xdg(scratch: Scratch) -> dict[str, str]:
+    """HOME and every XDG directory inside the scratch root: an agent's config, sessions (OpenCode
+    keeps them in SQLite under XDG_DATA_HOME) and caches stay with the run."""
+    dirs = {
+        "XDG_CONFIG_HOME": scratch.home / ".config",
+        "XDG_DATA_HOME": scratch.home / ".local" / "share",
+        "XDG_CACHE_HOME": scratch.home / ".cache",
+        "XDG_STATE_HOME": scratch.home / ".local" / "state",
+    }
+    for path in dirs.values():
+        path.mkdir(parents=True, exist_ok=True)
+    return {"HOME": str(scratch.home), "TMPDIR": str(scratch.tmp), **{k: str(v) for k, v in dirs.items()}}
+
+
+def opencode_offline_env(server: ScriptedModelServer, scratch: Scratch) -> dict[str, str]:
+    """OpenCode against the scripted OpenAI chat API: a provider of its bundled
+    ``@ai-sdk/openai-compatible`` in $XDG_CONFIG_HOME/opencode/opencode.json, shell and edits set to
+    ask (by default it runs bash without asking), and no update, model catalogue, share or LSP
+    download traffic (protocols/more-agents.md §1)."""
+    env = _xdg(scratch)
+    config = {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": f"scripted/{SCRIPTED_MODEL}",
+        "permission": {"bash": "ask", "edit": "ask"},
+        "provider": {
+            "scripted": {
+                "npm": "@ai-sdk/openai-compatible",
+                "name": "Scripted",
+                "options": {"baseURL": f"{server.url}/v1", "apiKey": "scripted-key"},
+                "models": {SCRIPTED_MODEL: {"name": "Scripted model", "tool_call": True}},
+            }
+        },
+    }
+    target = Path(env["XDG_CONFIG_HOME"]) / "opencode"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / "opencode.json").write_bytes(orjson.dumps(config))
+    return {
+        **env,
+        "OPENCODE_DISABLE_MODELS_FETCH": "1",
+        "OPENCODE_DISABLE_SHARE": "1",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+        "TERM": "dumb",
+    }
+
+
+def copilot_offline_env(server: ScriptedModelServer, scratch: Scratch) -> dict[str, str]:
+    """GitHub Copilot CLI with its documented bring-your-own-key provider pointed at the scripted
+    OpenAI chat API, and ``COPILOT_OFFLINE`` (no GitHub sign-in, telemetry or update check).  The
+    binary unpacks its package into its cache on a first start (a second more each run): that one
+    cache is shared by every run, under the temp dir (protocols/more-agents.md §2)."""
+    cache = Path(tempfile.gettempdir()) / "orchestrate-copilot-cache"
+    cache.mkdir(mode=0o700, exist_ok=True)
+    return {
+        **_xdg(scratch),
+        "COPILOT_CACHE_HOME": str(cache),
+        "COPILOT_OFFLINE": "true",
+        "COPILOT_PROVIDER_TYPE": "openai",
+        "COPILOT_PROVIDER_BASE_URL": f"{server.url}/v1",
+        "COPILOT_PROVIDER_API_KEY": "scripted-key",
+        "COPILOT_MODEL": SCRIPTED_MODEL,
+        "TERM": "dumb",
+    }
+
+
+def droid_offline_env(server: ScriptedModelServer, scratch: Scratch) -> dict[str, str]:
+    """Factory Droid with a bring-your-own-key custom model (``custom:Scripted-0``) in
+    ~/.factory/settings.json pointed at the scripted OpenAI chat API.  Its ACP mode wants a Factory
+    key before it opens a session but never checks it offline (protocols/more-agents.md §4)."""
+    settings = {
+        "customModels": [
+            {
+                "model": SCRIPTED_MODEL,
+                "displayName": "Scripted",
+                "baseUrl": f"{server.url}/v1",
+                "apiKey": "scripted-key",
+                "provider": "generic-chat-completion-api",
+                "maxOutputTokens": 4096,
+            }
+        ]
+    }
+    (scratch.home / ".factory").mkdir(parents=True, exist_ok=True)
+    (scratch.home / ".factory" / "settings.json").write_bytes(orjson.dumps(settings))
+    return {**_xdg(scratch), "FACTORY_API_KEY": "fk-scripted", "TERM": "dumb"}

@@ -3,7 +3,8 @@
 
 Side requests take no scenario step: a forced single tool (``tool_choice: "required"``, Qwen's
 permission classifier) gets that tool called with arguments filled from its schema, a request for a
-JSON response gets a filled object, and Qwen's follow-up suggestion call gets an empty answer.
+JSON response gets a filled object, Qwen's follow-up suggestion call gets an empty answer, and a
+request that offers no tools (OpenCode's title of a conversation) gets a short one.
 """
 
 from __future__ import annotations
@@ -48,10 +49,16 @@ def _last_user_text(messages: list[Any]) -> str:
     return ""
 
 
+def _suggestion(body: dict[str, Any]) -> bool:
+    return _last_user_text(body.get("messages") or []).lstrip().startswith(_SIDE_MARKERS)
+
+
 def is_main_request(body: dict[str, Any]) -> bool:
-    if _forced_tool(body) is not None or _json_schema(body) is not None:
+    # The main conversation offers the agent's tools; a request without any is a side task (OpenCode
+    # asks for a title of every conversation this way: protocols/more-agents.md §1).
+    if not body.get("tools") or _forced_tool(body) is not None or _json_schema(body) is not None:
         return False
-    return not _last_user_text(body.get("messages") or []).lstrip().startswith(_SIDE_MARKERS)
+    return not _suggestion(body)
 
 
 def side_reply(out: Responder, body: dict[str, Any]) -> None:
@@ -60,7 +67,9 @@ def side_reply(out: Responder, body: dict[str, Any]) -> None:
         call = ToolCall(str(forced.get("name")), fill_schema(forced.get("parameters") or {}) or {})
         return _send(out, body, None, None, [call], 0.0)
     schema = _json_schema(body)
-    _send(out, body, None, orjson.dumps(fill_schema(schema)).decode() if schema is not None else "", [], 0.0)
+    if schema is not None:
+        return _send(out, body, None, orjson.dumps(fill_schema(schema)).decode(), [], 0.0)
+    _send(out, body, None, "" if _suggestion(body) else "OK", [], 0.0)
 
 
 def reply(out: Responder, body: dict[str, Any], step: Step) -> None:
