@@ -25,7 +25,7 @@ from .test_serve_api import Server, create, start_server
 
 # A value for every path parameter the app has; a route with a parameter not here fails the test
 # below, so whoever adds one decides what a valid value is.
-PARAMS = {"task_id": "1", "run_id": "1", "approval_id": "1", "checkpoint": "abcdef1", "name": "board.js"}
+PARAMS = {"task_id": "1", "run_id": "1", "approval_id": "1", "checkpoint": "1", "name": "board.js"}
 
 
 def routes() -> list[tuple[str, str]]:
