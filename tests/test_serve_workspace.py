@@ -232,3 +232,32 @@ def test_bad_workspaces_are_refused_with_a_stable_code(http: httpx.Client, tmp_p
         r = http.request(method, f"/api/tasks/{task_id}/{path}", json=body)
         assert error(r) == (404, "no_workspace"), path
         assert error(http.request(method, f"/api/tasks/987654/{path}", json=body)) == (404, "not_found")
+
+
+@pytest.mark.anyio
+async def test_without_git_workspaces_are_unavailable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server whose PATH has no git says so with its code (503 workspace_unavailable), and queues
+    nothing (in process, the app behind its door: only the PATH differs)."""
+    from orchestrate.serve import ServeConfig, create_app
+
+    repo = make_repo(tmp_path / "repo")
+    monkeypatch.setenv("ORCHESTRATE_HOME", str(tmp_path / "home"))
+    token = "t" * 32
+    store = f"sqlite:///{tmp_path / 'store.db'}"
+    app = create_app(ServeConfig(token=token, store=store, worker=False, allowed_hosts=["testserver"]))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-git-here"))
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app),
+            base_url="http://testserver",
+            headers={"authorization": f"Bearer {token}"},
+        ) as client,
+    ):
+        body = {"prompt": "plain", "executor": "claude-code", "cwd": str(repo), "workspace": "worktree"}
+        r = await client.post("/api/tasks", json=body)
+        assert error(r) == (503, "workspace_unavailable") and "git is not installed" in r.text
+        assert (await client.get("/api/tasks")).json()["tasks"] == []
+        assert (await client.post("/api/tasks", json=body | {"workspace": "here"})).status_code == 201
