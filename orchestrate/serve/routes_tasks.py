@@ -30,7 +30,15 @@ Svc = Annotated[Services, Depends(services)]
 WORKSPACE_KEYS = frozenset({"workspace", "workspace_options"})
 
 
-@router.post("/tasks", status_code=201, response_model=Created)
+_CREATE_ERRORS: dict[int | str, dict[str, Any]] = {
+    403: {"description": "error codes: forbidden (a command or environment the server does not allow)"},
+    404: {"description": "error codes: not_found (a task it depends on)"},
+    422: {"description": "error codes: invalid_request, not_a_git_repository (workspace worktree)"},
+    503: {"description": "error codes: workspace_unavailable (no git on the server), store_busy"},
+}
+
+
+@router.post("/tasks", status_code=201, response_model=Created, responses=_CREATE_ERRORS)
 async def create_task(body: NewTask, svc: Svc) -> Created:
     """Queue a task for the engine (this server's worker, or any worker on the store)."""
     config = svc.config

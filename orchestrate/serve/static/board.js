@@ -562,7 +562,7 @@ function start() {
   document.getElementById("submit-form").addEventListener("submit", submitTask);
   document.getElementById("follow-up").addEventListener("submit", sendFollowUp);
   document.getElementById("f-workspace").addEventListener("change", showWorkspaceFields);
-  document.getElementById("ws-scope").addEventListener("change", () => loadWorkspace(tasks.get(selected.id)));
+  document.getElementById("ws-scope").addEventListener("change", () => selected && loadWorkspace(tasks.get(selected.id)));
   document.getElementById("ws-refresh").addEventListener("click", () => refreshTask());
   document.getElementById("ws-commit").addEventListener("submit", commitWorkspace);
   document.getElementById("ws-remove").addEventListener("click", removeWorkspace);
