@@ -261,3 +261,34 @@ async def test_without_git_workspaces_are_unavailable(
         assert error(r) == (503, "workspace_unavailable") and "git is not installed" in r.text
         assert (await client.get("/api/tasks")).json()["tasks"] == []
         assert (await client.post("/api/tasks", json=body | {"workspace": "here"})).status_code == 201
+
+
+def test_a_diff_response_is_bounded_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    from orchestrate.serve import workspaces as ops
+    from orchestrate.workspace import FileChange
+
+    def change(path: str, size: int, truncated: bool = False) -> FileChange:
+        return FileChange(
+            path=path,
+            status="added",
+            old_mode=None,
+            new_mode="100644",
+            binary=False,
+            additions=1,
+            deletions=0,
+            diff="+" + "x" * (size - 1),
+            truncated=truncated,
+        )
+
+    monkeypatch.setattr(ops, "MAX_DIFF_CHARS", 100)
+    monkeypatch.setattr(ops, "MAX_DIFF_FILES", 3)
+    kept, cut, omitted = ops.bound_diff([change("a", 60), change("b", 60), change("c", 30), change("d", 1)])
+    assert [(c.path, len(c.diff), c.truncated) for c in kept] == [
+        ("a", 60, False),
+        ("b", 0, True),
+        ("c", 30, False),
+    ]
+    assert (cut, omitted) == (True, 1)
+    kept, cut, omitted = ops.bound_diff([change("a", 10), change("b", 10, truncated=True)])
+    assert [len(c.diff) for c in kept] == [10, 10] and (cut, omitted) == (True, 0)
+    assert ops.bound_diff([change("a", 10)])[1:] == (False, 0)
