@@ -487,7 +487,7 @@ def test_bad_tasks_are_refused_with_a_stable_code(http: httpx.Client, tmp_path: 
         ({**base, "prompt": ""}, 422, "invalid_request"),
         ({**base, "run_options": {"not_an_option": 1}}, 422, "invalid_request"),
         ({**base, "depends_on": [987654]}, 404, "not_found"),
-        ({**base, "worktree": True}, 501, "workspace_unavailable"),
+        ({**base, "workspace": "somewhere"}, 422, "invalid_request"),
     ]
     for body, status, code in cases:
         r = http.post("/api/tasks", json=body)
@@ -515,18 +515,6 @@ def test_ids_are_validated_and_never_name_a_file(http: httpx.Client) -> None:
         assert r.status_code == 404, name
         assert b"token" not in r.content.lower() or name == "..%2fserve-token"
     assert http.get("/static/board.js").status_code == 200
-
-
-def test_workspace_routes_say_not_available(http: httpx.Client, tmp_path: Path) -> None:
-    task_id = create(http, "plain", tmp_path)
-    for method, path in (
-        ("GET", f"/api/tasks/{task_id}/checkpoints"),
-        ("GET", f"/api/tasks/{task_id}/diff"),
-        ("POST", f"/api/tasks/{task_id}/rollback/abcdef1"),
-    ):
-        r = http.request(method, path)
-        assert (r.status_code, r.json()["error"]["code"]) == (501, "workspace_unavailable")
-    assert http.get("/api/tasks/987654/diff").json()["error"]["code"] == "not_found"
 
 
 def test_executors_and_openapi(http: httpx.Client) -> None:

@@ -1,6 +1,7 @@
 """The board page in a real headless browser (Debian's Chromium driven by Playwright): submit a task,
-approve its tool call with the button, send a follow-up, reload mid-run and see everything again.
-Screenshots go to test-artifacts/serve/ (gitignored)."""
+approve its tool call with the button, send a follow-up, reload mid-run and see everything again; a
+task in a worktree: its diff rendered, rolled back with the button.  Screenshots go to
+test-artifacts/serve/ (gitignored)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ import pytest
 
 from .helpers import FAKE_CLAUDE, REQUIRE_REAL_CLIS, ROOT
 from .test_serve_api import Server, start_server
+from .test_workspace_engine import agent
+from .test_workspace_layer import make_repo
 
 ARTIFACTS = ROOT / "test-artifacts" / "serve"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -52,7 +55,7 @@ def page(browser: Any, server: Server, request: pytest.FixtureRequest) -> Iterat
     pg = context.new_page()
     problems: list[str] = []
     pg.on("pageerror", lambda exc: problems.append(str(exc)))
-    # Console errors, except a status the page expects (the sign-in's 401, the workspace's 501).
+    # Console errors, except a status the page expects (the sign-in's 401, a refused request).
     pg.on(
         "console",
         lambda msg: (
@@ -115,7 +118,7 @@ def test_submit_approve_follow_up_and_reload_mid_run(page: Page, server: Server,
     expect(tool.locator("pre.output")).to_contain_text("ran: echo original", timeout=WAIT)
     expect(page.locator("#t-status")).to_have_text("done", timeout=WAIT)
     expect(page.locator('#board [data-column="done"] .card')).to_have_count(1, timeout=WAIT)
-    expect(page.locator("#t-diff")).to_contain_text("Not available", timeout=WAIT)
+    expect(page.locator("#ws-none")).to_contain_text("runs in its own directory", timeout=WAIT)
     shot(page, "2-approved-and-done")
 
     # A follow-up: a second run in the same task, streaming its answer.
@@ -174,3 +177,69 @@ def test_a_second_client_answering_first_is_shown(page: Page, server: Server, tm
         "data-status", "denied", timeout=WAIT
     )
     shot(page, "5-already-answered")
+
+
+def test_a_task_in_a_worktree_shows_its_diff_and_rolls_back(
+    page: Page, server: Server, tmp_path: Path
+) -> None:
+    repo = make_repo(tmp_path / "repo")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    sign_in(page, server)
+    page.click("#new-task-toggle")
+    expect(page.locator("#f-executor option[value='claude-code']")).to_have_count(1, timeout=WAIT)
+    page.select_option("#f-executor", "claude-code")
+    page.fill("#f-prompt", "plain")
+    expect(page.locator("#f-ws")).to_be_hidden()
+    page.select_option("#f-workspace", "worktree")
+    expect(page.locator("#f-base")).to_be_visible()
+    page.click("#new-task summary")
+    page.fill("#f-options", json.dumps(agent(tmp_path)))
+    # Outside git: the server's refusal, with its code, on the form (and no task made).
+    page.fill("#f-cwd", str(plain))
+    page.click("#f-submit")
+    expect(page.locator("#submit-error")).to_contain_text("not_a_git_repository", timeout=WAIT)
+    expect(page.locator("#task")).to_be_hidden()
+
+    page.fill("#f-cwd", str(repo))
+    page.fill("#f-base", "main")
+    page.fill("#f-setup", "mkdir -p build && echo made > build/setup-done")
+    page.click("#f-submit")
+    expect(page.locator("#t-status")).to_have_text("done", timeout=WAIT)
+
+    # The diff as a diff: the files with their counts, the hunks colored line by line.
+    listed = page.locator("#t-diff .file-list li")
+    expect(listed).to_have_count(2, timeout=WAIT)
+    expect(listed.nth(0)).to_contain_text("notes.md")
+    expect(page.locator('#t-diff .file-list li[data-path="notes.md"] .n-add')).to_have_text("+1")
+    expect(page.locator('#t-diff .file-list li[data-path="src/app.py"] .n-del')).to_have_text("\u22121")
+    app = page.locator('#t-diff .file-diff[data-path="src/app.py"] pre.diff')
+    expect(app.locator("span.add")).to_have_text(["+print('turn one')"])
+    expect(app.locator("span.del")).to_have_text(["-print('hello')"])
+    expect(app.locator("span.hunk")).to_have_count(1)
+    expect(page.locator("#ws-where")).to_contain_text("orchestrate/task-")
+    points = page.locator("#t-checkpoints li")
+    expect(points).to_have_count(3)  # before the agent, after its turn, and base
+    expect(points.nth(0)).to_contain_text("turn 1 start")
+    expect(points.nth(1)).to_contain_text("turn 1 end")
+    shot(page, "6-worktree-diff")
+
+    task_id = int(page.locator("#t-title").inner_text().split("#")[1].split()[0])
+    with server.client() as http:
+        ws = Path(http.get(f"/api/tasks/{task_id}").json()["task"]["workspace"]["path"])
+    assert (ws / "notes.md").read_text() == "turn one\n" and (ws / "build" / "setup-done").exists()
+    # Rollback asks first: dismissed, nothing happens; accepted, the files are as checkpoint 1 had them.
+    button = page.locator('#t-checkpoints li[data-checkpoint="1"] button.rollback')
+    page.once("dialog", lambda d: d.dismiss())
+    button.click()
+    expect(page.locator("#t-diff .file-list li")).to_have_count(2)
+    assert (ws / "notes.md").exists()
+    page.once("dialog", lambda d: d.accept())
+    button.click()
+    expect(page.locator("#ws-said")).to_contain_text("Rolled back to 1", timeout=WAIT)
+    expect(page.locator("#t-diff")).to_contain_text("No changes.", timeout=WAIT)
+    expect(points).to_have_count(4, timeout=WAIT)  # the files as they were, kept as checkpoint 3
+    assert not (ws / "notes.md").exists()
+    assert (ws / "src" / "app.py").read_text() == "print('hello')\n"
+    shot(page, "7-rolled-back")
+    assert not page.problems, page.problems  # type: ignore[attr-defined]

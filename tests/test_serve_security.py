@@ -22,10 +22,11 @@ from orchestrate.serve import ServeConfig, create_app
 
 from .helpers import ROOT
 from .test_serve_api import Server, create, start_server
+from .test_workspace_layer import make_repo
 
 # A value for every path parameter the app has; a route with a parameter not here fails the test
 # below, so whoever adds one decides what a valid value is.
-PARAMS = {"task_id": "1", "run_id": "1", "approval_id": "1", "checkpoint": "abcdef1", "name": "board.js"}
+PARAMS = {"task_id": "1", "run_id": "1", "approval_id": "1", "checkpoint": "1", "name": "board.js"}
 
 
 def routes() -> list[tuple[str, str]]:
@@ -160,9 +161,17 @@ def test_bodies_over_the_limit_are_refused(server: Server, tmp_path: Path) -> No
 
 
 def test_commands_and_roots_are_the_servers_to_allow(tmp_path: Path) -> None:
-    root = tmp_path / "work"
+    outer = make_repo(tmp_path / "outer")  # a repository around the allowed directory
+    root = outer / "work"
     root.mkdir()
-    s = start_server(tmp_path / "home", allow_commands=False, roots=[str(root)], worker=False)
+    inner = make_repo(root / "inner")  # and one inside it
+    s = start_server(
+        tmp_path / "home",
+        allow_commands=False,
+        roots=[str(root)],
+        worker=False,
+        workspace_root=str(root / "workspaces"),
+    )
     try:
         with s.client() as c:
             base = {"prompt": "plain", "executor": "claude-code", "cwd": str(root)}
@@ -179,6 +188,22 @@ def test_commands_and_roots_are_the_servers_to_allow(tmp_path: Path) -> None:
             ):
                 r = c.post("/api/tasks", json=base | extra)
                 assert (r.status_code, r.json()["error"]["code"]) == (403, "forbidden"), extra
+            # Workspaces: the setup command is a command; the worktree holds the whole repository, so
+            # that must lie under the roots; where workspaces go is the server's alone.
+            inside = base | {"cwd": str(inner), "workspace": "worktree"}
+            assert c.post("/api/tasks", json=inside).status_code == 201
+            for body, expected in (
+                (inside | {"workspace_options": {"setup": "touch /tmp/pwned"}}, (403, "forbidden")),
+                (base | {"workspace": "worktree"}, (422, "invalid_request")),  # the repository is outer
+                (base | {"workspace": "copy"}, (422, "invalid_request")),  # the workspaces would be inside
+                (inside | {"workspace_options": {"root": str(tmp_path)}}, (422, "invalid_request")),
+                (base | {"run_options": {"workspace": "copy"}}, (422, "invalid_request")),
+            ):
+                r = c.post("/api/tasks", json=body)
+                assert (r.status_code, r.json()["error"]["code"]) == expected, (body, r.text)
+            assert (
+                "outside the directories" in c.post("/api/tasks", json=base | {"workspace": "worktree"}).text
+            )
     finally:
         s.stop()
 

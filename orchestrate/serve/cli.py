@@ -28,13 +28,22 @@ __all__ = ["serve_command"]
 @click.option("--capacity", type=click.IntRange(1, 256), help="Runs at once in this server's worker.")
 @click.option("--allow-origin", "origins", multiple=True, metavar="URL", help="Let this origin call (CORS).")
 @click.option("--allowed-host", "hosts", multiple=True, metavar="NAME", help="Accept this Host name too.")
-@click.option("--allow-commands", is_flag=True, help="Let tasks name their own agent command and env.")
+@click.option(
+    "--allow-commands",
+    is_flag=True,
+    help="Let tasks name their own agent command, environment and workspace setup command.",
+)
 @click.option(
     "--root",
     "roots",
     multiple=True,
     type=click.Path(file_okay=False, path_type=Path),
     help="Tasks' working directories must lie under one of these (repeatable).",
+)
+@click.option(
+    "--workspace-root",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Where tasks' worktrees and copies are made (default $ORCHESTRATE_HOME/workspaces).",
 )
 @click.option(
     "--log-level",
@@ -53,6 +62,7 @@ def serve_command(
     hosts: tuple[str, ...],
     allow_commands: bool,
     roots: tuple[Path, ...],
+    workspace_root: Path | None,
     log_level: str,
 ) -> None:
     """Serve the HTTP API, the live streams and the board page, with the engine's worker inside.
@@ -91,6 +101,7 @@ def serve_command(
             "capacity": capacity,
             "worker": False if no_worker else None,
             "allow_commands": True if allow_commands else None,
+            "workspace_root": workspace_root.resolve() if workspace_root else None,
         }
         settings |= {k: v for k, v in given.items() if v is not None}
         for key, values in (("allow_origins", origins), ("allowed_hosts", hosts), ("roots", roots)):

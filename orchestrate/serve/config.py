@@ -71,9 +71,14 @@ class ServeConfig(BaseModel):
     """Run the engine's queue in this process (False: only serve; workers elsewhere share the store)."""
     capacity: int = Field(default=4, ge=1, le=256)
     allow_commands: bool = False
-    """Whether a task may name its own agent command or environment (``base_command``, ``env``)."""
+    """Whether a task may name its own agent command, environment or workspace setup command
+    (``base_command``, ``env``, ``workspace_options.setup``)."""
     roots: list[Path] = Field(default_factory=list)
-    """Directories a task's working directory must lie under (empty: any directory)."""
+    """Directories a task's working directory must lie under (empty: any directory); a worktree's
+    whole repository too."""
+    workspace_root: Path | None = None
+    """Where tasks' workspaces are made (None: $ORCHESTRATE_HOME/workspaces of this server); a client
+    cannot choose it."""
     max_body: int = Field(default=1 << 20, ge=1024, le=1 << 30)
     send_timeout: float = Field(default=30.0, gt=0)
     """Seconds a stream may wait for a client to take data before it is dropped (it resumes)."""

@@ -15,7 +15,14 @@ already_answered       409     another client answered the approval first (or it
 payload_too_large      413     the request body is over the limit
 store_busy             503     the store is locked by another writer: try again
 store_error            500     the store failed
-workspace_unavailable  501     checkpoints, diffs and rollback need the workspace layer
+no_workspace           404     the task has no workspace (it runs in its directory, or it was removed)
+checkpoint_not_found   404     the task's workspace has no such checkpoint
+turn_not_found         404     the task has no such turn (run), or it took no checkpoint yet
+not_a_git_repository   422     a worktree was asked for a directory outside any git repository
+workspace_in_use       409     a run is using the workspace (rollback, commit, removal wait for it)
+workspace_error        409     the workspace cannot do that as it is (its branch is gone, ...)
+git_error              500     git failed on the workspace: the message says how
+workspace_unavailable  503     git is not installed on the server, so there are no workspaces
 internal_error         500     a bug: the message says what
 =====================  ======  ==============================================================
 """
@@ -32,8 +39,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import OrchestrateError
 from ..store import AlreadyAnsweredError, NotFoundError, StoreBusyError, StoreError
+from ..workspace import GitError, NotAGitRepositoryError, WorkspaceError, WorkspaceInUseError
 
-__all__ = ["CODES", "ApiError", "error_body", "error_response", "install_handlers"]
+__all__ = ["CODES", "ApiError", "error_body", "error_response", "from_workspace", "install_handlers"]
 
 _log = logging.getLogger("orchestrate.serve")
 
@@ -48,7 +56,14 @@ CODES: dict[str, int] = {
     "payload_too_large": 413,
     "store_busy": 503,
     "store_error": 500,
-    "workspace_unavailable": 501,
+    "no_workspace": 404,
+    "checkpoint_not_found": 404,
+    "turn_not_found": 404,
+    "not_a_git_repository": 422,
+    "workspace_in_use": 409,
+    "workspace_error": 409,
+    "git_error": 500,
+    "workspace_unavailable": 503,
     "internal_error": 500,
 }
 
@@ -97,6 +112,20 @@ def _from_store(exc: StoreError) -> JSONResponse:
     return error_response("store_error", str(exc))
 
 
+def from_workspace(exc: WorkspaceError | GitError) -> ApiError:
+    """The workspace layer's refusals and failures, each with its code (the routes check the
+    common cases, no workspace, no checkpoint, first; this is what is left)."""
+    if isinstance(exc, WorkspaceInUseError):
+        return ApiError("workspace_in_use", str(exc))
+    if isinstance(exc, NotAGitRepositoryError):
+        return ApiError("not_a_git_repository", str(exc))
+    if isinstance(exc, GitError):
+        if "not installed" in str(exc):
+            return ApiError("workspace_unavailable", str(exc))
+        return ApiError("git_error", str(exc))
+    return ApiError("workspace_error", str(exc))
+
+
 def install_handlers(app: FastAPI) -> None:
     """Every error the app can meet, as JSON with a stable code."""
 
@@ -110,6 +139,11 @@ def install_handlers(app: FastAPI) -> None:
 
     async def orchestrate_error(request: Request, exc: Exception) -> JSONResponse:
         return error_response("invalid_request", str(exc))
+
+    async def workspace_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, WorkspaceError | GitError)
+        err = from_workspace(exc)
+        return error_response(err.code, err.message)
 
     async def validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
@@ -135,6 +169,8 @@ def install_handlers(app: FastAPI) -> None:
     app.add_exception_handler(ApiError, api_error)
     app.add_exception_handler(StoreError, store_error)
     app.add_exception_handler(OrchestrateError, orchestrate_error)
+    app.add_exception_handler(WorkspaceError, workspace_error)
+    app.add_exception_handler(GitError, workspace_error)
     app.add_exception_handler(RequestValidationError, validation)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, unexpected)

@@ -15,6 +15,7 @@ from ..executors.base import ExecutorOptions
 from ..registry import default_registry
 from ..store import Event, RunRecord, TaskRecord, TaskSpec
 from ..store.records import TaskStatus
+from . import workspaces
 from .errors import ApiError
 from .models import Created, EntriesOfRun, FollowUp, FollowUpResult, NewTask, TaskDetail, TaskPage
 from .state import Services, services
@@ -26,24 +27,40 @@ router = APIRouter(prefix="/api", tags=["tasks"])
 MAX_ID = 2**62
 ID = Annotated[int, PathParam(ge=1, le=MAX_ID, description="a positive integer id")]
 Svc = Annotated[Services, Depends(services)]
+WORKSPACE_KEYS = frozenset({"workspace", "workspace_options"})
 
 
-@router.post("/tasks", status_code=201, response_model=Created)
+_CREATE_ERRORS: dict[int | str, dict[str, Any]] = {
+    403: {"description": "error codes: forbidden (a command or environment the server does not allow)"},
+    404: {"description": "error codes: not_found (a task it depends on)"},
+    422: {"description": "error codes: invalid_request, not_a_git_repository (workspace worktree)"},
+    503: {"description": "error codes: workspace_unavailable (no git on the server), store_busy"},
+}
+
+
+@router.post("/tasks", status_code=201, response_model=Created, responses=_CREATE_ERRORS)
 async def create_task(body: NewTask, svc: Svc) -> Created:
     """Queue a task for the engine (this server's worker, or any worker on the store)."""
-    if body.worktree:
-        # WORKSPACE: the lead wires the workspace layer in here (a worktree per task).
-        raise ApiError("workspace_unavailable", "worktrees need the workspace layer, not in this build")
-    cwd = _working_directory(body.cwd, svc.config.roots)
-    _check_commands(body, svc.config.allow_commands)
+    config = svc.config
+    cwd = _working_directory(body.cwd, config.roots)
+    _check_commands(body, config.allow_commands)
+    if WORKSPACE_KEYS & set(body.run_options):
+        raise ApiError(
+            "invalid_request", "a task's workspace is its `workspace` and `workspace_options` fields"
+        )
+    run_options = dict(body.run_options)
     try:
+        if body.workspace != "here":
+            run_options |= workspaces.workspace_run_options(
+                body.workspace, body.workspace_options, config.workspace_root
+            )
         options = ExecutorOptions(**body.executor_options)
         default_registry.get(body.executor)  # an unknown executor fails now, not in a worker
         spec = TaskSpec(
             prompt=body.prompt,
             executor=body.executor,
             executor_options=options.model_dump(mode="json", exclude_defaults=True),
-            run_options=body.run_options,
+            run_options=run_options,
             cwd=cwd,
             priority=body.priority,
             depends_on=body.depends_on,
@@ -53,6 +70,10 @@ async def create_task(body: NewTask, svc: Svc) -> Created:
         )
     except (OrchestrateError, ValueError, TypeError) as exc:
         raise ApiError("invalid_request", str(exc)) from exc
+    if body.workspace != "here":
+        # Git is asked in a thread; its refusals have their own codes (errors.from_workspace).
+        mode, made = body.workspace, run_options["workspace_options"]
+        await svc.call(lambda: workspaces.check_new_workspace(mode, cwd, config.roots, made))
     task = await svc.engine.submit(**_spec_args(spec))
     return Created(task=task)
 
@@ -82,10 +103,12 @@ def _check_commands(body: NewTask, allowed: bool) -> None:
     named = [k for k in ("base_command", "env") if body.executor_options.get(k)]
     if body.run_options.get("env"):
         named.append("run_options.env")
+    if body.workspace_options is not None and body.workspace_options.setup is not None:
+        named.append("workspace_options.setup")
     if named:
         raise ApiError(
             "forbidden",
-            f"this server does not let a task name its own command or environment ({', '.join(named)}); "
+            f"this server does not let a task name its own commands or environment ({', '.join(named)}); "
             "start it with --allow-commands",
         )
 

@@ -116,13 +116,17 @@ function select(id) {
   document.getElementById("t-entries").replaceChildren();
   document.getElementById("t-approvals").replaceChildren();
   document.getElementById("t-diff").replaceChildren();
+  document.getElementById("t-checkpoints").replaceChildren();
+  document.getElementById("ws-body").hidden = true;
+  document.getElementById("ws-none").textContent = "";
+  document.getElementById("ws-scope").value = "all";
+  wsSay("");
   selected = { id, runs: new Map(), stream: null };
   selected.stream = liveStream(`/api/tasks/${id}/stream`, {
     patch: (m) => onPatch(m), state: (m) => onState(m), notice: (m) => onNotice(m),
   }, setConn);
-  refreshTask();
+  refreshTask(); // and then its workspace
   loadApprovals();
-  loadWorkspace();
 }
 
 async function refreshTask() {
@@ -130,7 +134,7 @@ async function refreshTask() {
   const id = selected.id;
   try {
     const detail = await api("GET", `/api/tasks/${id}`);
-    if (selected && selected.id === id) { onTask(detail.task); }
+    if (selected && selected.id === id) { onTask(detail.task); loadWorkspace(detail.task); }
   } catch (e) { /* the stream tells the rest */ }
 }
 
@@ -180,7 +184,14 @@ function onState(m) {
   const task = tasks.get(selected.id);
   if (task) showHead({ ...task, status });
   loadApprovals();
-  if (["done", "failed", "cancelled", "lost", "queued"].includes(status)) refreshTask();
+  scheduleRefresh(); // the record (its workspace is made when it starts) and the diff after each turn
+}
+
+// State changes come in bursts (a replayed history): one refresh for each burst.
+let refreshTimer = null;
+function scheduleRefresh() {
+  if (refreshTimer !== null) return;
+  refreshTimer = setTimeout(() => { refreshTimer = null; refreshTask(); }, 150);
 }
 
 function onNotice(m) {
@@ -238,9 +249,13 @@ function renderTool(tool) {
 }
 
 function renderDiff(text) {
+  // Before the first hunk, "--- a/x" and "+++ b/x" are the header, not a deletion and an addition.
   const pre = el("pre", { class: "diff" });
+  let inHunk = false;
   for (const line of text.split("\n")) {
-    const cls = line.startsWith("@@") ? "hunk" : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "";
+    if (line.startsWith("@@")) inHunk = true;
+    const cls = line.startsWith("@@") ? "hunk" : !inHunk ? "meta"
+      : line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "";
     pre.append(el("span", { class: cls, text: line + "\n" }));
   }
   return pre;
@@ -322,18 +337,142 @@ function approvalBox(a) {
   return box;
 }
 
-// --- workspace (diff, checkpoints) -----------------------------------------------------------
+// --- workspace (diff, checkpoints, rollback, commit, removal) -------------------------------------
 
-async function loadWorkspace() {
-  const id = selected.id;
-  const box = document.getElementById("t-diff");
-  try {
-    const diff = await api("GET", `/api/tasks/${id}/diff`);
-    box.replaceChildren(renderDiff(typeof diff === "string" ? diff : (diff.diff || "")));
-  } catch (e) {
-    box.replaceChildren(el("p", { class: "reason",
-      text: e.code === "workspace_unavailable" ? "Not available: this server has no workspace layer." : e.message }));
+const LIVE = ["running", "waiting_approval"];
+let wsLoads = 0; // a newer load wins over a slower older one
+
+function wsMode(task) {
+  return (task && task.run_options && task.run_options.workspace) || "here";
+}
+
+function wsSay(text, isError) {
+  document.getElementById("ws-said").textContent = isError ? "" : text;
+  document.getElementById("ws-error").textContent = isError ? text : "";
+}
+
+async function loadWorkspace(task) {
+  if (!selected || !task || task.id !== selected.id) return;
+  const id = task.id;
+  const load = ++wsLoads;
+  const none = document.getElementById("ws-none");
+  const body = document.getElementById("ws-body");
+  const where = document.getElementById("ws-where");
+  if (!task.workspace) {
+    body.hidden = true;
+    where.textContent = "";
+    none.textContent = wsMode(task) === "here"
+      ? "This task runs in its own directory: no workspace, no checkpoints."
+      : ["done", "failed", "cancelled", "lost", "blocked"].includes(task.status)
+        ? "Its workspace has been removed (or was never made)."
+        : "Its workspace is made when it starts.";
+    return;
   }
+  const scope = document.getElementById("ws-scope").value;
+  const query = scope.startsWith("turn:") ? `?turn=${scope.slice(5)}` : "";
+  let points, diff;
+  try {
+    [points, diff] = await Promise.all([
+      api("GET", `/api/tasks/${id}/checkpoints`), api("GET", `/api/tasks/${id}/diff${query}`)]);
+  } catch (e) {
+    if (load !== wsLoads) return;
+    if (e.code === "turn_not_found" && scope !== "all") {
+      document.getElementById("ws-scope").value = "all";
+      return loadWorkspace(task);
+    }
+    body.hidden = true;
+    none.textContent = e.code === "no_workspace" ? "Its workspace has been removed." : `${e.code || "error"}: ${e.message}`;
+    return;
+  }
+  if (load !== wsLoads || !selected || selected.id !== id) return;
+  none.textContent = "";
+  body.hidden = false;
+  where.textContent = `${points.mode} · branch ${points.branch} · ${points.path}`;
+  showScopes(points.checkpoints, scope);
+  document.getElementById("t-diff").replaceChildren(...renderChanges(diff));
+  const live = LIVE.includes(task.status);
+  document.getElementById("t-checkpoints").replaceChildren(
+    ...points.checkpoints.map((c) => checkpointItem(task, c, live)),
+    checkpointItem(task, { id: "base", label: "where the workspace started", turn: null }, live));
+  document.getElementById("ws-commit-send").disabled = live;
+  document.getElementById("ws-remove").disabled = live;
+}
+
+function showScopes(points, current) {
+  const turns = [...new Set(points.map((c) => c.turn).filter((t) => t != null))].sort((a, b) => a - b);
+  const select = document.getElementById("ws-scope");
+  select.replaceChildren(el("option", { value: "all", text: "everything (base → now)" }),
+    ...turns.map((t) => el("option", { value: `turn:${t}`, text: `turn ${t} only` })));
+  select.value = [...select.options].some((o) => o.value === current) ? current : "all";
+}
+
+function renderChanges(diff) {
+  if (!diff.files.length) return [el("p", { class: "diff-summary", text: "No changes." })];
+  const count = diff.files.length + diff.omitted_files;
+  const out = [el("p", { class: "diff-summary" }, `${count} file${count === 1 ? "" : "s"} changed`,
+    el("span", { class: "n-add", text: `+${diff.additions}` }), el("span", { class: "n-del", text: `−${diff.deletions}` }),
+    ` (${diff.start} → ${diff.end})`)];
+  out.push(el("ul", { class: "file-list" }, ...diff.files.map((f) => el("li", { "data-path": f.path },
+    el("span", { class: "st", text: f.status[0].toUpperCase(), title: f.status }), f.path,
+    el("span", { class: "n-add", text: `+${f.additions}` }), el("span", { class: "n-del", text: `−${f.deletions}` })))));
+  for (const f of diff.files) {
+    const box = el("details", { class: "file-diff", open: "", "data-path": f.path },
+      el("summary", { text: `${f.path} (${f.status})` }));
+    if (f.binary) box.append(el("p", { class: "reason", text: "Binary file." }));
+    else if (f.diff) box.append(renderDiff(f.diff.replace(/\n$/, "")));
+    if (f.truncated) box.append(el("p", { class: "reason", text: "Cut: this file's change is too large to show whole." }));
+    out.push(box);
+  }
+  if (diff.omitted_files) out.push(el("p", { class: "reason", text: `${diff.omitted_files} more files are not listed.` }));
+  return out;
+}
+
+function checkpointItem(task, c, live) {
+  const turn = c.turn == null ? "" : ` · turn ${c.turn} ${c.moment === "start" ? "start" : "end"}`;
+  const when = c.created_at ? ` · ${new Date(c.created_at * 1000).toLocaleTimeString()}` : "";
+  const button = el("button", { type: "button", class: "rollback", "data-checkpoint": String(c.id), text: "Roll back here",
+    onclick: () => rollbackTo(task, c.id) });
+  button.disabled = live;
+  if (live) button.title = "Not while the task runs";
+  return el("li", { "data-checkpoint": String(c.id) },
+    el("strong", { text: c.id === "base" ? "base" : `#${c.id}` }), turn + when,
+    el("span", { class: "label", text: c.label }), button);
+}
+
+async function rollbackTo(task, to) {
+  const what = to === "base" ? "where the workspace started" : `checkpoint ${to}`;
+  if (!confirm(`Put task #${task.id}'s files back as ${what} had them?\n` +
+               "Files added since are removed. The files as they are now are kept as a new checkpoint.")) return;
+  wsSay("");
+  try {
+    const done = await api("POST", `/api/tasks/${task.id}/rollback/${to}`);
+    wsSay(`Rolled back to ${to}; the files as they were are checkpoint #${done.saved.id}.`);
+  } catch (e) { wsSay(`${e.code || "error"}: ${e.message}`, true); }
+  loadWorkspace(tasks.get(task.id) || task);
+}
+
+async function commitWorkspace(ev) {
+  ev.preventDefault();
+  if (!selected) return;
+  const input = document.getElementById("ws-message");
+  wsSay("");
+  try {
+    const done = await api("POST", `/api/tasks/${selected.id}/commit`, { message: input.value });
+    input.value = "";
+    wsSay(done.commit ? `Committed ${done.commit.slice(0, 12)} on ${done.branch}.` : "Nothing to commit.");
+  } catch (e) { wsSay(`${e.code || "error"}: ${e.message}`, true); }
+}
+
+async function removeWorkspace() {
+  if (!selected) return;
+  const id = selected.id;
+  if (!confirm(`Remove task #${id}'s workspace and its checkpoints? (Its branch stays if it has commits.)`)) return;
+  wsSay("");
+  try {
+    const done = await api("DELETE", `/api/tasks/${id}/workspace`);
+    wsSay(`Removed ${done.path}` + (done.branch_kept ? `; the branch ${done.branch} stays.` : "."));
+  } catch (e) { wsSay(`${e.code || "error"}: ${e.message}`, true); }
+  refreshTask();
 }
 
 // --- forms -----------------------------------------------------------------------------------
@@ -359,9 +498,20 @@ async function submitTask(ev) {
     executor: document.getElementById("f-executor").value,
     prompt: document.getElementById("f-prompt").value,
     cwd: document.getElementById("f-cwd").value.trim(),
-    worktree: document.getElementById("f-worktree").checked,
     priority: Number(document.getElementById("f-priority").value || 0),
   };
+  const workspace = document.getElementById("f-workspace").value;
+  if (workspace !== "here") {
+    body.workspace = workspace;
+    const opts = { keep: document.getElementById("f-keep").checked };
+    const base = document.getElementById("f-base").value.trim();
+    const setup = document.getElementById("f-setup").value.trim();
+    const globs = document.getElementById("f-globs").value.split(",").map((g) => g.trim()).filter(Boolean);
+    if (base && workspace === "worktree") opts.base = base;
+    if (setup) opts.setup = setup;
+    if (globs.length) opts.copy_globs = globs;
+    body.workspace_options = opts;
+  }
   const options = document.getElementById("f-options").value.trim();
   if (options) {
     try { body.executor_options = JSON.parse(options); } catch (e) { error.textContent = "Options are not JSON."; return; }
@@ -374,7 +524,16 @@ async function submitTask(ev) {
     document.getElementById("new-task").hidden = true;
     onTask(made.task);
     select(made.task.id);
-  } catch (e) { error.textContent = e.message; }
+  } catch (e) {
+    // The server's own words, with its code: "not_a_git_repository: ... is not inside a git repository".
+    error.textContent = e.code ? `${e.code}: ${e.message}` : e.message;
+  }
+}
+
+function showWorkspaceFields() {
+  const mode = document.getElementById("f-workspace").value;
+  document.getElementById("f-ws").hidden = mode === "here";
+  document.getElementById("f-base-label").hidden = mode !== "worktree";
 }
 
 async function sendFollowUp(ev) {
@@ -402,6 +561,11 @@ function start() {
   });
   document.getElementById("submit-form").addEventListener("submit", submitTask);
   document.getElementById("follow-up").addEventListener("submit", sendFollowUp);
+  document.getElementById("f-workspace").addEventListener("change", showWorkspaceFields);
+  document.getElementById("ws-scope").addEventListener("change", () => selected && loadWorkspace(tasks.get(selected.id)));
+  document.getElementById("ws-refresh").addEventListener("click", () => refreshTask());
+  document.getElementById("ws-commit").addEventListener("submit", commitWorkspace);
+  document.getElementById("ws-remove").addEventListener("click", removeWorkspace);
   document.getElementById("t-cancel").addEventListener("click", () => act("cancel"));
   document.getElementById("t-retry").addEventListener("click", () => act("retry"));
   document.getElementById("t-close").addEventListener("click", () => {
