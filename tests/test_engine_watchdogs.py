@@ -30,15 +30,19 @@ class ApproveAfter:
         return ApprovalDecision.approve()
 
 
-DOGS = Watchdogs(startup=1.0, silence=0.5, total=1.5)
 
 
+# Each case gives the other limits room, so a loaded machine's pauses (a fake agent scheduled late)
+# cannot trip the wrong one: the limit under test is the only one that can fire first.
 @pytest.mark.parametrize(
-    ("prompt", "options", "code"),
+    ("prompt", "options", "dogs", "code"),
     [
-        ("plain", MUTE, "startup_timeout"),  # no first output
-        ("hang", {}, "silence_timeout"),  # says hello, then nothing (and ignores SIGTERM)
-        ("slow", {}, "run_timeout"),  # a word every 0.1 s, for 5 s
+        # no first output
+        ("plain", MUTE, Watchdogs(startup=1.0, silence=10.0, total=10.0), "startup_timeout"),
+        # says hello, then nothing (and ignores SIGTERM)
+        ("hang", {}, Watchdogs(startup=10.0, silence=0.5, total=10.0), "silence_timeout"),
+        # a word every 0.1 s, for 5 s
+        ("slow", {}, Watchdogs(startup=10.0, silence=3.0, total=1.5), "run_timeout"),
     ],
 )
 async def test_each_phase_has_its_own_limit_and_code(
@@ -46,9 +50,10 @@ async def test_each_phase_has_its_own_limit_and_code(
     tmp_path: Path,
     prompt: str,
     options: dict[str, Any],
+    dogs: Watchdogs,
     code: str,
 ) -> None:
-    async with engine_on(url, watchdogs=DOGS) as engine, anyio.create_task_group() as tg:
+    async with engine_on(url, watchdogs=dogs) as engine, anyio.create_task_group() as tg:
         tg.start_soon(engine.work)
         if options:
             task = await engine.submit(prompt, "claude-code", executor_options=options, cwd=tmp_path)
