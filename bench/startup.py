@@ -6,7 +6,8 @@ interpreter doing nothing (``python -c pass``), measured in the same rounds:
 - ``import orchestrate.cli.main``: what the ``orchestrate`` command imports before it parses options;
 - ``run, to the spawn``: ``orchestrate run -e claude-code --output jsonl`` from its start to the
   moment it spawns the agent (the supervisor, in fact: an audit hook sees the spawn, notes the time
-  on the system's monotonic clock and ends the process there);
+  on the system's monotonic clock and the CPU time used, and ends the process there; the CPU time
+  is the figure a busy machine changes least);
 - ``run, to the first entry``: the same run, with an agent that prints its first line at once (a
   shell standing in for Claude Code), to the first entry made of that line: everything orchestrate
   does before and after the spawn, with nothing of the agent's own start-up to hide it;
@@ -41,8 +42,8 @@ TO_SPAWN = """
 import os, sys, time, runpy
 def hook(event, args):
     if event in ("subprocess.Popen", "os.posix_spawn", "os.fork"):
-        now = time.monotonic()
-        sys.stdout.write(repr(now) + "\\n" + "\\n".join(sorted(sys.modules)) + "\\n")
+        now, cpu = time.monotonic(), time.process_time()
+        sys.stdout.write(f"{now!r} {cpu!r}\\n" + "\\n".join(sorted(sys.modules)) + "\\n")
         sys.stdout.flush()
         os._exit(0)
 sys.addaudithook(hook)
@@ -88,13 +89,14 @@ def timed(code: str, env: dict[str, str]) -> float:
     return time.perf_counter() - start
 
 
-def to_spawn(env: dict[str, str], cwd: Path) -> tuple[float, list[str]]:
-    """Seconds from the start of ``orchestrate run`` to its spawn, and the modules loaded by then."""
+def to_spawn(env: dict[str, str], cwd: Path) -> tuple[float, float, list[str]]:
+    """Seconds from the start of ``orchestrate run`` to its spawn, the CPU seconds it used by then
+    (what a busy machine changes least), and the modules loaded by then."""
     argv = [sys.executable, "-c", TO_SPAWN, *RUN, "--base-command", "/bin/true", "hello"]
     start = time.monotonic()
     out = subprocess.run(argv, env=env, cwd=cwd, check=True, capture_output=True, text=True).stdout
-    spawned, *modules = out.split()
-    return float(spawned) - start, modules
+    spawned, cpu, *modules = out.split()
+    return float(spawned) - start, float(cpu), modules
 
 
 def to_first_entry(env: dict[str, str], cwd: Path) -> float:
@@ -131,9 +133,11 @@ def main() -> None:
         }
         cwd = Path(home)
         loaded: list[str] = []
+        cpu = [float("inf")]
 
         def spawn() -> float:
-            seconds, loaded[:] = to_spawn(env, cwd)
+            seconds, used, loaded[:] = to_spawn(env, cwd)
+            cpu[0] = min(cpu[0], used)
             return seconds
 
         cases = {
@@ -150,6 +154,7 @@ def main() -> None:
     for name, seconds in best.items():
         extra = "" if name == "python -c pass" else f"  (+{(seconds - base) * 1e3:5.0f} ms over python)"
         print(f"{name:28} {seconds * 1e3:6.0f} ms{extra}")
+    print(f"{'run, CPU used to the spawn':28} {cpu[0] * 1e3:6.0f} ms")
     print(f"modules loaded at the spawn: {len(loaded)}")
     heavy = [h for h in HEAVY if any(m == h or m.startswith(h + ".") for m in loaded)]
     print("heavy modules before the spawn:", ", ".join(heavy) or "none")
