@@ -12,7 +12,10 @@ on both:
 
 The figure is the difference of the medians (the issue's target: within 0.1 s) and their ratio.
 
-    python bench/first_entry.py [--executor claude-code] [--rounds 7]
+    python bench/first_entry.py [--executor claude-code] [--rounds 7] [--orchestrate PATH ...]
+
+With ``--orchestrate`` (repeatable) each checkout's ``orchestrate run`` is timed in the same rounds,
+against the same CLI-alone times: two branches compared back to back on a noisy machine.
 """
 
 from __future__ import annotations
@@ -83,7 +86,14 @@ def main() -> None:
     )
     parser.add_argument("--executor", default="claude-code")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument(
+        "--orchestrate",
+        type=Path,
+        action="append",
+        help="a checkout whose `orchestrate run` is timed (repeatable; default: this one)",
+    )
     args = parser.parse_args()
+    checkouts: list[Path] = [p.resolve() for p in args.orchestrate or [ROOT]]
 
     with (
         Scratch.create(prefix="orchestrate-bench-") as scratch,
@@ -94,18 +104,28 @@ def main() -> None:
         argv, env, stdin = cli_alone(args.executor, task)
         ours = [sys.executable, "-m", "orchestrate", "run", "-e", args.executor, "--output", "jsonl"]
         ours += ["--approvals", "deny", "--cwd", str(scratch.work), PROMPT]
+        alone: list[float] = []
+        through: dict[Path, list[float]] = {c: [] for c in checkouts}
         with tempfile.TemporaryDirectory() as home:
-            ours_env = {**os.environ, **agent_env, "ORCHESTRATE_HOME": home, "PYTHONPATH": str(ROOT)}
-            alone: list[float] = []
-            through: list[float] = []
             for _ in range(args.rounds):
                 alone.append(first_line(argv, env, scratch.work, stdin))
-                through.append(first_line(ours, ours_env, scratch.work, None, _OWN_PROMPT))
-    a, t = statistics.median(alone), statistics.median(through)
-    print(f"executor: {args.executor}, rounds: {args.rounds}")
+                for checkout in checkouts:
+                    ours_env = {
+                        **os.environ,
+                        **agent_env,
+                        "ORCHESTRATE_HOME": home,
+                        "PYTHONPATH": str(checkout),
+                    }
+                    through[checkout].append(first_line(ours, ours_env, scratch.work, None, _OWN_PROMPT))
+    a = statistics.median(alone)
+    print(f"executor: {args.executor}, rounds: {args.rounds}, load average: {os.getloadavg()[0]:.1f}")
     print(f"cli alone, first line:        median {a * 1000:7.0f} ms  (min {min(alone) * 1000:.0f})")
-    print(f"orchestrate run, first entry: median {t * 1000:7.0f} ms  (min {min(through) * 1000:.0f})")
-    print(f"added: {(t - a) * 1000:+.0f} ms   ratio: {t / a:.2f}x")
+    for checkout, times in through.items():
+        t = statistics.median(times)
+        if len(checkouts) > 1:
+            print(f"{checkout}:")
+        print(f"orchestrate run, first entry: median {t * 1000:7.0f} ms  (min {min(times) * 1000:.0f})")
+        print(f"added: {(t - a) * 1000:+.0f} ms   ratio: {t / a:.2f}x")
 
 
 if __name__ == "__main__":

@@ -16,29 +16,36 @@ anyio.run(main)
 
 from __future__ import annotations
 
-from .approvals import (
-    ApprovalDecision,
-    ApprovalRequest,
-    ApprovalService,
-    AutoApprove,
-    AutoDeny,
-    RulePolicy,
-    TerminalPrompt,
-)
-from .entries import EntryPatch, NormalizedEntry, entry_json_schema
-from .errors import (
-    ConfigError,
-    ExecutorUnavailableError,
-    OrchestrateError,
-    ProcessExitedError,
-    RunClosedError,
-    UnknownExecutorError,
-)
-from .executors.base import Availability, Capabilities, Executor, ExecutorOptions
-from .registry import default_registry, get_executor, register
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Imported here, not when first asked for: the function has its module's name, and importing the
+# module later would set the package's ``replay`` to the module.
 from .replay import replay
-from .run import Run, RunResult
-from .task import Task
+
+if TYPE_CHECKING:
+    from .approvals import (
+        ApprovalDecision,
+        ApprovalRequest,
+        ApprovalService,
+        AutoApprove,
+        AutoDeny,
+        RulePolicy,
+        TerminalPrompt,
+    )
+    from .entries import EntryPatch, NormalizedEntry, entry_json_schema
+    from .errors import (
+        ConfigError,
+        ExecutorUnavailableError,
+        OrchestrateError,
+        ProcessExitedError,
+        RunClosedError,
+        UnknownExecutorError,
+    )
+    from .executors.base import Availability, Capabilities, Executor, ExecutorOptions
+    from .registry import default_registry, get_executor, register
+    from .run import Run, RunResult
+    from .task import Task
 
 __version__ = "0.1.0"
 
@@ -72,3 +79,50 @@ __all__ = [
     "register",
     "replay",
 ]
+
+# Each name is imported from its module when first asked for (PEP 562): ``python -m orchestrate``
+# and ``import orchestrate.X`` load this package first, and a run must not wait for every module
+# named here (the approval rules, the entry models, the run) before it starts its agent.
+_WHERE = {
+    **dict.fromkeys(
+        (
+            "ApprovalDecision",
+            "ApprovalRequest",
+            "ApprovalService",
+            "AutoApprove",
+            "AutoDeny",
+            "RulePolicy",
+            "TerminalPrompt",
+        ),
+        ".approvals",
+    ),
+    **dict.fromkeys(("EntryPatch", "NormalizedEntry", "entry_json_schema"), ".entries"),
+    **dict.fromkeys(
+        (
+            "ConfigError",
+            "ExecutorUnavailableError",
+            "OrchestrateError",
+            "ProcessExitedError",
+            "RunClosedError",
+            "UnknownExecutorError",
+        ),
+        ".errors",
+    ),
+    **dict.fromkeys(("Availability", "Capabilities", "Executor", "ExecutorOptions"), ".executors.base"),
+    **dict.fromkeys(("default_registry", "get_executor", "register"), ".registry"),
+    **dict.fromkeys(("Run", "RunResult"), ".run"),
+    "Task": ".task",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

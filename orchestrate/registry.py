@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import warnings
 from collections.abc import Iterable
 
@@ -46,6 +45,8 @@ class Registry:
         if self._loaded_entry_points:
             return
         self._loaded_entry_points = True
+        import importlib.metadata  # only here: it pulls in email and zipfile, a run by name needs none
+
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             if ep.name in self._classes or ep.name in self._lazy or ep.name in self.blocked:
                 continue

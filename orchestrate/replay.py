@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .entries import EntryPatch
-from .executors.base import Executor
-from .normalizers.base import Normalizer
 from .process.rawlog import read_raw_log
+
+if TYPE_CHECKING:  # types only: ``orchestrate`` imports this module whole (see its __init__)
+    from .entries import EntryPatch
+    from .executors.base import Executor
+    from .normalizers.base import Normalizer
 
 __all__ = ["normalizer_for_file", "replay"]
 

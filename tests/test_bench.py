@@ -59,9 +59,12 @@ def test_live_run_against_the_pure_normalizer_sees_the_same_patches() -> None:
     assert re.search(rf"live / pure: +{RATIO}", out), out
 
 
-def test_startup_finds_no_heavy_module_on_the_claude_path() -> None:
+def test_startup_finds_no_heavy_module_before_the_spawn() -> None:
     out = bench("startup.py", "--repeat", "1")
-    assert "heavy modules on the claude path: none" in out, out
+    assert re.search(r"run, to the spawn +\d+ ms", out), out
+    assert re.search(r"run, to the first entry +\d+ ms", out), out
+    assert re.search(r"modules loaded at the spawn: [1-9]\d+", out), out
+    assert "heavy modules before the spawn: none" in out, out
 
 
 @pytest.mark.real_cli

@@ -30,8 +30,6 @@ class ApproveAfter:
         return ApprovalDecision.approve()
 
 
-
-
 # Each case gives the other limits room, so a loaded machine's pauses (a fake agent scheduled late)
 # cannot trip the wrong one: the limit under test is the only one that can fire first.
 @pytest.mark.parametrize(

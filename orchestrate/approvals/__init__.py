@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
-from .base import (
-    ApprovalDecision,
-    ApprovalRequest,
-    ApprovalService,
-    changed_input_refusal,
-    decide,
-    write_refusal,
-)
-from .pipeline import ApprovalPipeline, SessionMemory
-from .policy import RulePolicy, Rules
-from .prompt import TerminalPrompt
-from .scopes import always_scopes
-from .simple import AutoApprove, AutoDeny
-from .tools import READ_ONLY_TOOLS, is_read_only_tool
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .base import (
+        ApprovalDecision,
+        ApprovalRequest,
+        ApprovalService,
+        changed_input_refusal,
+        decide,
+        write_refusal,
+    )
+    from .pipeline import ApprovalPipeline, SessionMemory
+    from .policy import RulePolicy, Rules
+    from .prompt import TerminalPrompt
+    from .scopes import always_scopes
+    from .simple import AutoApprove, AutoDeny
+    from .tools import READ_ONLY_TOOLS, is_read_only_tool
 
 __all__ = [
     "READ_ONLY_TOOLS",
@@ -35,3 +39,39 @@ __all__ = [
     "is_read_only_tool",
     "write_refusal",
 ]
+
+# Each name is imported from its module when first asked for (PEP 562): importing one module of
+# this package (``approvals.base`` for a type) must not load the terminal prompt, the policy or
+# the shell parser, which a run needs only once the agent asks for something.
+_WHERE = {
+    **dict.fromkeys(
+        (
+            "ApprovalDecision",
+            "ApprovalRequest",
+            "ApprovalService",
+            "changed_input_refusal",
+            "decide",
+            "write_refusal",
+        ),
+        ".base",
+    ),
+    **dict.fromkeys(("ApprovalPipeline", "SessionMemory"), ".pipeline"),
+    **dict.fromkeys(("RulePolicy", "Rules"), ".policy"),
+    "TerminalPrompt": ".prompt",
+    "always_scopes": ".scopes",
+    **dict.fromkeys(("AutoApprove", "AutoDeny"), ".simple"),
+    **dict.fromkeys(("READ_ONLY_TOOLS", "is_read_only_tool"), ".tools"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -4,11 +4,14 @@ parsed, the paths normalized and resolved, read-only decided by our own table.""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .base import ApprovalRequest
 from .paths import PathForms
-from .shell import ParsedLine, parse_line
 from .tools import is_read_only_tool
+
+if TYPE_CHECKING:
+    from .shell import ParsedLine
 
 __all__ = ["Facts"]
 
@@ -25,7 +28,12 @@ class Facts:
 
     @classmethod
     def of(cls, request: ApprovalRequest) -> Facts:
-        line = parse_line(request.command) if request.command is not None else None
+        line = None
+        if request.command is not None:
+            # tree-sitter is loaded with the first command to judge, not with the package
+            from .shell import parse_line
+
+            line = parse_line(request.command)
         paths = [PathForms.of(p, request.cwd) for p in request.paths]
         unknown: list[str] = []
         for target in line.writes if line else ():

@@ -13,11 +13,16 @@ approve-everything service is no person."""
 
 from __future__ import annotations
 
+import sys
+from typing import TYPE_CHECKING, TypeGuard
+
 from .base import ApprovalDecision, ApprovalRequest, ApprovalService, write_refusal
 from .facts import Facts
-from .policy import RulePolicy
 from .scopes import SessionScopes
 from .simple import AutoApprove
+
+if TYPE_CHECKING:  # the rules load with a policy file, not with every run (see _is_rule_policy)
+    from .policy import RulePolicy
 
 __all__ = ["ApprovalPipeline", "SessionMemory"]
 
@@ -28,7 +33,7 @@ class ApprovalPipeline:
 
     def __init__(self, service: ApprovalService, policy: RulePolicy | None = None) -> None:
         self.service = service
-        self.policy = policy if policy is not None else service if isinstance(service, RulePolicy) else None
+        self.policy = policy if policy is not None else service if _is_rule_policy(service) else None
         self.scopes = SessionScopes()
 
     @classmethod
@@ -86,6 +91,12 @@ class ApprovalPipeline:
             if reason is not None:
                 return reason
         return write_refusal(self.service, path, cwd)
+
+
+def _is_rule_policy(service: ApprovalService) -> TypeGuard[RulePolicy]:
+    """Whether ``service`` is a :class:`RulePolicy`; none exists until its module is loaded."""
+    policy = sys.modules.get(f"{__package__}.policy")
+    return policy is not None and isinstance(service, policy.RulePolicy)
 
 
 SessionMemory = ApprovalPipeline

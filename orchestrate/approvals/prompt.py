@@ -24,9 +24,9 @@ import anyio
 
 from ..errors import ConfigError
 from .base import ApprovalDecision, ApprovalRequest
-from .display import block, escape, question_lines
-from .editor import EditRefused, editable, run_editor
-from .scopes import always_scopes
+
+# The question's display, the editor and the scopes are imported when a question is asked: every
+# `orchestrate run` makes a prompt before it starts its agent, and most never ask anything.
 
 __all__ = ["NOBODY", "NoTerminalError", "TerminalPrompt"]
 
@@ -221,6 +221,8 @@ class TerminalPrompt:
 
     async def _ask(self, term: _Terminal, request: ApprovalRequest) -> ApprovalDecision:
         term.discard_typed_ahead()
+        from .display import question_lines
+
         question = "\n".join(question_lines(request))
         term.write(f"\n{question}\n  {_help(request)}\n{_always_line(request)}")
         self._stopped = False
@@ -244,6 +246,8 @@ class TerminalPrompt:
         return decision
 
     async def _converse(self, term: _Terminal, request: ApprovalRequest) -> ApprovalDecision:
+        from .display import escape
+
         while True:
             term.write("  > ")
             line = await term.line()
@@ -272,6 +276,9 @@ class TerminalPrompt:
     async def _edit(self, term: _Terminal, request: ApprovalRequest) -> dict[str, Any] | None:
         """The input changed in the person's editor, shown back; None (said why) if nothing is to be
         approved: the editor failed, or left the input empty, unchanged or unreadable."""
+        from .display import block, escape
+        from .editor import EditRefused, editable, run_editor
+
         part = editable(request)
         try:
             edited = await run_editor(part.text, part.suffix, term.fd_in, term.fd_out)
@@ -298,6 +305,9 @@ def _help(request: ApprovalRequest) -> str:
 def _always_line(request: ApprovalRequest) -> str:
     """What ``a`` would approve from now on, said before the person answers (empty when "always"
     would cover only this exact call)."""
+    from .display import escape
+    from .scopes import always_scopes
+
     try:
         scopes = always_scopes(request)
     except Exception:  # showing the scope must never stop the question being asked

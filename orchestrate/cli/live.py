@@ -24,9 +24,9 @@ from rich.console import Console, Group, RenderableType
 from rich.live import Live
 from rich.text import Text
 
-from ..approvals import ApprovalDecision, ApprovalRequest, TerminalPrompt
 from ..entries import EntryPatch, NormalizedEntry, ToolUseEntry
 from .render import SETTLED, TextRenderer, retry_summary, status_text, tool_details, tool_head
+from .view_prompt import ViewPrompt  # defined apart, without rich (see there); still found here
 
 __all__ = ["LiveView", "ViewPrompt"]
 
@@ -266,17 +266,3 @@ def _duration(seconds: float) -> str:
 
 def _count(n: int) -> str:
     return f"{n / 1000:.1f}k" if n >= 1000 else str(n)
-
-
-class ViewPrompt(TerminalPrompt):
-    """The terminal prompt, holding the live view still while its question is on the terminal."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.view: LiveView | None = None
-
-    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
-        if self.view is None:
-            return await super().request_approval(request)
-        with self.view.hold():
-            return await super().request_approval(request)

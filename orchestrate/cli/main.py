@@ -17,18 +17,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 import anyio
 import click
 import orjson
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
-from ..approvals import ApprovalService, AutoApprove, AutoDeny, RulePolicy, TerminalPrompt
-from ..approvals.prompt import NoTerminalError
-from ..entries import EntryPatch, ErrorEntry, entry_json_schema
+from ..approvals.simple import AutoApprove, AutoDeny
 from ..errors import (
     ConfigError,
     ExecutorUnavailableError,
@@ -39,22 +34,26 @@ from ..errors import (
 )
 from ..process.containment import kill_all
 from ..process.env import parse_env_overrides
-from ..process.rawlog import DAMAGED, read_raw_log
 from ..registry import default_registry
-from ..replay import normalizer_for_file, replay
-from ..run import Run, RunResult
+from ..run.handle import Run
 from ..task import Task
-from .chat import INPUT_PROMPT, Conversation, converse, cwd_option, resume_command
-from .failure import classify, missing_cli
-from .live import LiveView, ViewPrompt
 from .options import build_executor_options, workspace_flags, workspace_run_options
-from .render import TextRenderer, reported_usage, usage_summary
+from .view_prompt import ViewPrompt
 
 if TYPE_CHECKING:
+    from ..approvals.base import ApprovalService
+    from ..approvals.prompt import TerminalPrompt
+    from ..entries import EntryPatch
+    from ..run.result import RunResult
     from ..testing.conformance import Cell
+    from .chat import Conversation
+    from .live import LiveView
+    from .render import TextRenderer
 
-# The testing tools (model server, conformance, recording) are imported by the commands that use
-# them: `orchestrate run` must not wait for them before it starts the agent.
+# Imported by the functions that use them, not here: `orchestrate run` must start its agent first,
+# and load what only the agent's output needs (the view and rich, the entry models, the failure
+# reasons, the chat) while the agent starts up; the testing tools (model server, conformance,
+# recording) only for the commands that use them.  bench/startup.py guards this.
 
 __all__ = ["main"]
 
@@ -76,6 +75,8 @@ class CliError(click.ClickException):
 
 
 def _translate(exc: OrchestrateError) -> CliError:
+    from .failure import missing_cli
+
     if isinstance(exc, ExecutorUnavailableError) and exc.executor in default_registry.names():
         return CliError(missing_cli(default_registry.get(exc.executor), exc.reason), EXIT_UNAVAILABLE)
     if isinstance(exc, ExecutorUnavailableError | SpawnError):
@@ -329,6 +330,8 @@ def run(
             if not prompt.strip():
                 raise click.UsageError("no prompt on stdin: the prompt is empty")
         while prompt is None or prompt == "":  # a conversation begins with the first message typed
+            from .chat import INPUT_PROMPT
+
             try:
                 prompt = anyio.run(asker.read_line, INPUT_PROMPT)
             except KeyboardInterrupt:  # Ctrl-C before anything started
@@ -354,7 +357,7 @@ def run(
             redact_raw_log=not no_redact,
             keep_open=interactive,
         )
-        view = _view(output, verbose, asker)
+        view = _view_maker(output, verbose, asker)  # made once the agent is spawned
         began = time.monotonic()
         made = None
         if task.workspace != "here":
@@ -388,6 +391,8 @@ def run(
                 JsonlWriter().write(not_started_line(error.message, kind, error.exit_code))
         raise error from exc
     if interactive:
+        from .chat import cwd_option, resume_command
+
         resume = resume_command(
             executor_name,
             result.session_id if executor.capabilities.session_resume else None,
@@ -444,6 +449,8 @@ def _can_converse(executor_name: str, takes_messages: bool) -> None:
 
 
 def _open_for_conversation(asker: TerminalPrompt) -> None:
+    from ..approvals.prompt import NoTerminalError
+
     try:
         asker.open()
     except NoTerminalError as exc:
@@ -453,11 +460,14 @@ def _open_for_conversation(asker: TerminalPrompt) -> None:
 
 async def _chat_live(
     run: Run,
-    view: View,
+    make_view: Callable[[], View],
     asker: TerminalPrompt,
     tap: Callable[[Callable[[EntryPatch], None]], Callable[[EntryPatch], None]] | None = None,
 ) -> Conversation:
     """:func:`chat.converse` with the CLI's view and notices."""
+    from .chat import converse
+
+    view = make_view()
     sink = _until_broken(tap(view.on_patch) if tap is not None else view.on_patch)
     with _showing(view):
         return await converse(run, view, asker, sink, _tell)
@@ -503,6 +513,8 @@ def _approval_service(spec: str, given: bool = True) -> tuple[ApprovalService, T
         case "deny":
             return AutoDeny(), asker
         case "ask":
+            from ..approvals.prompt import NoTerminalError
+
             try:
                 asker.open()
             except NoTerminalError as exc:
@@ -518,6 +530,8 @@ def _approval_service(spec: str, given: bool = True) -> tuple[ApprovalService, T
         raise CliError(
             f"--approvals must be auto, deny, ask or a policy file; {spec!r} is none of these", EXIT_USAGE
         )
+    from ..approvals.policy import RulePolicy
+
     try:
         return RulePolicy.from_file(path, ask=asker), asker
     except OrchestrateError as exc:
@@ -552,20 +566,23 @@ _deadline: list[threading.Timer] = []
 
 async def _run_live(
     run: Run,
-    view: View,
+    make_view: Callable[[], View],
     asker: TerminalPrompt | None = None,
     cancelled: threading.Event | None = None,
     tap: Callable[[Callable[[EntryPatch], None]], Callable[[EntryPatch], None]] | None = None,
 ) -> RunResult:
-    """Stream ``run`` into ``view`` (through ``tap``, the store's recorder, when given); stop it on
-    the stop signals, or when ``cancelled`` is set (``orchestrate cancel`` from anywhere)."""
-    sink = _until_broken(tap(view.on_patch) if tap is not None else view.on_patch)
+    """Stream ``run`` into the view ``make_view`` makes (through ``tap``, the store's recorder,
+    when given); stop it on the stop signals, or when ``cancelled`` is set (``orchestrate cancel``
+    from anywhere)."""
     async with run, anyio.create_task_group() as tg:
+        # The view (rich, for text) is made once the agent is spawned, while it starts up.
+        view = make_view()
+        sink = _until_broken(tap(view.on_patch) if tap is not None else view.on_patch)
         tg.start_soon(_on_stop_signals, run, asker)
         if cancelled is not None:
             tg.start_soon(_on_cancel_from_store, run, cancelled)
         with _showing(view):
-            if isinstance(view, LiveView):
+            if _is_live(view):
                 tg.start_soon(view.tick)
             async for patch in run.patches():
                 sink(patch)
@@ -590,7 +607,7 @@ def _showing(view: View) -> Iterator[None]:
     """The view shown for as long as the run streams; the CLI's own notices go through it."""
     _views.append(view)
     try:
-        if isinstance(view, LiveView):
+        if _is_live(view):
             with view:
                 yield
         else:
@@ -636,7 +653,7 @@ def _stop_now(run: Run) -> None:
 
 def _exit_now() -> None:
     with contextlib.suppress(OSError, ValueError):
-        if any(isinstance(v, LiveView) for v in _views) and sys.stdout.isatty():
+        if any(_is_live(v) for v in _views) and sys.stdout.isatty():
             sys.stdout.write("\x1b[?25h\n")  # the live view hid the cursor; give it back
         sys.stdout.flush()
         sys.stderr.flush()
@@ -654,7 +671,7 @@ def _why(sig: signal.Signals) -> str:
 def _tell(message: str) -> None:
     # After SIGHUP the terminal may be gone: a message that cannot be shown is not an error.
     with contextlib.suppress(OSError, ValueError):
-        live = next((v for v in _views if isinstance(v, LiveView)), None)
+        live = next((v for v in _views if _is_live(v)), None)
         if live is not None:  # above the live region, not through it
             live.note(message.strip())
         else:
@@ -709,6 +726,9 @@ def result_line(
     ``taskId``/``runId`` name the task and run the store recorded it as (null when not recorded);
     ``error`` is why it failed in one line, and ``errorKind`` which of the reasons a person can act
     on it is (``model_unreachable``, ``rate_limited``, ``auth_required``, ``cli_missing``) or null."""
+    from .failure import classify
+    from .render import reported_usage
+
     usage = reported_usage(result.entries)
     failure = classify(result)
     return {
@@ -747,8 +767,21 @@ def not_started_line(error: str, kind: str | None, exit_code: int) -> dict[str, 
     }
 
 
-View = TextRenderer | JsonlWriter
+if TYPE_CHECKING:
+    View = TextRenderer | JsonlWriter
 _views: list[View] = []  # the view of the run under way, for the CLI's own notices
+
+
+def _is_live(view: object) -> TypeGuard[LiveView]:
+    """Whether ``view`` is the live view.  One exists only once its module is loaded, which a run
+    with JSON lines never needs (it loads rich)."""
+    live = sys.modules.get(f"{__package__}.live")
+    return live is not None and isinstance(view, live.LiveView)
+
+
+def _view_maker(output: str, verbose: bool, asker: TerminalPrompt | None = None) -> Callable[[], View]:
+    """What :func:`_view` will make, made when called."""
+    return lambda: _view(output, verbose, asker)
 
 
 def _view(output: str, verbose: bool, asker: TerminalPrompt | None = None) -> View:
@@ -756,6 +789,11 @@ def _view(output: str, verbose: bool, asker: TerminalPrompt | None = None) -> Vi
     plain lines, with no control codes, for a pipe or a file.  NO_COLOR is honoured by rich."""
     if output == "jsonl":
         return JsonlWriter()
+    from rich.console import Console
+
+    from .live import LiveView
+    from .render import TextRenderer
+
     console = Console(highlight=False)
     if not console.is_interactive:
         return TextRenderer(console, verbose)
@@ -782,6 +820,12 @@ def _finish(
 
 
 def _summary(result: RunResult) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    from .failure import classify
+    from .render import reported_usage, usage_summary
+
     console = Console(stderr=True, highlight=False)
     style = {"success": "green", "interrupted": "yellow", "cancelled": "yellow"}.get(result.outcome, "red")
     line = Text.assemble("\n", (result.outcome, style), f"  session {result.session_id or '-'}")
@@ -810,7 +854,7 @@ def demo(approvals: str, output: str, verbose: bool) -> None:
         from ..testing.demo import demo_task
 
         with demo_task() as task:
-            view = _view(output, verbose, asker)
+            view = _view_maker(output, verbose, asker)
             result = anyio.run(_run_live, Run(executor, task, service), view, asker)
     except OrchestrateError as exc:
         raise _translate(exc) from exc
@@ -830,6 +874,9 @@ def executors(as_json: bool) -> None:
     if as_json:
         click.echo(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode())
         return
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table("executor", "protocol", "version", "credentials", "capabilities", box=None, pad_edge=False)
     for row in rows:
         caps = ", ".join(
@@ -886,6 +933,13 @@ def replay_cmd(
     """Normalize TARGET: a raw log of ours, a plain stdout capture of the CLI (give --executor), or
     the id of a stored run (`orchestrate show` lists them).  Exits 1 if some lines of the log could
     not be read (each is an error entry; the rest is replayed)."""
+    from rich.console import Console
+
+    from ..entries import ErrorEntry
+    from ..process.rawlog import DAMAGED, read_raw_log
+    from ..replay import normalizer_for_file, replay
+    from .render import TextRenderer
+
     file = _replay_file(target, store_url)
     try:
         header, _ = read_raw_log(file)
@@ -948,6 +1002,8 @@ def schema(contract: bool, typescript: bool) -> None:
 
         click.echo(orjson.dumps(contract_json_schema(), option=orjson.OPT_INDENT_2).decode())
         return
+    from ..entries import entry_json_schema
+
     click.echo(orjson.dumps(entry_json_schema(), option=orjson.OPT_INDENT_2).decode())
 
 
@@ -1050,6 +1106,9 @@ def conformance(executor_names: tuple[str, ...], as_json: bool, require_installe
 
 
 def _print_matrix(cells: list[Cell]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     from ..testing.conformance import SCENARIOS
 
     console = Console(highlight=False, width=max(120, shutil.get_terminal_size().columns))

@@ -20,12 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ..entries import EntryPatch
-from ..executors.base import ExecutorOptions
-from ..run import Run, RunResult
-
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # types only: this module is imported before the agent is spawned
     from ..engine.record import RunRecorder
+    from ..entries import EntryPatch
+    from ..executors.base import ExecutorOptions
+    from ..run import Run, RunResult
 
 __all__ = ["STORE_ENV", "Recording", "record_run"]
 

@@ -10,18 +10,19 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import anyio
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..approvals.base import ApprovalService
-from ..contract import AgentCapabilities, seed_protocol
 from ..errors import ExecutorUnavailableError
-from ..normalizers.base import Normalizer
 from ..process.env import NESTING_VARIABLES, build_env
 from ..process.pipes import ProcessSpec
 from ..task import Task
+
+if TYPE_CHECKING:  # types only: an executor is described before its normalizer is loaded
+    from ..approvals.base import ApprovalService
+    from ..normalizers.base import Normalizer
 
 __all__ = ["Availability", "Capabilities", "Executor", "ExecutorOptions", "find_program"]
 
@@ -43,6 +44,8 @@ class Capabilities:
 
     def to_json_dict(self) -> dict[str, Any]:
         """The seed's ``AgentCapabilities`` JSON form (orchestrate/contract)."""
+        from ..contract import AgentCapabilities, seed_protocol  # pydantic models, not needed to spawn
+
         return AgentCapabilities(
             supports_session_resume=self.session_resume,
             requires_setup=self.requires_setup,

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..approvals.base import ApprovalRequest
-from ..approvals.tools import is_read_only_tool
-from ..normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
-from ..peers.claude_control import CanUseTool
 from ..task import Task
 from .base import Capabilities, Executor
+
+if TYPE_CHECKING:  # loaded when first used: a run starts the CLI before it needs them
+    from ..approvals.base import ApprovalRequest
+    from ..normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
+    from ..peers.claude_control import CanUseTool
 
 __all__ = ["ClaudeCodeExecutor"]
 
@@ -78,10 +79,15 @@ class ClaudeCodeExecutor(Executor):
         return self.credentials_in(env, (), (config / ".credentials.json",)) or (False, None)
 
     def create_normalizer(self) -> ClaudeStreamJsonNormalizer:
+        from ..normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
+
         return ClaudeStreamJsonNormalizer()
 
     def approval_request(self, event: CanUseTool, task: Task, session_id: str | None) -> ApprovalRequest:
         """A ``can_use_tool`` request in the approval service's terms."""
+        from ..approvals.base import ApprovalRequest
+        from ..approvals.tools import is_read_only_tool
+
         args: dict[str, Any] = event.input
         paths = [str(args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str)]
         paths += [

@@ -11,30 +11,33 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
-from anyio.streams.memory import MemoryObjectReceiveStream
 
-from ..approvals.base import ApprovalService
 from ..approvals.pipeline import ApprovalPipeline
 from ..approvals.simple import AutoDeny
-from ..entries import EntryPatch, ErrorEntry, NormalizedEntry, TokenUsage, TokenUsageEntry, ToolUse
 from ..errors import ConfigError, OrchestrateError, ProcessExitedError, RunClosedError, SpawnError
 from ..executors.base import Capabilities, Executor
-from ..normalizers.base import Normalizer
 from ..normalizers.framing import DEFAULT_MAX_LINE_BYTES, LineFramer, LineTooLong
-from ..process.base import AgentIO
 from ..process.pipes import AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
-from ..process.pty import PtyAgentProcess
 from ..process.rawlog import FLUSH_SECONDS, RAW_LOG_FAILED, RawLogWriter, default_log_dir
 from ..process.redact import Redactor, redaction_enabled
 from ..task import Task
-from .driver import Driver, DriverContext
-from .drivers import driver_for
-from .jsonrpc import JsonRpcError
 from .patch_queue import PatchQueue
-from .result import Outcome, RunResult
+
+# What only the live loop needs (the normalizer, the driver, the entry and result models, the pty)
+# is imported once the agent is spawned, while it starts up on another core, not before: the time
+# to the first entry is then the CLI's own start-up plus ours up to the spawn (bench/first_entry.py).
+if TYPE_CHECKING:
+    from anyio.streams.memory import MemoryObjectReceiveStream
+
+    from ..approvals.base import ApprovalService
+    from ..entries import EntryPatch, NormalizedEntry, TokenUsage
+    from ..normalizers.base import Normalizer
+    from ..process.base import AgentIO
+    from .driver import Driver
+    from .result import Outcome, RunResult
 
 __all__ = ["Run"]
 
@@ -65,8 +68,7 @@ class Run:
         # One pipeline for every executor: deny rules, "always" memory, policy, person.
         self.approvals: ApprovalService = ApprovalPipeline.around(approvals or AutoDeny())
         self.shutdown_policy = shutdown or ShutdownPolicy()
-        self.normalizer: Normalizer = executor.create_normalizer()
-        self.normalizer.work_dir = str(task.cwd)  # tool paths are shown relative to it
+        self._normalizer: Normalizer | None = None  # made just after the spawn (see normalizer)
         self.raw_log_path = task.raw_log or default_log_dir() / _log_name(executor.name)
         self._spec = executor.process_spec(task, self.approvals)  # fails early: unknown binary, bad options
         self._patches = PatchQueue()
@@ -99,6 +101,7 @@ class Run:
             self._prepare(self._spec, self.task)
             # Spawned here, not in the loop, so a CLI that cannot start raises SpawnError to the caller.
             first = await self._spawn()
+            self.normalizer  # noqa: B018 - its modules load now, while the agent starts up
         except BaseException:
             self._rawlog.close()
             raise
@@ -159,6 +162,14 @@ class Run:
         """What this agent can do: as the executor declares it, or as the agent itself said when it
         started (a generic ACP agent's initialize answer)."""
         return self._driver.capabilities if self._driver is not None else self.executor.capabilities
+
+    @property
+    def normalizer(self) -> Normalizer:
+        """The executor's normalizer for this run (made once, just after the agent is spawned)."""
+        if self._normalizer is None:
+            self._normalizer = self.executor.create_normalizer()
+            self._normalizer.work_dir = str(self.task.cwd)  # tool paths are shown relative to it
+        return self._normalizer
 
     @property
     def entries(self) -> list[NormalizedEntry]:
@@ -226,6 +237,8 @@ class Run:
 
     async def _spawn(self) -> AgentIO:
         if self.executor.transport == "pty":
+            from ..process.pty import PtyAgentProcess  # ptyprocess: only for terminal agents
+
             return await PtyAgentProcess.spawn(self._spec, self.executor.terminal_size)
         return await AgentProcess.spawn(self._spec)
 
@@ -238,6 +251,9 @@ class Run:
             self._note({"type": "prepared", "actions": done})
 
     async def _attempt(self, task: Task, process: AgentIO | None) -> None:
+        from .driver import DriverContext
+        from .drivers import driver_for
+
         if process is None:
             self._prepare(self._spec, task)
             try:
@@ -284,6 +300,8 @@ class Run:
             self._after_exit(rc, process.stderr_tail)
 
     async def _converse(self, driver: Driver, task: Task, eof: anyio.Event) -> None:
+        from .jsonrpc import JsonRpcError
+
         remaining = None if task.timeout is None else task.timeout - (time.monotonic() - self._started)
         try:
             with anyio.fail_after(math.inf if remaining is None else max(remaining, 0.0)):
@@ -415,8 +433,9 @@ class Run:
         log = self._rawlog
         if log is None:
             return
-        if len(self.normalizer.turn_statuses) != self._turns:
-            self._turns = len(self.normalizer.turn_statuses)
+        turns = self._normalizer.turn_statuses if self._normalizer is not None else ()  # none yet
+        if len(turns) != self._turns:
+            self._turns = len(turns)
             log.flush()
         failure = log.take_failure()
         if failure is not None:  # noted after the log is off: this note is shown, not written
@@ -458,6 +477,8 @@ class Run:
     _stderr_tail: str = ""
 
     def _should_fall_back(self) -> bool:
+        from ..entries import ErrorEntry
+
         entries = self.normalizer.entries
         return bool(
             self.task.resume
@@ -467,6 +488,9 @@ class Run:
         )
 
     def _make_result(self) -> RunResult:
+        from ..entries import ToolUse
+        from .result import RunResult
+
         entries = list(self.normalizer.entries)
         tools = [e.type.tool for e in entries if isinstance(e.type, ToolUse)]
         return RunResult(
@@ -504,6 +528,8 @@ def _last_line(text: str) -> str:
 
 
 def _total_usage(entries: list[NormalizedEntry]) -> TokenUsage:
+    from ..entries import TokenUsage, TokenUsageEntry
+
     usages = [e.type.usage for e in entries if isinstance(e.type, TokenUsageEntry)]
     costs = [u.total_cost_usd for u in usages if u.total_cost_usd is not None]
     return TokenUsage(
@@ -517,6 +543,8 @@ def _total_usage(entries: list[NormalizedEntry]) -> TokenUsage:
 
 
 def _last_error(entries: list[NormalizedEntry]) -> str | None:
+    from ..entries import ErrorEntry
+
     for e in reversed(entries):
         if isinstance(e.type, ErrorEntry):
             return e.type.error.message

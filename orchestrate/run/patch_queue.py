@@ -10,10 +10,12 @@ entry added before it is replaced, and adds in index order.
 from __future__ import annotations
 
 from collections import OrderedDict
+from typing import TYPE_CHECKING
 
 import anyio
 
-from ..entries import EntryPatch
+if TYPE_CHECKING:  # the queue is made before the entry models are loaded (see handle.py)
+    from ..entries import EntryPatch
 
 __all__ = ["PatchQueue"]
 
@@ -33,7 +35,7 @@ class PatchQueue:
         """Queue ``patch``, or fold it into the one already waiting for its entry."""
         waiting = self._waiting.get(patch.index)
         if waiting is not None and waiting.op != patch.op:
-            patch = EntryPatch.model_construct(op=waiting.op, index=patch.index, entry=patch.entry)
+            patch = type(patch).model_construct(op=waiting.op, index=patch.index, entry=patch.entry)
         self._waiting[patch.index] = patch  # an existing key keeps its place
         self._changed.set()
 

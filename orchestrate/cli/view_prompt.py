@@ -1,0 +1,31 @@
+"""The terminal prompt of ``orchestrate run``, holding the live view still while it asks.
+
+Apart from :mod:`.live` because every run makes one before it starts its agent, and the live view's
+module loads rich, which a run needs only once the agent is starting (or not at all, for JSON lines).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..approvals.prompt import TerminalPrompt
+
+if TYPE_CHECKING:
+    from ..approvals.base import ApprovalDecision, ApprovalRequest
+    from .live import LiveView
+
+__all__ = ["ViewPrompt"]
+
+
+class ViewPrompt(TerminalPrompt):
+    """The terminal prompt, holding the live view still while its question is on the terminal."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.view: LiveView | None = None
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        if self.view is None:
+            return await super().request_approval(request)
+        with self.view.hold():
+            return await super().request_approval(request)
