@@ -1,12 +1,15 @@
 """The store: tasks, runs and events behind one synchronous, database-neutral API.
 
 Every method is one transaction and is safe to call from any thread (the async engine calls them through
-worker threads, never on its event loop).  Nothing here is SQLite-specific: SQLite takes its write lock
-at BEGIN (see database.py), Postgres locks the rows the queue claims with ``FOR UPDATE SKIP LOCKED``.
+worker threads, never on its event loop), and from any number of processes on any number of machines.
+SQLite takes its write lock at BEGIN (see database.py); on Postgres each transaction locks the rows it
+changes, tasks first, in ascending order (see postgres.py), claims skip rows another claimer holds, and
+counting live runs against the limits is one step across workers (an advisory lock).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -18,6 +21,7 @@ from sqlalchemy.orm import aliased
 
 from . import database
 from .errors import NotFoundError, StoreError, map_db_errors
+from .postgres import EventNotifier, lock_runs, lock_tasks, task_of_run
 from .records import LIVE_RUN, TERMINAL, ApprovalRecord, Event, Limits, RunRecord, TaskRecord, TaskSpec
 from .rows import NewEvent, insert_events, read_events, read_runs, read_tasks, task_event
 from .schema import approvals, events, messages, runs, task_deps, task_labels, tasks
@@ -39,6 +43,8 @@ class Store:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._notifier: EventNotifier | None = None
+        self._notifier_lock = threading.Lock()
 
     @classmethod
     def open(cls, url: str | None = None, *, busy_timeout: float = database.BUSY_TIMEOUT) -> Store:
@@ -53,7 +59,19 @@ class Store:
         return cls(engine)
 
     def close(self) -> None:
+        if self._notifier is not None:
+            self._notifier.close()
         self.engine.dispose()
+
+    def notifier(self) -> EventNotifier | None:
+        """What wakes subscribers when another process (on any machine) stores events: Postgres's
+        LISTEN/NOTIFY, started on first use.  None on SQLite, where subscribers poll by sequence."""
+        if self.engine.dialect.name != "postgresql":
+            return None
+        with self._notifier_lock:
+            if self._notifier is None:
+                self._notifier = EventNotifier(self.engine)
+            return self._notifier
 
     def __enter__(self) -> Store:
         return self
@@ -133,6 +151,7 @@ class Store:
         """Cancel a task: at once if it is not running; otherwise flag it for the worker that runs it
         (which may be another process) to stop the agent.  A finished task is left as it is."""
         with self._write(f"cancelling task {task_id}") as conn:
+            lock_tasks(conn, [task_id])
             task = self._task(conn, task_id)
             if task.status in TERMINAL:
                 return task
@@ -145,6 +164,7 @@ class Store:
     def retry(self, task_id: int) -> TaskRecord:
         """Queue a finished task again for one more attempt; dependents it had blocked wait for it again."""
         with self._write(f"retrying task {task_id}") as conn:
+            lock_tasks(conn, [task_id])
             task = self._task(conn, task_id)
             if task.status not in TERMINAL or task.status == "done":
                 raise StoreError(
@@ -165,7 +185,9 @@ class Store:
             return self._task(conn, task_id)
 
     def _unblock(self, conn: Connection, task_id: int, how: str) -> None:
-        for dep in _dependents(conn, task_id):
+        deps = _dependents(conn, task_id)
+        lock_tasks(conn, deps)  # dependents have higher ids than the task: the order holds
+        for dep in deps:
             if self._task(conn, dep).status == "blocked":
                 _set_task(conn, dep, status="queued", reason=None)
                 task_event(conn, dep, "queued", reason=f"task {task_id} was {how}")
@@ -180,6 +202,7 @@ class Store:
         if not text.strip():
             raise StoreError("a follow-up message needs some text")
         with self._write(f"sending a message to task {task_id}") as conn:
+            lock_tasks(conn, [task_id])
             task = self._task(conn, task_id)
             key: Any = conn.execute(
                 insert(messages).values(task_id=task_id, created_at=time.time(), text=text)
@@ -217,6 +240,7 @@ class Store:
         """Store a permission request of run ``run_id`` for any client to answer; its task is
         ``waiting_approval`` until every open request of the run is answered."""
         with self._write(f"opening an approval for run {run_id}") as conn:
+            lock_tasks(conn, [task_of_run(conn, run_id) or 0])
             run = read_runs(conn, runs.c.id == run_id)
             if not run or run[0].status not in LIVE_RUN:
                 raise NotFoundError(f"no live run {run_id} to ask for")
@@ -253,6 +277,7 @@ class Store:
         if decision not in ("approved", "denied", "timed_out"):
             raise StoreError(f"an approval is approved, denied or timed_out, not {decision!r}")
         with self._write(f"answering approval {approval_id}") as conn:
+            lock_tasks(conn, [_approval(conn, approval_id).task_id])
             won = conn.execute(
                 update(approvals)
                 .where(approvals.c.id == approval_id, approvals.c.status == "open")
@@ -272,6 +297,7 @@ class Store:
     def withdraw_approval(self, approval_id: int, why: str) -> bool:
         """Close an approval nobody answered (the agent stopped waiting); False if it was answered."""
         with self._write(f"withdrawing approval {approval_id}") as conn:
+            lock_tasks(conn, [_approval(conn, approval_id).task_id])
             taken = conn.execute(
                 update(approvals)
                 .where(approvals.c.id == approval_id, approvals.c.status == "open")
@@ -348,6 +374,7 @@ class Store:
         now = time.time()
         held = and_(runs.c.id.in_(list(run_ids)), runs.c.worker == worker, runs.c.status.in_(LIVE_RUN))
         with self._write("renewing leases") as conn:
+            lock_runs(conn, run_ids)
             conn.execute(update(runs).where(held).values(lease_expires_at=now + lease))
             return set(conn.execute(select(runs.c.id).where(held)).scalars())
 
@@ -362,8 +389,11 @@ class Store:
     def set_session(self, run_id: int, session_id: str) -> None:
         """Record the agent's session as soon as it is known, so a retry after a crash can resume it."""
         with self._write(f"recording the session of run {run_id}") as conn:
+            task_id = task_of_run(conn, run_id)
+            if task_id is None:
+                raise NotFoundError(f"no run {run_id}")
+            lock_tasks(conn, [task_id])
             conn.execute(update(runs).where(runs.c.id == run_id).values(session_id=session_id))
-            task_id = select(runs.c.task_id).where(runs.c.id == run_id).scalar_subquery()
             conn.execute(update(tasks).where(tasks.c.id == task_id).values(session_id=session_id))
 
     def cancel_requested(self, task_ids: Sequence[int]) -> set[int]:
@@ -386,6 +416,7 @@ class Store:
         """Close run ``run_id`` with ``end`` and move its task to ``task_status`` (``queued`` to retry),
         in one transaction; a task that fails for good blocks the tasks waiting for it."""
         with self._write(f"finishing run {run_id}") as conn:
+            lock_tasks(conn, [task_of_run(conn, run_id) or 0])
             run = read_runs(conn, runs.c.id == run_id)[0]
             live = and_(runs.c.id == run_id, runs.c.status.in_(LIVE_RUN))
             if not conn.execute(update(runs).where(live).values(ended_at=time.time(), **end)).rowcount:
@@ -436,6 +467,7 @@ class Store:
         None if the run is not expired any more (its worker came back, or another worker took it)."""
         now = time.time()
         with self._write(f"recovering run {run_id}") as conn:
+            lock_tasks(conn, [task_of_run(conn, run_id) or 0])
             taken = conn.execute(
                 update(runs)
                 .where(runs.c.id == run_id, runs.c.status.in_(LIVE_RUN), runs.c.lease_expires_at < now)
@@ -512,7 +544,9 @@ class Store:
         while frontier:
             upstream, up_status = frontier.pop()
             why = _blocked_reason(upstream, up_status)
-            for dep in _dependents(conn, upstream):
+            deps = _dependents(conn, upstream)
+            lock_tasks(conn, deps)
+            for dep in deps:
                 if self._task(conn, dep).status == "queued":
                     _set_task(conn, dep, status="blocked", reason=why)
                     task_event(conn, dep, "blocked", reason=why)
@@ -674,6 +708,6 @@ def _next_task(conn: Connection, limits: Limits, executors: Sequence[str] | None
         query = query.where(tasks.c.executor.in_(list(executors)))
     query = query.order_by(tasks.c.priority.desc(), tasks.c.id).limit(1)
     if conn.dialect.name == "postgresql":
-        query = query.with_for_update(skip_locked=True, of=tasks)
+        query = query.with_for_update(skip_locked=True, of=tasks, key_share=True)
     found = conn.execute(query).scalar()
     return None if found is None else int(found)
