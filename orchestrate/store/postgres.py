@@ -145,9 +145,9 @@ class EventNotifier:
 
     def _listen(self) -> None:
         raw = self.engine.raw_connection()
+        driver: Any = raw.driver_connection
+        raw.detach()  # ours for good: a pooled connection must not be handed out while listening
         try:
-            driver: Any = raw.driver_connection
-            raw.detach()  # ours for good: a pooled connection must not be handed out while listening
             driver.autocommit = True
             driver.execute(f"LISTEN {CHANNEL}")
             with self._lock:
@@ -159,7 +159,7 @@ class EventNotifier:
                     self._received(note.payload)
         finally:
             with contextlib.suppress(Exception):
-                raw.close()
+                driver.close()
 
     def _received(self, payload: str) -> None:
         with self._lock:

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 from sqlalchemy import Connection, Engine, and_, exists, func, insert, select, text, true, update
 from sqlalchemy.orm import aliased
+from sqlalchemy.pool import NullPool
 
 from . import database
 from .errors import NotFoundError, StoreError, map_db_errors
@@ -45,6 +46,7 @@ class Store:
         self.engine = engine
         self._notifier: EventNotifier | None = None
         self._notifier_lock = threading.Lock()
+        self._closed = False
 
     @classmethod
     def open(cls, url: str | None = None, *, busy_timeout: float = database.BUSY_TIMEOUT) -> Store:
@@ -59,9 +61,16 @@ class Store:
         return cls(engine)
 
     def close(self) -> None:
-        if self._notifier is not None:
-            self._notifier.close()
+        with self._notifier_lock:
+            self._closed = True
+            if self._notifier is not None:
+                self._notifier.close()
         self.engine.dispose()
+        if self.engine.dialect.name == "postgresql":
+            # A closed store still answers (boards and tests read one after closing it), but keeps no
+            # server connection open any more: each call's connection is closed when it returns.
+            pool: Any = self.engine.pool
+            self.engine.pool = NullPool(pool._creator, dialect=pool._dialect, _dispatch=pool.dispatch)
 
     def notifier(self) -> EventNotifier | None:
         """What wakes subscribers when another process (on any machine) stores events: Postgres's
@@ -69,7 +78,7 @@ class Store:
         if self.engine.dialect.name != "postgresql":
             return None
         with self._notifier_lock:
-            if self._notifier is None:
+            if self._notifier is None and not self._closed:
                 self._notifier = EventNotifier(self.engine)
             return self._notifier
 
