@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Engine, and_, exists, func, insert, select, text, true, update
+from sqlalchemy import Connection, Engine, and_, exists, func, insert, or_, select, text, true, update
 from sqlalchemy.orm import aliased
 from sqlalchemy.pool import NullPool
 
@@ -345,12 +345,21 @@ class Store:
     # --- the queue ----------------------------------------------------------------------------
 
     def claim(
-        self, worker: str, limits: Limits, lease: float, executors: Sequence[str] | None = None
+        self,
+        worker: str,
+        limits: Limits,
+        lease: float,
+        executors: Sequence[str] | None = None,
+        *,
+        task_id: int | None = None,
     ) -> tuple[TaskRecord, RunRecord] | None:
         """Take the next runnable task (highest priority, then oldest; every dependency done; within
-        ``limits`` across all workers) and open a run of it leased to ``worker``.  None: nothing to do."""
+        ``limits`` across all workers) and open a run of it leased to ``worker``.  None: nothing to do.
+
+        ``task_id``: take that task only, if it is runnable within the limits and no runnable task of a
+        higher priority waits (a backend with one workflow per task, where each task asks for itself)."""
         with self._write("claiming a task") as conn:
-            task_id = _next_task(conn, limits, executors)
+            task_id = _next_task(conn, limits, executors, only=task_id)
             if task_id is None:
                 return None
             task = self._task(conn, task_id)
@@ -404,6 +413,17 @@ class Store:
             lock_tasks(conn, [task_id])
             conn.execute(update(runs).where(runs.c.id == run_id).values(session_id=session_id))
             conn.execute(update(tasks).where(tasks.c.id == task_id).values(session_id=session_id))
+
+    def queued(self, limit: int = 100) -> list[int]:
+        """Ids of queued tasks in the order the queue would take them (priority, then age)."""
+        with self._read("listing the queue") as conn:
+            query = (
+                select(tasks.c.id)
+                .where(tasks.c.status == "queued")
+                .order_by(tasks.c.priority.desc(), tasks.c.id)
+                .limit(limit)
+            )
+            return [int(t) for t in conn.execute(query).scalars()]
 
     def cancel_requested(self, task_ids: Sequence[int]) -> set[int]:
         """Which of ``task_ids`` some client asked to cancel."""
@@ -490,19 +510,43 @@ class Store:
             if not taken:
                 return None
             run = read_runs(conn, runs.c.id == run_id)[0]
-            task = self._task(conn, run.task_id)
-            why = f"run {run_id} was lost ({run.worker} stopped)"
-            _withdraw_approvals(conn, run_id, why)
-            if task.cancel_requested:
-                self._end_task(conn, task.id, "cancelled", reason=why, run_id=run_id)
-            elif task.attempts < task.max_attempts:
-                _set_task(conn, task.id, status="queued", reason=f"{why}; retrying")
-                task_event(conn, task.id, "queued", reason=f"{why}; retrying", run_id=run_id)
-            else:
-                self._end_task(
-                    conn, task.id, "lost", reason=why, run_id=run_id, error=run.error, error_code="lost"
+            self._lost(conn, run)
+            return self._task(conn, run.task_id)
+
+    def take_over(self, task_id: int, by: str, why: str) -> list[RunRecord]:
+        """Declare every live run of task ``task_id`` lost now, whatever its lease says, and retry the
+        task if attempts remain (its session resumed): for a backend whose own failure detector (a
+        Temporal heartbeat timeout) has already decided that the run's worker is gone.  Returns the runs
+        taken over, so the caller can kill what is left of their agents.  The old worker, if it still
+        lives, learns at its next heartbeat that it holds the run no more, and stops its agent."""
+        now = time.time()
+        with self._write(f"taking over task {task_id}") as conn:
+            lock_tasks(conn, [task_id])
+            live = read_runs(conn, and_(runs.c.task_id == task_id, runs.c.status.in_(LIVE_RUN)))
+            for run in live:
+                error = f"{why}; taken over by {by}"
+                conn.execute(
+                    update(runs)
+                    .where(runs.c.id == run.id)
+                    .values(status="lost", ended_at=now, error_code="lost", error=error)
                 )
-            return self._task(conn, task.id)
+                self._lost(conn, read_runs(conn, runs.c.id == run.id)[0])
+            return live
+
+    def _lost(self, conn: Connection, run: RunRecord) -> None:
+        """After ``run`` was marked lost: its approvals withdrawn, its task retried or ended."""
+        task = self._task(conn, run.task_id)
+        why = f"run {run.id} was lost ({run.worker} stopped)"
+        _withdraw_approvals(conn, run.id, why)
+        if task.cancel_requested:
+            self._end_task(conn, task.id, "cancelled", reason=why, run_id=run.id)
+        elif task.attempts < task.max_attempts:
+            _set_task(conn, task.id, status="queued", reason=f"{why}; retrying")
+            task_event(conn, task.id, "queued", reason=f"{why}; retrying", run_id=run.id)
+        else:
+            self._end_task(
+                conn, task.id, "lost", reason=why, run_id=run.id, error=run.error, error_code="lost"
+            )
 
     # --- events -------------------------------------------------------------------------------
 
@@ -677,7 +721,9 @@ def _blocked_reason(task_id: int, status: str) -> str:
     return f"dependency task {task_id} {'is blocked' if status == 'blocked' else 'ended ' + status}"
 
 
-def _next_task(conn: Connection, limits: Limits, executors: Sequence[str] | None) -> int | None:
+def _next_task(
+    conn: Connection, limits: Limits, executors: Sequence[str] | None, only: int | None = None
+) -> int | None:
     if conn.dialect.name == "postgresql":
         # Counting live runs and claiming must be one step across workers (SQLite's BEGIN IMMEDIATE
         # already makes it so); any fixed key serves.
@@ -715,8 +761,14 @@ def _next_task(conn: Connection, limits: Limits, executors: Sequence[str] | None
         )
     if executors is not None:
         query = query.where(tasks.c.executor.in_(list(executors)))
+    if only is not None:
+        # That task, unless a runnable one of a higher priority comes first.
+        mine = select(tasks.c.priority).where(tasks.c.id == only).scalar_subquery()
+        query = query.where(or_(tasks.c.id == only, tasks.c.priority > mine))
     query = query.order_by(tasks.c.priority.desc(), tasks.c.id).limit(1)
     if conn.dialect.name == "postgresql":
         query = query.with_for_update(skip_locked=True, of=tasks, key_share=True)
     found = conn.execute(query).scalar()
-    return None if found is None else int(found)
+    if found is None or (only is not None and found != only):
+        return None
+    return int(found)
