@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from orchestrate.store import Store, TaskSpec
@@ -91,6 +92,20 @@ class Cluster:
         self.store.close()
 
 
+def workflow_states(cluster: Cluster, ids: list[int]) -> set[str]:
+    from orchestrate.engine.temporal import connect, workflow_id
+
+    async def states() -> set[str]:
+        client = await connect(cluster.address)
+        found = set()
+        for t in ids:
+            described = await client.get_workflow_handle(workflow_id(t, cluster.prefix)).describe()
+            found.add(described.status.name if described.status else "?")
+        return found
+
+    return anyio.run(states)
+
+
 @pytest.fixture
 def cluster(postgres: Postgres, temporal: Temporal, tmp_path: Path) -> Iterator[Cluster]:
     c = Cluster(postgres.database(), temporal, tmp_path)
@@ -130,6 +145,7 @@ def test_two_workers_run_fifty_tasks_once_each_within_the_limit(cluster: Cluster
     # Agent processes of this test alive at once, sampled every 10 ms: the limit is held across workers.
     assert max(seen) <= 3, max(seen)
     assert max(seen) >= 2  # and the two workers did run turns side by side
+    assert workflow_states(cluster, ids) == {"COMPLETED"}  # every workflow returned; none failed
     for t in ids[:3]:  # what the agent printed is in the store, numbered, not in workflow history
         events = cluster.store.events(task_id=t)
         assert [e.seq for e in events] == list(range(1, len(events) + 1))

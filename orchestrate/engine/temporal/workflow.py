@@ -11,6 +11,7 @@ the same task queue, which resumes the agent's session.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -56,13 +57,18 @@ class TaskWorkflow:
                     ),
                     cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
                 )
-                if result.state == "waiting":
-                    await workflow.wait_condition(lambda: self._woken, timeout=timedelta(seconds=delay))
-                    delay = min(delay * 2, task.wait_max)
-                elif result.status not in ENDED or self._woken:
-                    delay = task.wait_min  # queued again (a retry or a follow-up): the next turn
-                else:
+                if result.status in ENDED and not self._woken:
                     return result
+                if workflow.cancellation_reason() is not None:
+                    # Cancelled while a short turn ran (which then ended normally, the cancel absorbed).
+                    raise asyncio.CancelledError
+                if result.state == "waiting":
+                    # Timing out is the normal way out of this wait (a wake signal being the other).
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await workflow.wait_condition(lambda: self._woken, timeout=timedelta(seconds=delay))
+                    delay = min(delay * 2, task.wait_max)
+                else:
+                    delay = task.wait_min  # queued again (a retry or a follow-up): the next turn
                 if workflow.info().get_current_history_length() > _HISTORY_LIMIT:
                     workflow.continue_as_new(task)
         except asyncio.CancelledError:
