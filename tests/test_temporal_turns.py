@@ -99,3 +99,16 @@ def test_a_cancel_through_temporal_is_recorded_in_the_store(cluster: Cluster) ->
     assert cluster.store.get(blocker).status == "cancelled"
     [run] = cluster.store.runs(blocker)
     assert run.status == "cancelled"
+
+
+def test_a_dependent_waits_its_turn_and_every_workflow_completes(cluster: Cluster) -> None:
+    from .test_temporal_engine import workflow_states
+
+    cluster.start("one")
+    first = cluster.submit("slow")
+    second = cluster.submit("plain", depends_on=[first], priority=5)
+    cluster.wait([first, second], 40)
+    [a], [b] = cluster.store.runs(first), cluster.store.runs(second)
+    assert cluster.store.get(second).status == "done"
+    assert a.ended_at is not None and b.started_at is not None and a.ended_at <= b.started_at
+    assert workflow_states(cluster, [first, second]) == {"COMPLETED"}
