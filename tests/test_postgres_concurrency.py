@@ -173,3 +173,36 @@ def test_the_first_answer_wins_among_processes(url: str) -> None:
         assert final.status == "answered"
         assert (final.decision, final.answered_by) == (winner["decision"], winner["by"])
         assert s.get(final.task_id).status == "running"
+
+
+def test_a_task_asks_for_itself_within_limits_and_priority(url: str) -> None:
+    """What a workflow per task asks of the store: this task, if it is runnable and nothing better waits."""
+    with Store.open(url) as s:
+        low = s.submit(spec(executor="x")).id
+        high = s.submit(spec(executor="x", priority=5)).id
+        later = s.submit(spec(executor="x", depends_on=[high])).id
+        assert s.claim("w", Limits(), 60, task_id=low) is None  # a higher priority waits
+        assert s.claim("w", Limits(), 60, task_id=later) is None  # its dependency is not done
+        got = s.claim("w", Limits(per_executor={"x": 1}), 60, task_id=high)
+        assert got is not None and got[0].id == high
+        assert s.claim("w", Limits(per_executor={"x": 1}), 60, task_id=low) is None  # the limit is full
+        assert s.claim("w", Limits(), 60, task_id=low) is not None
+        assert s.queued() == [later]
+
+
+def test_take_over_loses_the_live_run_and_resumes_its_session(url: str) -> None:
+    with Store.open(url) as s:
+        task = s.submit(spec(max_attempts=2))
+        _, run = s.claim("dead-host:1:x", Limits(), 3600)  # type: ignore[misc]
+        s.set_session(run.id, "sess-1")
+        approval = s.open_approval(run.id, {"tool_name": "Bash"})
+        [taken] = s.take_over(task.id, "new", "its worker stopped heartbeating")
+        assert taken.id == run.id  # the lease had an hour left: Temporal's word is enough
+        assert s.run(run.id).status == "lost" and "taken over by new" in (s.run(run.id).error or "")
+        assert s.approval(approval.id).status == "withdrawn"
+        assert s.take_over(task.id, "other", "again") == []  # nothing live: nothing to take
+        assert s.heartbeat("dead-host:1:x", [run.id], 60) == set()  # the old worker learns it
+        _, second = s.claim("new", Limits(), 60, task_id=task.id)  # type: ignore[misc]
+        assert (second.attempt, second.resume_token) == (2, "sess-1")
+        s.take_over(task.id, "third", "again")
+        assert s.get(task.id).status == "lost"  # no attempts left

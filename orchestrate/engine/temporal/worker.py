@@ -171,6 +171,9 @@ class TemporalWorker:
     async def dispatch(self, client: Client) -> int:
         """Start (or wake) the workflow of every task queued since the last look; how many."""
         queued = await anyio.to_thread.run_sync(lambda: self.store.list_tasks(status="queued", limit=1000))
+        # Forget tasks no longer queued (bounded memory); one queued again has a new last_seq anyway.
+        now_queued = {task.id for task in queued}
+        self._started = {t: seq for t, seq in self._started.items() if t in now_queued}
         count = 0
         for task in queued:
             if self.executors is not None and task.executor not in self.executors:
