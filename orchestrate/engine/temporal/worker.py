@@ -22,8 +22,7 @@ from typing import Any
 
 import anyio
 from temporalio.client import Client
-from temporalio.worker import Worker
-from temporalio.worker.workflow_sandbox import SandboxedWorkflowRunner, SandboxRestrictions
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from ...approvals.base import ApprovalService
 from ...process.pipes import ShutdownPolicy
@@ -139,11 +138,10 @@ class TemporalWorker:
             client=client,
             prefix=self.options.prefix,
         )
-        # The workflow code imports nothing of ours that does I/O; the package itself passes through the
-        # sandbox so that it is imported once, not again for every workflow run.
-        runner = SandboxedWorkflowRunner(
-            restrictions=SandboxRestrictions.default.with_passthrough_modules("orchestrate")
-        )
+        # Not sandboxed: the workflow (workflow.py) is a short loop that does no I/O, reads no clock and
+        # imports nothing of ours but shapes.py; the sandbox re-creates its module world for every
+        # workflow run, which under load made workflow tasks outlast their 10 s timeout.
+        runner = UnsandboxedWorkflowRunner()
         turns = Worker(
             client,
             task_queue=self.options.queue,
