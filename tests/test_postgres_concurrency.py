@@ -124,7 +124,7 @@ def test_event_numbers_never_repeat_or_skip_across_processes(url: str) -> None:
 
 def test_claims_take_each_task_once_and_hold_the_limit_across_processes(url: str) -> None:
     with Store.open(url) as s:
-        ids = [s.submit(spec(executor="x" if i % 4 else "y")).id for i in range(40)]
+        ids = [s.submit(spec(executor="x" if i % 4 else "y")).id for i in range(24)]
     results = race(url, "claim", 4, limit=2)
     claimed = [t for r in results for t in r["claimed"]]  # type: ignore[attr-defined]
     assert sorted(claimed) == ids  # every task, none twice

@@ -232,3 +232,23 @@ def test_the_next_worker_on_the_machine_reaps_what_a_dead_worker_left(cluster: C
     assert group_members(run.pid) == []
     cluster.wait([task_id], 30)
     assert cluster.store.get(task_id).status == "lost"  # one attempt, its worker gone: lost, said so
+
+
+def test_a_worker_stopped_by_sigterm_hands_its_turn_on(cluster: Cluster) -> None:
+    """A rolling restart: the stopped worker stops its agent and records nothing; Temporal retries the
+    turn on the other worker, which takes the run over and resumes the session."""
+    first = cluster.start("one")
+    task_id = cluster.submit("slow", max_attempts=2)
+    deadline = time.monotonic() + 30
+    while not (runs := cluster.store.runs(task_id)) or not runs[0].session_id:
+        assert time.monotonic() < deadline, cluster.log("one")
+        time.sleep(0.05)
+    cluster.start("two")
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(20) == 0, cluster.log("one")
+    cluster.wait([task_id], 45)
+    handed, resumed = cluster.store.runs(task_id)
+    assert cluster.store.get(task_id).status == "done"
+    assert handed.status == "lost" and resumed.resume_token == handed.session_id
+    assert resumed.worker != handed.worker
+    assert marked_processes(cluster.mark) == 0

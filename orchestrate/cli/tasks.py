@@ -592,7 +592,9 @@ def worker(
     url: str | None,
 ) -> None:
     """Run queued tasks until SIGINT or SIGTERM.  Any number of workers share one store's queue.
-    With --temporal, each task is a Temporal workflow and each turn an activity run on this machine.
+    With --temporal, each task is a Temporal workflow and each turn an activity run on this machine; a
+    signal stops the worker at once, and Temporal hands its live turns to another worker, which resumes
+    the agents' sessions.
 
     The first signal stops taking tasks and lets the live runs end; a second one stops them now (their
     tasks are then recovered, and retried if they have attempts left, by the next worker)."""
