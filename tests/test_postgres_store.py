@@ -226,3 +226,14 @@ def test_claims_skip_a_task_another_worker_holds(postgres: Postgres) -> None:
         assert got is not None and got[0].id == first.id
         s.finish_run(got[1].id, RunEnd(status="done", outcome="success"), "done")
         assert s.get(first.id).status == "done"
+
+
+def test_a_missing_server_skips_here_and_fails_where_required(monkeypatch: pytest.MonkeyPatch) -> None:
+    from . import services
+
+    monkeypatch.setattr(services, "REQUIRE_REAL_CLIS", False)
+    with pytest.raises(pytest.skip.Exception, match="no Postgres"):
+        services.unavailable("no Postgres")
+    monkeypatch.setattr(services, "REQUIRE_REAL_CLIS", True)
+    with pytest.raises(pytest.fail.Exception, match="no Postgres"):
+        services.unavailable("no Postgres")
