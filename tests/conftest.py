@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,3 +17,42 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+# --- servers for the Postgres and Temporal tests (tests/services.py) --------------------------------
+
+
+@pytest.fixture(scope="session")
+def _postgres_session() -> Iterator[object]:
+    from .services import postgres_server
+
+    with postgres_server() as server:
+        yield server
+
+
+@pytest.fixture
+def postgres(_postgres_session: object) -> object:
+    """A throwaway Postgres cluster for the session (skips, or fails under CI, without one)."""
+    from .services import unavailable
+
+    if isinstance(_postgres_session, str):
+        unavailable(_postgres_session)
+    return _postgres_session
+
+
+@pytest.fixture(scope="session")
+def _temporal_session() -> Iterator[object]:
+    from .services import temporal_server
+
+    with temporal_server() as server:
+        yield server
+
+
+@pytest.fixture
+def temporal(_temporal_session: object) -> object:
+    """A Temporal dev server for the session (skips, or fails under CI, without one)."""
+    from .services import unavailable
+
+    if isinstance(_temporal_session, str):
+        unavailable(_temporal_session)
+    return _temporal_session

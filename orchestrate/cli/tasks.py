@@ -564,6 +564,29 @@ def _worker_approvals(spec: str) -> ApprovalService | None:
 )
 @click.option("--silence-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds of silence.")
 @click.option("--run-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds for a whole run.")
+@click.option(
+    "--temporal",
+    "temporal",
+    metavar="ADDRESS",
+    help="Run turns as Temporal activities (the temporal extra); namespace, TLS, API key from TEMPORAL_*.",
+)
+@click.option("--namespace", help="Temporal namespace (default: $TEMPORAL_NAMESPACE, then default).")
+@click.option(
+    "--queue", default="orchestrate", show_default=True, help="Temporal: this machine's workspace queue."
+)
+@click.option(
+    "--workflow-prefix",
+    default="orchestrate",
+    show_default=True,
+    help="Temporal: workflow ids PREFIX-task-ID; one prefix per store sharing a namespace.",
+)
+@click.option(
+    "--heartbeat-timeout",
+    type=click.FloatRange(min=0.5),
+    default=30.0,
+    show_default=True,
+    help="Temporal: seconds without a heartbeat before a turn moves to another worker.",
+)
 @store_option
 def worker(
     capacity: int,
@@ -577,9 +600,17 @@ def worker(
     startup_timeout: float | None,
     silence_timeout: float | None,
     run_timeout: float | None,
+    temporal: str | None,
+    namespace: str | None,
+    queue: str,
+    workflow_prefix: str,
+    heartbeat_timeout: float,
     url: str | None,
 ) -> None:
     """Run queued tasks until SIGINT or SIGTERM.  Any number of workers share one store's queue.
+    With --temporal, each task is a Temporal workflow and each turn an activity run on this machine; a
+    signal stops the worker at once, and Temporal hands its live turns to another worker, which resumes
+    the agents' sessions.
 
     The first signal stops taking tasks and lets the live runs end; a second one stops them now (their
     tasks are then recovered, and retried if they have attempts left, by the next worker)."""
@@ -599,9 +630,54 @@ def worker(
         "watchdogs": Watchdogs(startup=startup_timeout, silence=silence_timeout, total=run_timeout),
     }
     try:
-        anyio.run(_work, url, options)
+        if temporal is not None:
+            where = {"address": temporal, "namespace": namespace, "queue": queue, "prefix": workflow_prefix}
+            anyio.run(_work_temporal, url, options, where | {"heartbeat_timeout": heartbeat_timeout})
+        else:
+            anyio.run(_work, url, options)
     except OrchestrateError as exc:
         raise TaskCliError(str(exc), 1) from exc
+
+
+async def _work_temporal(url: str | None, options: dict[str, Any], where: dict[str, Any]) -> None:
+    try:
+        from ..engine.temporal import TemporalOptions, TemporalWorker
+    except ImportError as exc:
+        extra = "pip install 'agent-orchestrate[temporal]'"
+        raise TaskCliError(f"--temporal needs the temporal extra: {extra} ({exc})") from exc
+    options.pop("lease")  # Temporal's heartbeat timeout decides when a worker is gone
+    with Store.open(url) as store:
+        try:
+            worker = TemporalWorker(store, TemporalOptions(**where), **options)
+            await worker.__aenter__()
+        except RuntimeError as exc:  # Temporal unreachable
+            raise TaskCliError(f"cannot reach Temporal at {where['address']}: {exc}") from exc
+        try:
+            async with anyio.create_task_group() as tg:
+
+                async def on_signals(*, task_status: anyio.abc.TaskStatus[None]) -> None:
+                    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                        task_status.started()
+                        count = 0
+                        async for _ in signals:
+                            count += 1
+                            click.echo(f"worker {worker.worker}: stopping", err=True)
+                            worker.stop()
+                            if count > 1:
+                                tg.cancel_scope.cancel()
+
+                await tg.start(on_signals)
+                for run_id in worker.reaped:
+                    click.echo(f"worker {worker.worker}: killed the agent of dead run {run_id}", err=True)
+                click.echo(
+                    f"worker {worker.worker} on {store.engine.url!r}, Temporal {where['address']} "
+                    f"queue {where['queue']}",
+                    err=True,
+                )
+                await worker.run()
+                tg.cancel_scope.cancel()
+        finally:
+            await worker.__aexit__(None, None, None)
 
 
 async def _work(url: str | None, options: dict[str, Any]) -> None:

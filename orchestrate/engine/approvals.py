@@ -64,26 +64,35 @@ class StoreApprovals:
     async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
         expires = None if self.timeout is None else time.time() + self.timeout
         body: dict[str, Any] = request.model_dump(mode="json")
-        opened = await anyio.to_thread.run_sync(lambda: self.store.open_approval(self.run_id, body, expires))
-        if self.on_open is not None:
-            self.on_open(opened)
+        # The row is kept as soon as the store has it: a cancel that lands while the thread opens it
+        # (the run layer's own timeout, on a slow store) must still close it, not leave it open.
+        box: list[ApprovalRecord] = []
         settled = False
         try:
+            await anyio.to_thread.run_sync(
+                lambda: box.append(self.store.open_approval(self.run_id, body, expires))
+            )
+            opened = box[0]
+            if self.on_open is not None:
+                self.on_open(opened)
             while True:
                 record = await self._read(opened.id)
                 if record is not None and record.status != "open":
                     settled = True
                     return decision_of(record)
                 if expires is not None and time.time() >= expires:
+                    # Settled only once the store has the answer: a cancel at this await (the run
+                    # layer's timeout, which ends at the same instant) leaves it to the finally.
+                    decision = await self._time_out(opened.id)
                     settled = True
-                    return await self._time_out(opened.id)
+                    return decision
                 await anyio.sleep(self.poll)
         finally:
-            if not settled:
+            if not settled and box:
                 # Cancelled while waiting (the run ended, was cancelled, or the run layer's own
                 # approval timeout came first): nobody's answer can reach the agent any more.
                 with anyio.CancelScope(shield=True), anyio.move_on_after(5):
-                    await self._close(opened.id, expires)
+                    await self._close(box[0].id, expires)
 
     async def _read(self, approval_id: int) -> ApprovalRecord | None:
         try:

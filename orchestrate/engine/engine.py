@@ -189,7 +189,10 @@ class Engine:
         done, failed, blocked, cancelled, lost), each with its reason."""
         if (task_id is None) == (run_id is None):
             raise ValueError("subscribe to exactly one of a task and a run")
+        # Postgres: woken by NOTIFY when any process stores events (polling stays, slower, as a fallback).
+        notifier = self.store.notifier()
         while True:
+            seen = notifier.version(task_id) if notifier is not None else 0
             read = functools.partial(self.store.events, task_id=task_id, run_id=run_id, after=after)
             page = await self._call(read)
             for event in page:
@@ -200,8 +203,10 @@ class Engine:
                 continue
             if not follow or await self._ended(task_id, run_id, after):
                 return
-            # Polling, not an event: the writer may be another process.
-            await anyio.sleep(self.poll / 4)
+            if notifier is not None:
+                await notifier.wait(task_id, seen, self.poll * 5)
+            else:
+                await anyio.sleep(self.poll / 4)  # polling: the writer may be another process
 
     async def _ended(self, task_id: int | None, run_id: int | None, after: int) -> bool:
         if task_id is not None:

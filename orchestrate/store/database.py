@@ -1,6 +1,8 @@
 """Where the store lives and how a connection to it is made: SQLite in WAL mode under
-``$ORCHESTRATE_HOME`` by default, any SQLAlchemy URL (Postgres: ``postgresql+psycopg://...``, with the
-``postgres`` extra installed) otherwise.  Schema changes go through Alembic, never ``create_all``."""
+``$ORCHESTRATE_HOME`` by default, ``$ORCHESTRATE_DATABASE_URL`` when set, any SQLAlchemy URL otherwise.
+Postgres (``postgresql://...``, with the ``postgres`` extra installed) is driven through psycopg 3 whatever
+the URL names; its dialect-specific parts (row locks, lock timeouts, LISTEN/NOTIFY) are in postgres.py.
+Schema changes go through Alembic, never ``create_all``."""
 
 from __future__ import annotations
 
@@ -21,7 +23,20 @@ if TYPE_CHECKING:
 # tests/test_store.py checks that HEAD is Alembic's own head.
 HEAD = "0004"
 
-__all__ = ["connect", "current_revision", "default_url", "downgrade", "head_revision", "home", "migrate"]
+__all__ = [
+    "DATABASE_URL_ENV",
+    "connect",
+    "current_revision",
+    "default_url",
+    "downgrade",
+    "head_revision",
+    "home",
+    "migrate",
+    "normalize_url",
+]
+
+DATABASE_URL_ENV = "ORCHESTRATE_DATABASE_URL"
+"""A store URL every process on the machine uses when none is given (a cluster's Postgres)."""
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 BUSY_TIMEOUT = 5.0
@@ -35,13 +50,26 @@ def home() -> Path:
 
 
 def default_url() -> str:
-    """The default store: ``$ORCHESTRATE_HOME/store.db``."""
-    return f"sqlite:///{home() / 'store.db'}"
+    """The default store: ``$ORCHESTRATE_DATABASE_URL`` if set, else ``$ORCHESTRATE_HOME/store.db``."""
+    return os.environ.get(DATABASE_URL_ENV) or f"sqlite:///{home() / 'store.db'}"
+
+
+def normalize_url(url: str) -> str:
+    """``postgres://`` and ``postgresql://`` (the forms libpq, Heroku-style services and most docs use)
+    name psycopg 3, the driver the ``postgres`` extra installs; SQLAlchemy would pick psycopg2."""
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url.removeprefix(prefix)
+    return url
 
 
 def connect(url: str | None = None, *, busy_timeout: float = BUSY_TIMEOUT) -> Engine:
     """An engine for ``url`` (default: :func:`default_url`), its directory made, SQLite tuned."""
-    url = url or default_url()
+    url = normalize_url(url or default_url())
+    if url.startswith("postgresql"):
+        from .postgres import connect_postgres
+
+        return connect_postgres(url, busy_timeout=busy_timeout)
     if not url.startswith("sqlite"):
         return create_engine(url, pool_pre_ping=True)
     path = url.split(":///", 1)[1] if ":///" in url else ""

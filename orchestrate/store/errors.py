@@ -79,7 +79,19 @@ class AlreadyAnsweredError(StoreError):
 # SQLite's messages (sqlite3 has no error codes before 3.11's sqlite_errorname on every driver), and
 # Postgres's SQLSTATE classes for the same conditions.
 _MATCHES: list[tuple[type[StoreError], tuple[str, ...]]] = [
-    (StoreBusyError, ("database is locked", "database table is locked", "lock timeout", "55p03")),
+    (
+        StoreBusyError,
+        (
+            "database is locked",
+            "database table is locked",
+            "lock timeout",
+            "55p03",
+            "deadlock detected",
+            "connection refused",
+            "server closed the connection",
+            "terminating connection",
+        ),
+    ),
     (
         StoreFullError,
         ("database or disk is full", "disk i/o error", "no space left", "file too large", "53100"),
@@ -88,8 +100,30 @@ _MATCHES: list[tuple[type[StoreError], tuple[str, ...]]] = [
 ]
 
 
+# Postgres's SQLSTATE codes (psycopg's ``exc.sqlstate``) that mean the same as the messages above.  A
+# deadlock or a serialization failure is busy too: the transaction was rolled back whole and may be tried
+# again; a dropped or refused connection (class 08, the server shutting down) is a store unavailable for
+# now, which the engine rides out like a locked SQLite file.
+_STATES: dict[str, type[StoreError]] = {
+    "40P01": StoreBusyError,  # deadlock_detected
+    "40001": StoreBusyError,  # serialization_failure
+    "55P03": StoreBusyError,  # lock_not_available (lock_timeout)
+    "57P01": StoreBusyError,  # admin_shutdown
+    "57P03": StoreBusyError,  # cannot_connect_now (starting up)
+    "53100": StoreFullError,  # disk_full
+    "54000": StoreFullError,  # program_limit_exceeded
+    "25006": StoreReadOnlyError,  # read_only_sql_transaction (a standby)
+}
+
+
 def classify(exc: BaseException) -> type[StoreError]:
     """The store error an exception from the database driver means."""
+    state = getattr(exc, "sqlstate", None)
+    if isinstance(state, str):
+        if state in _STATES:
+            return _STATES[state]
+        if state.startswith("08"):
+            return StoreBusyError
     text = str(exc).lower()
     for cls, needles in _MATCHES:
         if any(n in text for n in needles):

@@ -10,6 +10,7 @@ import orjson
 from sqlalchemy import Connection, Row, func, select, update
 
 from .errors import NotFoundError
+from .postgres import notify
 from .records import Event, RunRecord, TaskRecord
 from .schema import events, runs, task_deps, task_labels, tasks
 
@@ -31,8 +32,9 @@ def insert_events(conn: Connection, batch: Sequence[NewEvent]) -> list[tuple[int
         per_task[task_id] = per_task.get(task_id, 0) + 1
         if run_id is not None:
             per_run[run_id] = per_run.get(run_id, 0) + 1
-    next_task = {t: _bump(conn, tasks, t, n) - n for t, n in per_task.items()}
-    next_run = {r: _bump(conn, runs, r, n) - n for r, n in per_run.items()}
+    # Tasks before runs, each by ascending id: the one lock order of every transaction (postgres.py).
+    next_task = {t: _bump(conn, tasks, t, per_task[t]) - per_task[t] for t in sorted(per_task)}
+    next_run = {r: _bump(conn, runs, r, per_run[r]) - per_run[r] for r in sorted(per_run)}
     rows, keys = [], []
     for task_id, run_id, kind, data, ts in batch:
         next_task[task_id] += 1
@@ -48,6 +50,7 @@ def insert_events(conn: Connection, batch: Sequence[NewEvent]) -> list[tuple[int
         keys.append((task_id, next_task[task_id]))
     if rows:
         conn.execute(events.insert(), rows)
+        notify(conn, per_task)
     return keys
 
 

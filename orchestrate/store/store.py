@@ -1,23 +1,28 @@
 """The store: tasks, runs and events behind one synchronous, database-neutral API.
 
 Every method is one transaction and is safe to call from any thread (the async engine calls them through
-worker threads, never on its event loop).  Nothing here is SQLite-specific: SQLite takes its write lock
-at BEGIN (see database.py), Postgres locks the rows the queue claims with ``FOR UPDATE SKIP LOCKED``.
+worker threads, never on its event loop), and from any number of processes on any number of machines.
+SQLite takes its write lock at BEGIN (see database.py); on Postgres each transaction locks the rows it
+changes, tasks first, in ascending order (see postgres.py), claims skip rows another claimer holds, and
+counting live runs against the limits is one step across workers (an advisory lock).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import orjson
-from sqlalchemy import Connection, Engine, and_, exists, func, insert, select, text, true, update
+from sqlalchemy import Connection, Engine, and_, exists, func, insert, or_, select, text, true, update
 from sqlalchemy.orm import aliased
+from sqlalchemy.pool import NullPool
 
 from . import database
 from .errors import NotFoundError, StoreError, map_db_errors
+from .postgres import EventNotifier, lock_runs, lock_tasks, task_of_run
 from .records import LIVE_RUN, TERMINAL, ApprovalRecord, Event, Limits, RunRecord, TaskRecord, TaskSpec
 from .rows import NewEvent, insert_events, read_events, read_runs, read_tasks, task_event
 from .schema import approvals, events, messages, runs, task_deps, task_labels, tasks
@@ -39,6 +44,9 @@ class Store:
 
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
+        self._notifier: EventNotifier | None = None
+        self._notifier_lock = threading.Lock()
+        self._closed = False
 
     @classmethod
     def open(cls, url: str | None = None, *, busy_timeout: float = database.BUSY_TIMEOUT) -> Store:
@@ -53,7 +61,26 @@ class Store:
         return cls(engine)
 
     def close(self) -> None:
+        with self._notifier_lock:
+            self._closed = True
+            if self._notifier is not None:
+                self._notifier.close()
         self.engine.dispose()
+        if self.engine.dialect.name == "postgresql":
+            # A closed store still answers (boards and tests read one after closing it), but keeps no
+            # server connection open any more: each call's connection is closed when it returns.
+            pool: Any = self.engine.pool
+            self.engine.pool = NullPool(pool._creator, dialect=pool._dialect, _dispatch=pool.dispatch)
+
+    def notifier(self) -> EventNotifier | None:
+        """What wakes subscribers when another process (on any machine) stores events: Postgres's
+        LISTEN/NOTIFY, started on first use.  None on SQLite, where subscribers poll by sequence."""
+        if self.engine.dialect.name != "postgresql":
+            return None
+        with self._notifier_lock:
+            if self._notifier is None and not self._closed:
+                self._notifier = EventNotifier(self.engine)
+            return self._notifier
 
     def __enter__(self) -> Store:
         return self
@@ -133,6 +160,7 @@ class Store:
         """Cancel a task: at once if it is not running; otherwise flag it for the worker that runs it
         (which may be another process) to stop the agent.  A finished task is left as it is."""
         with self._write(f"cancelling task {task_id}") as conn:
+            lock_tasks(conn, [task_id])
             task = self._task(conn, task_id)
             if task.status in TERMINAL:
                 return task
@@ -145,6 +173,7 @@ class Store:
     def retry(self, task_id: int) -> TaskRecord:
         """Queue a finished task again for one more attempt; dependents it had blocked wait for it again."""
         with self._write(f"retrying task {task_id}") as conn:
+            lock_tasks(conn, [task_id])
             task = self._task(conn, task_id)
             if task.status not in TERMINAL or task.status == "done":
                 raise StoreError(
@@ -165,7 +194,9 @@ class Store:
             return self._task(conn, task_id)
 
     def _unblock(self, conn: Connection, task_id: int, how: str) -> None:
-        for dep in _dependents(conn, task_id):
+        deps = _dependents(conn, task_id)
+        lock_tasks(conn, deps)  # dependents have higher ids than the task: the order holds
+        for dep in deps:
             if self._task(conn, dep).status == "blocked":
                 _set_task(conn, dep, status="queued", reason=None)
                 task_event(conn, dep, "queued", reason=f"task {task_id} was {how}")
@@ -180,6 +211,7 @@ class Store:
         if not text.strip():
             raise StoreError("a follow-up message needs some text")
         with self._write(f"sending a message to task {task_id}") as conn:
+            lock_tasks(conn, [task_id])
             task = self._task(conn, task_id)
             key: Any = conn.execute(
                 insert(messages).values(task_id=task_id, created_at=time.time(), text=text)
@@ -217,6 +249,7 @@ class Store:
         """Store a permission request of run ``run_id`` for any client to answer; its task is
         ``waiting_approval`` until every open request of the run is answered."""
         with self._write(f"opening an approval for run {run_id}") as conn:
+            lock_tasks(conn, [task_of_run(conn, run_id) or 0])
             run = read_runs(conn, runs.c.id == run_id)
             if not run or run[0].status not in LIVE_RUN:
                 raise NotFoundError(f"no live run {run_id} to ask for")
@@ -261,6 +294,7 @@ class Store:
         if decision not in ("approved", "denied", "timed_out"):
             raise StoreError(f"an approval is approved, denied or timed_out, not {decision!r}")
         with self._write(f"answering approval {approval_id}") as conn:
+            lock_tasks(conn, [_approval(conn, approval_id).task_id])
             values: dict[str, Any] = {
                 "status": "answered",
                 "decision": decision,
@@ -283,6 +317,7 @@ class Store:
     def withdraw_approval(self, approval_id: int, why: str) -> bool:
         """Close an approval nobody answered (the agent stopped waiting); False if it was answered."""
         with self._write(f"withdrawing approval {approval_id}") as conn:
+            lock_tasks(conn, [_approval(conn, approval_id).task_id])
             taken = conn.execute(
                 update(approvals)
                 .where(approvals.c.id == approval_id, approvals.c.status == "open")
@@ -321,12 +356,21 @@ class Store:
     # --- the queue ----------------------------------------------------------------------------
 
     def claim(
-        self, worker: str, limits: Limits, lease: float, executors: Sequence[str] | None = None
+        self,
+        worker: str,
+        limits: Limits,
+        lease: float,
+        executors: Sequence[str] | None = None,
+        *,
+        task_id: int | None = None,
     ) -> tuple[TaskRecord, RunRecord] | None:
         """Take the next runnable task (highest priority, then oldest; every dependency done; within
-        ``limits`` across all workers) and open a run of it leased to ``worker``.  None: nothing to do."""
+        ``limits`` across all workers) and open a run of it leased to ``worker``.  None: nothing to do.
+
+        ``task_id``: take that task only, if it is runnable within the limits and no runnable task of a
+        higher priority waits (a backend with one workflow per task, where each task asks for itself)."""
         with self._write("claiming a task") as conn:
-            task_id = _next_task(conn, limits, executors)
+            task_id = _next_task(conn, limits, executors, only=task_id)
             if task_id is None:
                 return None
             task = self._task(conn, task_id)
@@ -359,6 +403,7 @@ class Store:
         now = time.time()
         held = and_(runs.c.id.in_(list(run_ids)), runs.c.worker == worker, runs.c.status.in_(LIVE_RUN))
         with self._write("renewing leases") as conn:
+            lock_runs(conn, run_ids)
             conn.execute(update(runs).where(held).values(lease_expires_at=now + lease))
             return set(conn.execute(select(runs.c.id).where(held)).scalars())
 
@@ -385,9 +430,23 @@ class Store:
     def set_session(self, run_id: int, session_id: str) -> None:
         """Record the agent's session as soon as it is known, so a retry after a crash can resume it."""
         with self._write(f"recording the session of run {run_id}") as conn:
+            task_id = task_of_run(conn, run_id)
+            if task_id is None:
+                raise NotFoundError(f"no run {run_id}")
+            lock_tasks(conn, [task_id])
             conn.execute(update(runs).where(runs.c.id == run_id).values(session_id=session_id))
-            task_id = select(runs.c.task_id).where(runs.c.id == run_id).scalar_subquery()
             conn.execute(update(tasks).where(tasks.c.id == task_id).values(session_id=session_id))
+
+    def queued(self, limit: int = 100) -> list[int]:
+        """Ids of queued tasks in the order the queue would take them (priority, then age)."""
+        with self._read("listing the queue") as conn:
+            query = (
+                select(tasks.c.id)
+                .where(tasks.c.status == "queued")
+                .order_by(tasks.c.priority.desc(), tasks.c.id)
+                .limit(limit)
+            )
+            return [int(t) for t in conn.execute(query).scalars()]
 
     def cancel_requested(self, task_ids: Sequence[int]) -> set[int]:
         """Which of ``task_ids`` some client asked to cancel."""
@@ -409,6 +468,7 @@ class Store:
         """Close run ``run_id`` with ``end`` and move its task to ``task_status`` (``queued`` to retry),
         in one transaction; a task that fails for good blocks the tasks waiting for it."""
         with self._write(f"finishing run {run_id}") as conn:
+            lock_tasks(conn, [task_of_run(conn, run_id) or 0])
             run = read_runs(conn, runs.c.id == run_id)[0]
             live = and_(runs.c.id == run_id, runs.c.status.in_(LIVE_RUN))
             if not conn.execute(update(runs).where(live).values(ended_at=time.time(), **end)).rowcount:
@@ -459,6 +519,7 @@ class Store:
         None if the run is not expired any more (its worker came back, or another worker took it)."""
         now = time.time()
         with self._write(f"recovering run {run_id}") as conn:
+            lock_tasks(conn, [task_of_run(conn, run_id) or 0])
             taken = conn.execute(
                 update(runs)
                 .where(runs.c.id == run_id, runs.c.status.in_(LIVE_RUN), runs.c.lease_expires_at < now)
@@ -472,19 +533,43 @@ class Store:
             if not taken:
                 return None
             run = read_runs(conn, runs.c.id == run_id)[0]
-            task = self._task(conn, run.task_id)
-            why = f"run {run_id} was lost ({run.worker} stopped)"
-            _withdraw_approvals(conn, run_id, why)
-            if task.cancel_requested:
-                self._end_task(conn, task.id, "cancelled", reason=why, run_id=run_id)
-            elif task.attempts < task.max_attempts:
-                _set_task(conn, task.id, status="queued", reason=f"{why}; retrying")
-                task_event(conn, task.id, "queued", reason=f"{why}; retrying", run_id=run_id)
-            else:
-                self._end_task(
-                    conn, task.id, "lost", reason=why, run_id=run_id, error=run.error, error_code="lost"
+            self._lost(conn, run)
+            return self._task(conn, run.task_id)
+
+    def take_over(self, task_id: int, by: str, why: str) -> list[RunRecord]:
+        """Declare every live run of task ``task_id`` lost now, whatever its lease says, and retry the
+        task if attempts remain (its session resumed): for a backend whose own failure detector (a
+        Temporal heartbeat timeout) has already decided that the run's worker is gone.  Returns the runs
+        taken over, so the caller can kill what is left of their agents.  The old worker, if it still
+        lives, learns at its next heartbeat that it holds the run no more, and stops its agent."""
+        now = time.time()
+        with self._write(f"taking over task {task_id}") as conn:
+            lock_tasks(conn, [task_id])
+            live = read_runs(conn, and_(runs.c.task_id == task_id, runs.c.status.in_(LIVE_RUN)))
+            for run in live:
+                error = f"{why}; taken over by {by}"
+                conn.execute(
+                    update(runs)
+                    .where(runs.c.id == run.id)
+                    .values(status="lost", ended_at=now, error_code="lost", error=error)
                 )
-            return self._task(conn, task.id)
+                self._lost(conn, read_runs(conn, runs.c.id == run.id)[0])
+            return live
+
+    def _lost(self, conn: Connection, run: RunRecord) -> None:
+        """After ``run`` was marked lost: its approvals withdrawn, its task retried or ended."""
+        task = self._task(conn, run.task_id)
+        why = f"run {run.id} was lost ({run.worker} stopped)"
+        _withdraw_approvals(conn, run.id, why)
+        if task.cancel_requested:
+            self._end_task(conn, task.id, "cancelled", reason=why, run_id=run.id)
+        elif task.attempts < task.max_attempts:
+            _set_task(conn, task.id, status="queued", reason=f"{why}; retrying")
+            task_event(conn, task.id, "queued", reason=f"{why}; retrying", run_id=run.id)
+        else:
+            self._end_task(
+                conn, task.id, "lost", reason=why, run_id=run.id, error=run.error, error_code="lost"
+            )
 
     # --- events -------------------------------------------------------------------------------
 
@@ -535,7 +620,9 @@ class Store:
         while frontier:
             upstream, up_status = frontier.pop()
             why = _blocked_reason(upstream, up_status)
-            for dep in _dependents(conn, upstream):
+            deps = _dependents(conn, upstream)
+            lock_tasks(conn, deps)
+            for dep in deps:
                 if self._task(conn, dep).status == "queued":
                     _set_task(conn, dep, status="blocked", reason=why)
                     task_event(conn, dep, "blocked", reason=why)
@@ -657,7 +744,9 @@ def _blocked_reason(task_id: int, status: str) -> str:
     return f"dependency task {task_id} {'is blocked' if status == 'blocked' else 'ended ' + status}"
 
 
-def _next_task(conn: Connection, limits: Limits, executors: Sequence[str] | None) -> int | None:
+def _next_task(
+    conn: Connection, limits: Limits, executors: Sequence[str] | None, only: int | None = None
+) -> int | None:
     if conn.dialect.name == "postgresql":
         # Counting live runs and claiming must be one step across workers (SQLite's BEGIN IMMEDIATE
         # already makes it so); any fixed key serves.
@@ -695,8 +784,14 @@ def _next_task(conn: Connection, limits: Limits, executors: Sequence[str] | None
         )
     if executors is not None:
         query = query.where(tasks.c.executor.in_(list(executors)))
+    if only is not None:
+        # That task, unless a runnable one of a higher priority comes first.
+        mine = select(tasks.c.priority).where(tasks.c.id == only).scalar_subquery()
+        query = query.where(or_(tasks.c.id == only, tasks.c.priority > mine))
     query = query.order_by(tasks.c.priority.desc(), tasks.c.id).limit(1)
     if conn.dialect.name == "postgresql":
-        query = query.with_for_update(skip_locked=True, of=tasks)
+        query = query.with_for_update(skip_locked=True, of=tasks, key_share=True)
     found = conn.execute(query).scalar()
-    return None if found is None else int(found)
+    if found is None or (only is not None and found != only):
+        return None
+    return int(found)

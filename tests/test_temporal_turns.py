@@ -1,0 +1,114 @@
+"""The board's commands on the Temporal backend: `orchestrate follow`, `tasks`, `cancel` and `send` from
+other processes, and a cancel through Temporal itself, all meeting the same store."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from .helpers import ROOT
+from .services import Postgres, Temporal
+from .test_temporal_engine import Cluster
+
+
+@pytest.fixture
+def cluster(postgres: Postgres, temporal: Temporal, tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(postgres.database(), temporal, tmp_path)
+    try:
+        yield c
+    finally:
+        c.stop()
+        for name in c.workers:
+            print(f"--- {name}\n{c.log(name)[-3000:]}")
+
+
+def cli(cluster: Cluster, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "orchestrate", *args, "--store", cluster.url],
+        env=os.environ | {"PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_follow_tasks_cancel_and_send_work_the_same(cluster: Cluster) -> None:
+    cluster.start("one")
+    done = cluster.submit("plain")
+    asking = cluster.submit("tool")  # waits for an approval nobody gives: running until cancelled
+    deadline = time.monotonic() + 30
+    while not cluster.store.approvals(task_id=asking):
+        assert time.monotonic() < deadline, cluster.log("one")
+        time.sleep(0.05)
+    assert cli(cluster, "cancel", str(asking)).returncode == 0
+    followed = cli(cluster, "follow", str(done))
+    assert followed.returncode == 0 and "hello from fake claude" in followed.stdout, followed.stderr
+    # A follow-up to the finished task: queued again in the store, a new turn through Temporal.
+    assert cli(cluster, "send", str(done), "plain again").returncode == 0
+    cluster.wait([asking], 30)
+    deadline = time.monotonic() + 30
+    while len(runs := cluster.store.runs(done)) < 2 or not cluster.store.get(done).finished:
+        assert time.monotonic() < deadline, cluster.log("one")
+        time.sleep(0.05)
+    listed = json.loads(cli(cluster, "tasks", "--json").stdout)
+    assert {t["id"]: t["status"] for t in listed} == {done: "done", asking: "cancelled"}
+    [cancelled] = cluster.store.runs(asking)
+    assert cancelled.status == "cancelled"
+    assert [a.status for a in cluster.store.approvals(task_id=asking, status=None)] == ["withdrawn"]
+    first, turn = runs
+    assert (turn.kind, turn.prompt, turn.resume_token) == ("follow_up", "plain again", first.session_id)
+    events = cluster.store.events(task_id=done, limit=10_000)
+    assert any(e.run_id == turn.id and "resumed: plain again" in str(e.data) for e in events)
+
+
+def test_a_cancel_through_temporal_is_recorded_in_the_store(cluster: Cluster) -> None:
+    from orchestrate.engine.temporal import connect, workflow_id
+
+    cluster.start("one")
+    blocker = cluster.submit("slow")
+    waiting = cluster.submit("plain", depends_on=[blocker])  # its workflow waits for the dependency
+
+    async def cancel() -> None:
+        client = await connect(cluster.address)
+        handle = client.get_workflow_handle(workflow_id(waiting, cluster.prefix))
+        with anyio.fail_after(30):
+            while True:  # the dispatcher starts it within a poll
+                try:
+                    await handle.describe()
+                    break
+                except Exception:
+                    await anyio.sleep(0.05)
+        await handle.cancel()
+        with anyio.fail_after(30):  # (before the blocker ends, which would block it instead)
+            while cluster.store.get(waiting).status != "cancelled":  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        handle = client.get_workflow_handle(workflow_id(blocker, cluster.prefix))
+        await handle.cancel()  # a running turn: cancelled through its heartbeat
+
+    anyio.run(cancel)
+    cluster.wait([waiting, blocker], 30)
+    assert cluster.store.get(waiting).status == "cancelled" and cluster.store.runs(waiting) == []
+    assert cluster.store.get(blocker).status == "cancelled"
+    [run] = cluster.store.runs(blocker)
+    assert run.status == "cancelled"
+
+
+def test_a_dependent_waits_its_turn_and_every_workflow_completes(cluster: Cluster) -> None:
+    from .test_temporal_engine import workflow_states
+
+    cluster.start("one")
+    first = cluster.submit("slow")
+    second = cluster.submit("plain", depends_on=[first], priority=5)
+    cluster.wait([first, second], 40)
+    [a], [b] = cluster.store.runs(first), cluster.store.runs(second)
+    assert cluster.store.get(second).status == "done"
+    assert a.ended_at is not None and b.started_at is not None and a.ended_at <= b.started_at
+    assert workflow_states(cluster, [first, second]) == {"COMPLETED"}
