@@ -487,3 +487,12 @@ def test_advance_never_moves_a_status_back(reports: list[tuple[Any, bool]]) -> N
             if status not in rank:
                 assert after == status
         status = after
+
+
+def test_output_in_our_terminal_shows_its_call_running_before_any_update_says_so() -> None:
+    t = Watched().prompt().call("tool_call", status="pending", **_RUN)
+    _terminal(t, 1, "terminal/create", command="echo hi").us(id=1, result={"terminalId": "term_1"})
+    t.call(content=[{"type": "terminal", "terminalId": "term_1"}])  # (no status: still created)
+    assert t.paths == {1: ["created"]}
+    _terminal(t, 2, "terminal/output", terminalId="term_1").us(id=2, result={"output": "h"})
+    assert t.paths == {1: ["created", "running"]} and t.tool().action.result.stdout == "h"

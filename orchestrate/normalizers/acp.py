@@ -361,7 +361,9 @@ class AcpNormalizer(LineNormalizer):
             return
         output = self._terminals.result(tool_id)
         if output is not None and output != tool.action.result:
-            self.log.update_tool(index, action=evolve(tool.action, result=output))
+            # (output seen is a command running, even if no update has said so yet)
+            status = advance(tool.status, "running", progress=bool(output.stdout))
+            self.log.update_tool(index, action=evolve(tool.action, result=output), status=status)
 
     def _agent_request(
         self, request_id: Any, method: str, params: dict[str, Any], ts: datetime | None
