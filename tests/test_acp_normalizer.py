@@ -7,6 +7,8 @@ from typing import Any
 
 import orjson
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from orchestrate.entries import CommandRun, Plan, ToolUse
 from orchestrate.normalizers.acp import AcpNormalizer
@@ -307,3 +309,190 @@ def test_copilots_retry_notice_is_a_retry_not_part_of_the_answer() -> None:
     # The same words inside an answer are the answer's.
     n = Talk().prompt().chunk("I saw ").chunk("Info: x. Retrying...").done().finish()
     assert texts(n, "assistant_message") == ["I saw Info: x. Retrying..."]
+
+
+# --- a tool call's status only moves forward; a command's output wherever it comes from --------
+
+
+class Watched(Talk):
+    """A Talk that keeps every status each tool call showed, in order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.paths: dict[int, list[str]] = {}
+
+    def _seen(self, patches: list[Any]) -> None:
+        for p in patches:
+            if isinstance(p.entry.type, ToolUse):
+                path = self.paths.setdefault(p.index, [])
+                if not path or path[-1] != p.entry.type.tool.status:
+                    path.append(p.entry.type.tool.status)
+
+    def us(self, **obj: Any) -> Watched:
+        self._seen(self.n.feed(line(obj), "stdin"))
+        return self
+
+    def agent(self, *objs: Any) -> Watched:
+        self._seen(self.n.feed(b"".join(line(o) for o in objs), "stdout"))
+        return self
+
+    def call(self, update: str = "tool_call_update", **fields: Any) -> Watched:
+        self.update(update, toolCallId="c1", **fields)
+        return self
+
+    def ask(self, rid: Any = 0) -> Watched:
+        call = {"toolCallId": "c1", "kind": "execute", "rawInput": {"command": "echo hi"}}
+        options = [{"optionId": "y", "kind": "allow_once"}, {"optionId": "n", "kind": "reject_once"}]
+        params = {"toolCall": call, "options": options}
+        self.agent({"id": rid, "method": "session/request_permission", "params": params})
+        return self
+
+    def tool(self) -> Any:
+        [tool] = [e.type.tool for e in self.n.entries if isinstance(e.type, ToolUse)]
+        return tool
+
+
+_RUN = {"kind": "execute", "rawInput": {"command": "echo hi"}}
+
+
+@pytest.mark.parametrize(("answer", "path"), [("y", "running"), ("n", "denied")])
+def test_in_progress_before_the_question_is_not_yet_running(answer: str, path: str) -> None:
+    """(OpenCode 1.18: pending, in_progress, then the question; nothing ran before the answer.)"""
+    t = Watched().prompt().call("tool_call", status="pending", **_RUN).call(status="in_progress", **_RUN)
+    t.ask().us(id=0, result={"outcome": {"outcome": "selected", "optionId": answer}})
+    t.call(status="in_progress", **_RUN)
+    if answer == "y":
+        t.call(status="completed", rawOutput={"output": "hi\n", "metadata": {"exit": 0}})
+    t.done().finish()
+    done = "success" if answer == "y" else "denied"
+    assert t.paths == {1: ["created", "pending_approval", path] + ([done] if answer == "y" else [])}
+    if answer == "y":
+        assert t.tool().action.result.exit_code == 0 and t.tool().action.result.stdout == "hi\n"
+
+
+def test_in_progress_with_output_runs_and_a_later_question_does_not_move_it_back() -> None:
+    t = Watched().prompt().call("tool_call", status="in_progress", **_RUN)
+    assert t.paths == {1: ["created"]}  # (nothing to show yet: it may still ask)
+    t.call(status="in_progress", content=[{"type": "content", "content": {"type": "text", "text": "h"}}])
+    t.ask().us(id=0, result={"outcome": {"outcome": "selected", "optionId": "y"}})
+    t.call(status="completed").done().finish()
+    assert t.paths == {1: ["created", "running", "success"]}
+    assert t.tool().approval.decision == "approved"
+
+
+def test_a_finished_call_announced_again_stays_as_it_ended() -> None:
+    """(Droid 0.225, interrupted: failed, then the call again as a bare pending "Tool call".)"""
+    t = Watched().prompt().call("tool_call", status="pending", **_RUN).ask()
+    t.us(id=0, result={"outcome": {"outcome": "selected", "optionId": "y"}})
+    t.call(status="failed")
+    t.call("tool_call", status="pending", kind="other", title="Tool call", rawInput={})
+    error = [{"type": "content", "content": {"type": "text", "text": "Error: cancelled by user"}}]
+    t.call(status="failed", content=error)
+    t.us(method="session/cancel", params={}).agent({"id": 3, "result": {"stopReason": "cancelled"}}).finish()
+    assert t.paths == {1: ["created", "pending_approval", "running", "failed"]}
+    tool = t.tool()
+    assert isinstance(tool.action, CommandRun) and tool.action.command == "echo hi"
+    assert tool.result.error == "Error: cancelled by user"  # the agent's words, on the call's result
+
+
+def _terminal(t: Watched, rid: int, method: str, **params: Any) -> Watched:
+    return t.agent({"id": rid, "method": method, "params": {"sessionId": "s", **params}})
+
+
+@pytest.mark.parametrize("link_first", [True, False])
+def test_the_output_of_a_command_run_in_our_terminal_lands_on_its_call(link_first: bool) -> None:
+    """(Droid 0.225: terminal/create, then content {type: terminal}; the output is our answers.)"""
+    t = Watched().prompt().call("tool_call", status="pending", **_RUN).ask()
+    t.us(id=0, result={"outcome": {"outcome": "selected", "optionId": "y"}})
+    _terminal(t, 1, "terminal/create", command="echo hi").us(id=1, result={"terminalId": "term_1"})
+    _terminal(t, 2, "terminal/wait_for_exit", terminalId="term_1")
+    _terminal(t, 3, "terminal/output", terminalId="term_1")
+    link = {"status": "in_progress", "content": [{"type": "terminal", "terminalId": "term_1"}]}
+    if link_first:
+        t.call(**link)
+    t.us(id=3, result={"output": "hi\n", "truncated": False})
+    if not link_first:
+        t.call(**link)
+    t.us(id=2, result={"exitCode": 3, "signal": None})
+    _terminal(t, 4, "terminal/output", terminalId="term_1")
+    t.us(id=4, error={"code": -32602, "message": "no terminal 'term_1'"})  # (released)
+    t.call(status="completed").done().finish()
+    result = t.tool().action.result
+    assert (result.stdout, result.exit_code) == ("hi\n", 3)
+    assert t.paths == {1: ["created", "pending_approval", "running", "success"]}
+
+
+def test_a_killed_terminal_command_has_no_output_and_the_agents_words_are_not_its_stdout() -> None:
+    t = Watched().prompt().call("tool_call", status="pending", **_RUN)
+    _terminal(t, 1, "terminal/create", command="echo hi").us(id=1, result={"terminalId": "term_1"})
+    t.call(status="in_progress", content=[{"type": "terminal", "terminalId": "term_1"}])
+    _terminal(t, 2, "terminal/wait_for_exit", terminalId="term_1")
+    t.us(id=2, result={"exitCode": None, "signal": "SIGTERM"})
+    error = [{"type": "content", "content": {"type": "text", "text": "Error: cancelled by user"}}]
+    t.call(status="failed", content=error).done().finish()
+    assert t.tool().action.result is None and t.tool().status == "failed"
+
+
+@pytest.mark.parametrize(
+    ("raw", "content", "expected"),
+    [
+        # codex-acp 0.16: stdout, stderr and exit_code in rawOutput, no content
+        ({"stdout": "hi\n", "stderr": "warn\n", "exit_code": 2}, None, ("hi\n", "warn\n", 2)),
+        # Qwen: rawOutput output and exitCode
+        ({"type": "shell_result", "output": "hi", "exitCode": 0}, None, ("hi", None, 0)),
+        # OpenCode 1.18: output, the exit code in metadata
+        ({"output": "hi\n", "metadata": {"exit": 1}}, "hi\n", ("hi\n", None, 1)),
+        # claude-code-acp: rawOutput the plain output, content the same dressed as markdown
+        ("hi", "```console\nhi\n```", ("hi", None, -1)),
+        # only text content
+        (None, "hi", ("hi", None, -1)),
+    ],
+)
+def test_a_commands_output_is_read_from_each_agents_shape(raw: Any, content: Any, expected: Any) -> None:
+    fields: dict[str, Any] = {"status": "completed"}
+    if raw is not None:
+        fields["rawOutput"] = raw
+    if content is not None:
+        fields["content"] = [{"type": "content", "content": {"type": "text", "text": content}}]
+    t = Watched().prompt().call("tool_call", status="in_progress", **_RUN).call(**fields)
+    result = t.done().finish() and t.tool().action.result
+    assert (result.stdout, result.stderr, result.exit_code) == expected
+
+
+def test_terminals_an_agent_never_releases_are_not_kept_without_end() -> None:
+    from orchestrate.normalizers.acp_output import _MAX_TRACKED, Terminals
+
+    terminals = Terminals()
+    for i in range(_MAX_TRACKED + 50):
+        terminals.asked(i, "terminal/create", {})
+        terminals.answered(i, {"terminalId": f"t{i}"})
+        terminals.asked(-i - 1, "terminal/output", {"terminalId": f"t{i}"})  # never answered
+    assert len(terminals._terminals) <= _MAX_TRACKED and len(terminals._asks) <= _MAX_TRACKED
+    assert terminals.answered("unknown", {"output": "x"}) == ""
+
+
+_STATUSES = ["created", "pending_approval", "running", "success", "failed", "denied", "cancelled", None]
+
+
+@given(st.lists(st.tuples(st.sampled_from(_STATUSES), st.booleans()), max_size=12))
+def test_advance_never_moves_a_status_back(reports: list[tuple[Any, bool]]) -> None:
+    from orchestrate.normalizers.acp_output import advance
+
+    rank = {"created": 0, "pending_approval": 1, "running": 2}
+    status: Any = None
+    for reported, progress in reports:
+        after = advance(status, reported, progress=progress)
+        if status is not None:
+            assert rank.get(after, 3) >= rank.get(status, 3)
+            if status not in rank:
+                assert after == status
+        status = after
+
+
+def test_output_in_our_terminal_shows_its_call_running_before_any_update_says_so() -> None:
+    t = Watched().prompt().call("tool_call", status="pending", **_RUN)
+    _terminal(t, 1, "terminal/create", command="echo hi").us(id=1, result={"terminalId": "term_1"})
+    t.call(content=[{"type": "terminal", "terminalId": "term_1"}])  # (no status: still created)
+    assert t.paths == {1: ["created"]}
+    _terminal(t, 2, "terminal/output", terminalId="term_1").us(id=2, result={"output": "h"})
+    assert t.paths == {1: ["created", "running"]} and t.tool().action.result.stdout == "h"

@@ -155,3 +155,24 @@ def test_a_prompt_written_without_a_newline_is_logged_before_the_answer(tmp_path
         ("stdout", b'{"type":"turn.started"}\n'),
         ("stdout", b'{"k":"[REDACTED]"}\n'),
     ]
+
+
+def test_an_agents_own_behaviour_passes_only_as_documented() -> None:
+    """codex-acp's refusal aborts the turn (OWN_BEHAVIOUR): that outcome passes for it alone, and
+    the same agent answering like the others, or in a third way, is a problem again."""
+    from orchestrate.testing.consistency import OWN_BEHAVIOUR
+
+    def denied(executor: str, outcome: str) -> Observed:
+        approval = ApprovalInfo(request_id="1", decision="denied", reason="no")
+        return Observed(executor, "tool_denied", "/w", [_tool(0, "denied", approval=approval)], outcome)
+
+    assert OWN_BEHAVIOUR[("codex-acp", "tool_denied", "outcome")][0] == "interrupted"
+    others = [denied("a", "success"), denied("b", "success")]
+    assert cross_agent_problems([*others, denied("codex-acp", "interrupted")]) == []
+    for outcome in ("success", "failed"):
+        [problem] = cross_agent_problems([*others, denied("codex-acp", outcome)])
+        assert problem.startswith(f"tool_denied: outcome: {outcome!r} (codex-acp), not the 'interrupted'")
+    # (another agent interrupted is no exception: the table is by agent)
+    assert cross_agent_problems([*others, denied("c", "interrupted")]) == [
+        "tool_denied: outcome: 'success' (a, b) vs 'interrupted' (c)"
+    ]

@@ -30,10 +30,8 @@ from datetime import datetime
 from typing import Any
 
 from ..entries import (
-    NO_EXIT_CODE,
     ActionType,
     ApprovalInfo,
-    CommandResult,
     CommandRun,
     EntryType,
     FileChange,
@@ -51,6 +49,7 @@ from ..entries import (
     ToolUseEntry,
     WebFetch,
 )
+from .acp_output import Terminals, advance, command_result, content_text, shows_progress
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .claude_tools import plan_items
@@ -120,6 +119,7 @@ class AcpNormalizer(LineNormalizer):
         self._usage: dict[str, int] = {}
         self._cwd: str | None = None
         self._saw_client = False  # any line of ours (stdin): else this is a capture of stdout alone
+        self._terminals = Terminals()  # commands run in our terminals: their output, by tool call
         self.log.track(self._tools)
         self.log.after_sweep(self._forget)
 
@@ -127,6 +127,8 @@ class AcpNormalizer(LineNormalizer):
         """(A bounded log dropped released tool calls: their raw input goes too.)"""
         for tool_id in [t for t in self._raw_input if t not in self._tools]:
             del self._raw_input[tool_id]
+        for tool_id in [t for t in self._terminals.tools() if t not in self._tools]:
+            self._terminals.forget(tool_id)
 
     # --- dispatch -----------------------------------------------------------------------------
 
@@ -296,23 +298,27 @@ class AcpNormalizer(LineNormalizer):
         if index is None and self._todo_list(tool_id, call, raw, ts):
             return
         previous = self.log.tool(index) if index is not None else None
-        action = _action(call, raw, previous)
-        name = (
-            text(obj(call.get("_meta")).get("toolName"))
-            or (previous.tool_name if previous else "")
-            or _name(call)
+        progress = self._terminals.link(tool_id, call) or shows_progress(call)
+        status = advance(
+            previous.status if previous else None, _STATUS.get(text(call.get("status"))), progress=progress
         )
-        status = _STATUS.get(text(call.get("status")), previous.status if previous else "created")
-        if previous is not None and previous.status in ("denied", "timed_out", "cancelled"):
-            status = previous.status  # the decision we made stands over what the agent reports after
-        refused = status in ("denied", "timed_out", "cancelled")
-        changes: dict[str, Any] = {
-            "action": action if refused else _with_result(action, call),
-            "status": status,
-            "tool_name": name,
-        }
-        if status in ("success", "failed"):
-            output = _content_text(call.get("content"))
+        if previous is not None and previous.status not in OPEN_STATUSES:
+            # Done: a late update (Droid announces an interrupted call again, as a bare "Tool
+            # call") rewrites nothing, it may only bring the output that was missing.
+            action, name = previous.action, previous.tool_name
+        else:
+            action = _action(call, raw, previous)
+            name = (
+                text(obj(call.get("_meta")).get("toolName"))
+                or (previous.tool_name if previous else "")
+                or _name(call)
+            )
+        if status not in ("denied", "timed_out", "cancelled"):
+            action = self._command_output(tool_id, action, call, previous)
+        changes: dict[str, Any] = {"action": action, "status": status, "tool_name": name}
+        output = content_text(call.get("content"))
+        known = previous.result if previous is not None else None
+        if status in ("success", "failed") and (output is not None or known is None):
             changes["result"] = ToolResult(
                 success=status == "success",
                 data=output if status == "success" else None,
@@ -325,6 +331,39 @@ class AcpNormalizer(LineNormalizer):
             )
         else:
             self.log.update_tool(index, content=describe(changes["action"], self._cwd), **changes)
+
+    def _command_output(
+        self, tool_id: str, action: ActionType, call: dict[str, Any], previous: ToolUseEntry | None
+    ) -> ActionType:
+        """``action`` with the command's result: what our terminal saw, if it ran in one (the
+        agent's own words then are about it, not its output: "Error: Tool execution cancelled by
+        user"), else what this update gives when the command is done, else what an earlier update
+        gave (an update need not repeat it)."""
+        if not isinstance(action, CommandRun):
+            return action
+        result = action.result
+        if result is None and self._terminals.ran(tool_id):
+            result = self._terminals.result(tool_id)
+        elif result is None and text(call.get("status")) in ("completed", "failed"):
+            result = command_result(call)
+        if result is None and previous is not None and isinstance(previous.action, CommandRun):
+            result = previous.action.result
+        return action if result is None else evolve(action, result=result)
+
+    def _terminal_answer(self, request_id: Any, result: Any) -> None:
+        """Our answer to the agent's ``terminal/*`` request: output or an exit code for its call."""
+        tool_id = self._terminals.answered(request_id, result)
+        index = self._tools.get(tool_id) if tool_id else None
+        tool = self.log.tool(index) if index is not None and index in self.log else None
+        if tool is None or index is None or not isinstance(tool.action, CommandRun):
+            return
+        if tool.status in ("denied", "timed_out"):
+            return
+        output = self._terminals.result(tool_id)
+        if output is not None and output != tool.action.result:
+            # (output seen is a command running, even if no update has said so yet)
+            status = advance(tool.status, "running", progress=bool(output.stdout))
+            self.log.update_tool(index, action=evolve(tool.action, result=output), status=status)
 
     def _agent_request(
         self, request_id: Any, method: str, params: dict[str, Any], ts: datetime | None
@@ -342,9 +381,12 @@ class AcpNormalizer(LineNormalizer):
                 return  # a todo list asking permission: the plan shows it, the answer changes nothing
             self._permissions[request_id] = (tool_id, kinds)
             self._permission_ids[str(request_id)] = request_id
+            index = self._tools[tool_id]
+            tool = self.log.tool(index)
+            before = tool.status if tool is not None else None
             self.log.update_tool(
-                self._tools[tool_id],
-                status="pending_approval",
+                index,
+                status=advance(before, "pending_approval", progress=True),  # (never back)
                 approval=ApprovalInfo(request_id=str(request_id)),
             )
         elif method == "elicitation/create":
@@ -352,7 +394,9 @@ class AcpNormalizer(LineNormalizer):
             target = text(params.get("url"))
             shown = f"The agent asks: {question}" + (f" ({target})" if target else "")
             self._elicitations[request_id] = (self._system(shown, ts, elicitation=params.get("mode")), shown)
-        elif not method.startswith(("fs/", "terminal/")) and method not in _SILENT:
+        elif method.startswith("terminal/"):
+            self._terminals.asked(request_id, method, params)
+        elif not method.startswith("fs/") and method not in _SILENT:
             self._system(f"The agent asked `{method}`, which this client does not serve", ts)
 
     def _permission_answer(self, request_id: Any, result: Any, error: Any) -> None:
@@ -465,6 +509,8 @@ class AcpNormalizer(LineNormalizer):
             self._system("Interrupt requested", ts)
         elif has_id and msg["id"] in self._permissions:
             self._permission_answer(msg["id"], msg.get("result"), msg.get("error"))
+        elif has_id and msg["id"] in self._terminals:
+            self._terminal_answer(msg["id"], msg.get("result"))
         elif has_id and msg["id"] in self._elicitations:
             index, shown = self._elicitations.pop(msg["id"])
             action = text(obj(msg.get("result")).get("action"))
@@ -697,25 +743,3 @@ def _previous_kind(tool: ToolUseEntry) -> str:
         "search": "search",
         "web_fetch": "fetch",
     }.get(tool.action.kind, "")
-
-
-def _with_result(action: ActionType, call: dict[str, Any]) -> ActionType:
-    if not isinstance(action, CommandRun) or text(call.get("status")) not in ("completed", "failed"):
-        return action
-    output = obj(call.get("rawOutput"))  # Qwen: {type: "shell_result", output, exitCode, ...}
-    exit_code = output.get("exitCode")
-    stdout = text(output.get("output")) if "output" in output else _content_text(call.get("content"))
-    if not isinstance(exit_code, int) and not stdout:
-        return action  # (Gemini 0.61 sends neither: there is no result to show)
-    result = CommandResult(
-        exit_code=exit_code if isinstance(exit_code, int) else NO_EXIT_CODE, stdout=stdout or None
-    )
-    return evolve(action, result=result)
-
-
-def _content_text(content: Any) -> str | None:
-    texts = []
-    for item in content or []:
-        if isinstance(item, dict) and item.get("type") == "content":
-            texts.append(text(obj(item.get("content")).get("text")))
-    return "\n".join(t for t in texts if t) or None

@@ -7,7 +7,10 @@ paths and diff headers are relative to the task's working directory; a file chan
 once (never again as raw diff text in another entry); metadata keys are camelCase.  Across the
 agents of one scenario (:func:`cross_agent_problems`): the same entry kinds, the same action kind,
 status, approval and reason of the scenario's tool call, the same change types, paths and diff
-headers, and the command's output for every agent that sends it.
+headers, and the command's output for every agent that sends it.  What an agent cannot say is in
+``CANNOT_SAY`` and ``NO_COMMAND_OUTPUT``; where it says something else because it does something
+else (not because we read it otherwise), ``OWN_BEHAVIOUR`` names the value and the reason, and only
+that value passes.
 
 The observations come from the live conformance cells (testing/conformance.py keeps each cell's
 patches) or from their recordings in ``fixtures/conformance`` (tests/test_consistency.py).
@@ -37,6 +40,7 @@ from ..replay import replay
 __all__ = [
     "CANNOT_SAY",
     "NO_COMMAND_OUTPUT",
+    "OWN_BEHAVIOUR",
     "Observed",
     "cross_agent_problems",
     "observe_log",
@@ -54,6 +58,23 @@ NO_COMMAND_OUTPUT = {
 CANNOT_SAY = {
     ("codex-exec", "approval"): "codex exec has no live approvals: the sandbox is chosen up front",
     ("codex-exec", "diff headers"): "codex exec's file_change items name the file and kind, with no diff",
+}
+# Where an agent itself behaves otherwise than the others in one scenario (not a shape of ours):
+# by agent, scenario and signature key, the value it gives and why.  That value alone is let
+# through; any other is a problem, the others' included (then the entry here must go).
+OWN_BEHAVIOUR: dict[tuple[str, str, str], tuple[Any, str]] = {
+    ("codex-acp", "file_edit", "approval"): (
+        None,
+        "codex-acp 0.16's read-only and auto modes read files through Codex's bubblewrap helper, "
+        "which its npm package does not ship, so the edit case runs in full-access mode "
+        "(testing/conformance/codex-acp.yaml), where Codex asks nothing before an edit",
+    ),
+    ("codex-acp", "tool_denied", "outcome"): (
+        "interrupted",
+        "codex-acp 0.16's only refusal of an escalated command is 'abort' (\"No, and tell Codex "
+        'what to do differently"): Codex ends the turn with stopReason cancelled, where the '
+        "others go on and answer",
+    ),
 }
 # The tool call a scenario is about: its action kind, and a word of the command's output.
 SCENARIO_TOOL = {
@@ -267,7 +288,13 @@ def cross_agent_problems(observations: Iterable[Observed]) -> list[str]:
         for key in sorted({k for s in sigs.values() for k in s}):
             values: dict[str, list[str]] = {}
             for executor, sig in sigs.items():
-                if (executor, key) not in CANNOT_SAY:
+                own = OWN_BEHAVIOUR.get((executor, scenario, key))
+                if own is not None and sig.get(key) != own[0]:
+                    problems.append(
+                        f"{scenario}: {key}: {sig.get(key)!r} ({executor}), not the {own[0]!r} "
+                        "OWN_BEHAVIOUR documents: update or drop its entry"
+                    )
+                elif own is None and (executor, key) not in CANNOT_SAY:
                     values.setdefault(repr(sig.get(key)), []).append(executor)
             if len(values) > 1:
                 shown = " vs ".join(
