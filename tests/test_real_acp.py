@@ -14,7 +14,7 @@ import pytest
 
 from orchestrate import AutoApprove, AutoDeny, Run, Task, get_executor
 from orchestrate.approvals import ApprovalService
-from orchestrate.entries import CommandRun, FileEdit
+from orchestrate.entries import CommandRun, FileWrite
 from orchestrate.executors.base import ExecutorOptions
 from orchestrate.process.rawlog import read_raw_log
 from orchestrate.run import RunResult
@@ -118,7 +118,9 @@ async def test_file_written_through_the_client(agent: str, scratch: Scratch) -> 
     ]
     result, _ = await run_real(agent, scratch, steps, AutoApprove())
     [tool] = result.tool_results
-    assert tool.status == "success" and isinstance(tool.action, FileEdit)
+    # a new file is a file_write whichever agent made it (one shape across agents), its path relative
+    assert tool.status == "success" and isinstance(tool.action, FileWrite) and tool.action.path == "hello.py"
+    assert tool.action.changes[0].type == "create"
     assert tool.action.changes[0].unified_diff and "+print('hi')" in tool.action.changes[0].unified_diff
     assert target.read_text() == "print('hi')\n"
     assert result.raw_log is not None

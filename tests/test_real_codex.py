@@ -13,7 +13,7 @@ import pytest
 
 from orchestrate import AutoApprove, AutoDeny, Run, Task
 from orchestrate.approvals import ApprovalService
-from orchestrate.entries import CommandRun, FileEdit
+from orchestrate.entries import CommandRun, FileWrite
 from orchestrate.executors.base import ExecutorOptions
 from orchestrate.executors.codex import CodexExecExecutor, CodexExecutor
 from orchestrate.run import RunResult
@@ -110,7 +110,8 @@ async def test_apply_patch_file_change_with_its_diff(scratch: Scratch) -> None:
     steps = [{"tool": {"name": "apply_patch", "input": {"input": patch}}}, {"text": "Done."}]
     result, _ = await run_real(scratch, steps, AutoApprove())
     [tool] = result.tool_results
-    assert tool.status == "success" and isinstance(tool.action, FileEdit)
+    # a new file is a file_write whichever agent made it (one shape across agents)
+    assert tool.status == "success" and isinstance(tool.action, FileWrite) and tool.action.path == "hello.py"
     assert (scratch.work / "hello.py").read_text() == "print('hi')\nprint('bye')\n"
     [change] = tool.action.changes
     assert change.type == "create" and change.unified_diff is not None
@@ -118,8 +119,12 @@ async def test_apply_patch_file_change_with_its_diff(scratch: Scratch) -> None:
     turn_diffs = [
         e for e in result.entries if e.metadata and e.metadata.extra and "turnDiff" in e.metadata.extra
     ]
-    # The turn's diff is relative to the enclosing git repository, wherever that is on this machine.
-    assert turn_diffs and re.search(r"\+\+\+ b/(.*/)?hello\.py\n", turn_diffs[-1].content)
+    # The turn's diff (in metadata: the entry's text only names the files, the tool showed the diff)
+    # is relative to the enclosing git repository, wherever that is on this machine.
+    last = turn_diffs[-1] if turn_diffs else None
+    assert last is not None and last.metadata is not None and last.metadata.extra is not None
+    assert "hello.py" in last.content
+    assert re.search(r"\+\+\+ b/(.*/)?hello\.py\n", last.metadata.extra["turnDiff"])
 
 
 @pytest.mark.parametrize("exec_mode", [False, True], ids=["app-server", "exec"])

@@ -18,7 +18,9 @@ from typing import Any
 import httpx
 import pytest
 
+from orchestrate.executors.base import ExecutorOptions
 from orchestrate.serve import ServeConfig, create_app
+from orchestrate.serve.routes_tasks import SAFE_EXECUTOR_OPTIONS
 
 from .helpers import ROOT
 from .test_serve_api import Server, create, start_server
@@ -181,13 +183,36 @@ def test_commands_and_roots_are_the_servers_to_allow(tmp_path: Path) -> None:
             link = root / "escape"
             link.symlink_to(tmp_path)
             assert c.post("/api/tasks", json=base | {"cwd": str(link)}).status_code == 422
+            marker = tmp_path / "pwned"
+            run_it = ["/bin/sh", "-c", f"touch {marker}"]
             for extra in (
-                {"executor_options": {"base_command": ["/bin/sh", "-c", "touch /tmp/pwned"]}},
+                {"executor_options": {"base_command": run_it}},
                 {"executor_options": {"env": {"LD_PRELOAD": "/tmp/x.so"}}},
                 {"run_options": {"env": {"PATH": "/tmp"}}},
+                # Each of these makes the CLI start a program of the client's choosing (found by an
+                # adversarial review): an MCP server, Codex's -c pairs, and free CLI arguments such as
+                # Claude's --settings with a SessionStart hook.
+                {"executor": "codex", "executor_options": {"mcp_servers": {"x": {"command": run_it[0]}}}},
+                {"executor": "codex", "executor_options": {"config": {"mcp_servers.x.command": run_it[0]}}},
+                {"executor_options": {"extra_args": ["--settings", '{"hooks": {"SessionStart": []}}']}},
             ):
                 r = c.post("/api/tasks", json=base | extra)
                 assert (r.status_code, r.json()["error"]["code"]) == (403, "forbidden"), extra
+            # An allowlist: every executor option but the few that name no program is refused, a new
+            # option included; those few are accepted.
+            for name, field in ExecutorOptions.model_fields.items():
+                if name in SAFE_EXECUTOR_OPTIONS:
+                    continue
+                r = c.post("/api/tasks", json=base | {"executor_options": {name: _example(field.annotation)}})
+                assert (r.status_code, r.json()["error"]["code"]) == (403, "forbidden"), name
+            safe = {
+                "model": "m",
+                "permission_mode": "default",
+                "sandbox": "read-only",
+                "approval_policy": "never",
+            }
+            assert c.post("/api/tasks", json=base | {"executor_options": safe}).status_code == 201
+            assert not marker.exists()
             # Workspaces: the setup command is a command; the worktree holds the whole repository, so
             # that must lie under the roots; where workspaces go is the server's alone.
             inside = base | {"cwd": str(inner), "workspace": "worktree"}
@@ -204,8 +229,31 @@ def test_commands_and_roots_are_the_servers_to_allow(tmp_path: Path) -> None:
             assert (
                 "outside the directories" in c.post("/api/tasks", json=base | {"workspace": "worktree"}).text
             )
+            # A `.git` file under a root naming a repository outside them (found by an adversarial
+            # review: the worktree checked out the outside repository's files).
+            secret = make_repo(tmp_path / "secret")
+            innocent = root / "innocent"
+            innocent.mkdir()
+            (innocent / ".git").write_text(f"gitdir: {secret / '.git'}\n")
+            r = c.post("/api/tasks", json=base | {"cwd": str(innocent), "workspace": "worktree"})
+            assert (r.status_code, r.json()["error"]["code"]) == (422, "invalid_request"), r.text
+            assert "git directory" in r.text
     finally:
         s.stop()
+
+
+def _example(annotation: Any) -> Any:
+    """A value of an option's type that is not its default (to name the option in a request)."""
+    text = str(annotation)
+    if "dict[str, dict" in text:
+        return {"x": {"command": "y"}}
+    if "dict" in text:
+        return {"x": "y"}
+    if "list" in text:
+        return ["x"]
+    if "float" in text or "int" in text:
+        return 1
+    return "x"
 
 
 def _serve(home: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:

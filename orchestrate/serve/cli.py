@@ -31,7 +31,10 @@ __all__ = ["serve_command"]
 @click.option(
     "--allow-commands",
     is_flag=True,
-    help="Let tasks name their own agent command, environment and workspace setup command.",
+    help="Let tasks name programs: their own agent command, environment, extra CLI arguments, CLI "
+    "configuration, MCP servers and workspace setup command (without it a task may set only the model, "
+    "permission mode, sandbox, approval policy and stable seconds). Not a sandbox: an agent given "
+    "bypassPermissions or danger-full-access still runs what it decides to.",
 )
 @click.option(
     "--root",

@@ -97,10 +97,23 @@ def _working_directory(value: str, roots: list[Path]) -> Path:
     return real
 
 
+# The executor options a client may set on a server without --allow-commands: none of them names a
+# program.  Every other option can (base_command and env directly; extra_args and config as the CLI's
+# own flags, e.g. Claude's `--settings` hooks or Codex's `-c mcp_servers.x.command=...`; mcp_servers as
+# the servers an agent starts), and so can any option added later: an allowlist, not a denylist.
+SAFE_EXECUTOR_OPTIONS = frozenset(
+    {"model", "permission_mode", "sandbox", "approval_policy", "stable_seconds"}
+)
+
+
 def _check_commands(body: NewTask, allowed: bool) -> None:
     if allowed:
         return
-    named = [k for k in ("base_command", "env") if body.executor_options.get(k)]
+    named = sorted(
+        k
+        for k, v in body.executor_options.items()
+        if k not in SAFE_EXECUTOR_OPTIONS and v not in (None, [], {})
+    )
     if body.run_options.get("env"):
         named.append("run_options.env")
     if body.workspace_options is not None and body.workspace_options.setup is not None:

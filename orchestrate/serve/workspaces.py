@@ -82,6 +82,21 @@ def check_new_workspace(mode: str, cwd: Path, roots: list[Path], options: dict[s
                 "invalid_request",
                 f"{cwd} is in the repository {top}, which is outside the directories this server allows",
             )
+        if roots:
+            # A `.git` file under a root may name a git directory anywhere (`gitdir: /elsewhere`): the
+            # worktree would check out that repository's files and write its refs.  Its git directory
+            # and the common one (a linked worktree's) must lie under the roots too.
+            common = run_git(
+                ["rev-parse", "--path-format=absolute", "--git-common-dir"], repo=GitRepo(git_dir, top)
+            ).stdout
+            common_dir = Path(os.path.realpath(common.decode().strip()))
+            for where in (git_dir, common_dir):
+                if not any(where.is_relative_to(r.resolve()) for r in roots):
+                    raise ApiError(
+                        "invalid_request",
+                        f"{cwd} is a repository whose git directory {where} is outside the directories "
+                        "this server allows",
+                    )
         base = options.get("base") or "HEAD"
         found = run_git(
             ["rev-parse", "--verify", "--quiet", "--end-of-options", f"{base}^{{commit}}"],
