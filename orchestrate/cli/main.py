@@ -42,9 +42,9 @@ from .view_prompt import ViewPrompt
 
 if TYPE_CHECKING:
     from ..approvals.base import ApprovalService
-    from ..executors.base import Capabilities, Executor
     from ..approvals.prompt import TerminalPrompt
     from ..entries import EntryPatch
+    from ..executors.base import Capabilities, Executor
     from ..run.result import RunResult
     from ..testing.conformance import Cell
     from .chat import Conversation
