@@ -167,12 +167,28 @@ def test_a_conversation_by_resume_each_message_a_process_resuming_the_last_sessi
     text = "\n".join(final)
     resume = text[text.index("to continue this conversation: ") :].split(": ", 1)[1].replace("\n", "")
     assert shlex.split(resume) == [
-        "orchestrate", "chat", "-e", "cursor", "--base-command", CURSOR, "--resume", session[1]
+        "orchestrate",
+        "chat",
+        "-e",
+        "cursor",
+        "--base-command",
+        CURSOR,
+        "--resume",
+        session[1],
     ]
     assert_clean([line for line in final if not line.startswith((INPUT.decode(), "to continue"))])
     # The printed command continues that session.
     again = subprocess.run(
-        [sys.executable, "-m", "orchestrate", "run", *shlex.split(resume)[2:], "--approvals", "auto", "again"],
+        [
+            sys.executable,
+            "-m",
+            "orchestrate",
+            "run",
+            *shlex.split(resume)[2:],
+            "--approvals",
+            "auto",
+            "again",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -184,7 +200,9 @@ def test_a_conversation_by_resume_each_message_a_process_resuming_the_last_sessi
 
 
 def test_a_turn_without_a_session_id_is_said_before_a_fresh_one_starts(tmp_path: Path) -> None:
-    term = Chat(tmp_path, "chat", "-e", "cursor", "--base-command", CURSOR, "--approvals", "auto", "no-session")
+    term = Chat(
+        tmp_path, "chat", "-e", "cursor", "--base-command", CURSOR, "--approvals", "auto", "no-session"
+    )
     screen = "\n".join(term.next_input())
     assert "this turn reported no session id: the next message starts a new session" in screen, screen
     term.child.send("again\r")  # a fresh chat: no --resume given, so the fake made a new id
@@ -238,3 +256,24 @@ def test_ctrl_c_at_a_question_in_a_conversation_stops_the_turn_not_the_conversat
     term.child.send("\x04")
     final = term.end()
     assert term.code == 0, final
+
+
+def test_only_an_agent_with_neither_messages_nor_resume_is_refused() -> None:
+    """No registered executor lacks both today; the refusal stays for one that does (a plugin)."""
+    import click
+    import pytest
+
+    from orchestrate.cli.main import _can_converse
+    from orchestrate.executors.base import Capabilities
+
+    assert (
+        _can_converse("claude-code", Capabilities("jsonl", session_resume=True, mid_execution_messages=True))
+        is False
+    )
+    assert _can_converse("cursor", Capabilities("jsonl", session_resume=True)) is True
+    with pytest.raises(click.ClickException) as refused:
+        _can_converse("mute", Capabilities("jsonl"))
+    assert refused.value.exit_code == 2
+    message = refused.value.message
+    assert "mute takes one prompt per process and cannot resume its session" in message
+    assert "cursor" in message and "claude-code" in message  # the ones that can are named
