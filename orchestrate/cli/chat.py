@@ -113,16 +113,25 @@ async def converse_by_resume(
     current = first
     offset = 0  # entries shown by the earlier turns
     session: str | None = None
+    known: str | None = None  # the last session any turn reported: what the resume command names
+    talk: Conversation | None = None
     async with anyio.create_task_group() as tg:
         tg.start_soon(_on_signals, lambda: current, asker, state, tell)
         if isinstance(view, LiveView):
             tg.start_soon(view.tick)
         while True:
             state.in_turn, state.interrupting = True, False
-            result = await _one_turn(current, _shifted(sink, offset))
+            try:
+                result = await _one_turn(current, _shifted(sink, offset))
+            except OrchestrateError as exc:
+                if current is first:
+                    raise  # nothing has run yet: the CLI's own error, as for `run`
+                tell(f"cannot start the next turn: {exc}")  # the conversation so far still ends well
+                break
             offset += len(result.entries)
             session = result.session_id or None
-            talk = Conversation(result, state.stopped_by, session_id=session or current.task.resume)
+            known = session or known
+            talk = Conversation(result, state.stopped_by, session_id=known)
             if state.stopped_by is not None:
                 break
             state.in_turn = False
@@ -139,6 +148,7 @@ async def converse_by_resume(
                 tell(f"cannot start the next turn: {exc}")
                 break
         tg.cancel_scope.cancel()
+    assert talk is not None  # the first turn ran, or raised
     return talk
 
 
