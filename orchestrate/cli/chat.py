@@ -9,8 +9,11 @@ as a follow-up in the same session.  Keys:
 - Ctrl-C or Ctrl-D at the input quits: the agent's input is closed, it ends its session cleanly.
 - SIGTERM or a closed terminal (SIGHUP) quits at once.
 
-Only agents that take messages while they run can hold a conversation here
-(``capabilities.mid_execution_messages``); for the others the command says so before anything starts.
+An agent that takes one prompt per process (``codex exec``, ``cursor-agent -p``) holds the same
+conversation by resume (:func:`converse_by_resume`): each message typed starts a new process that
+resumes the session the previous turn reported, its entries shown in the same view after the earlier
+turns'; Ctrl-C interrupts that process the agent's own way (SIGINT) and comes back to the input.  Only
+an agent with neither mid-run messages nor session resume cannot hold a conversation.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from ..process.containment import kill_all
 from ..run import Run, RunResult
 from .live import LiveView
 
-__all__ = ["INPUT_PROMPT", "Conversation", "converse", "resume_command"]
+__all__ = ["INPUT_PROMPT", "Conversation", "converse", "converse_by_resume", "resume_command"]
 
 INPUT_PROMPT = "\N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} "  # the input line, as agent CLIs draw it
 _END_GRACE = 10.0  # seconds for the agent to end its session once its input is closed
@@ -46,6 +49,11 @@ class Conversation:
     result: RunResult
     stopped_by: signal.Signals | None = None
     quit_at_input: bool = False
+    session_id: str | None = None
+    """The session to resume it by: the last one a turn reported (None: no turn reported one)."""
+
+    def __post_init__(self) -> None:
+        self.session_id = self.session_id or self.result.session_id
 
 
 @dataclass
@@ -77,7 +85,7 @@ async def converse(
 
     async with run, anyio.create_task_group() as tg:
         tg.start_soon(pump)
-        tg.start_soon(_on_signals, run, asker, state, tell)
+        tg.start_soon(_on_signals, lambda: run, asker, state, tell)
         if isinstance(view, LiveView):
             tg.start_soon(view.tick)
         quit_at_input = await _turns(run, view, asker, state)
@@ -87,6 +95,93 @@ async def converse(
         await drained.wait()  # every patch shown before the summary
         tg.cancel_scope.cancel()
     return Conversation(result, state.stopped_by, quit_at_input)
+
+
+async def converse_by_resume(
+    first: Run,
+    follow_up: Callable[[Run, str, str | None], Run],
+    view: object,
+    asker: TerminalPrompt,
+    sink: Callable[[EntryPatch], None],
+    tell: Callable[[str], None],
+) -> Conversation:
+    """The conversation with an agent that takes one prompt per process: ``first`` is the first
+    turn's run (not entered yet); ``follow_up(previous run, message, session)`` makes the run of the
+    next message, resuming ``session`` (None: a fresh one).  Every turn's patches go to ``sink``,
+    numbered after the earlier turns' entries so the view keeps them all."""
+    state = _State()
+    current = first
+    offset = 0  # entries shown by the earlier turns
+    session: str | None = None
+    known: str | None = None  # the last session any turn reported: what the resume command names
+    talk: Conversation | None = None
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_on_signals, lambda: current, asker, state, tell)
+        if isinstance(view, LiveView):
+            tg.start_soon(view.tick)
+        while True:
+            state.in_turn, state.interrupting = True, False
+            try:
+                result = await _one_turn(current, _shifted(sink, offset))
+            except OrchestrateError as exc:
+                if current is first:
+                    raise  # nothing has run yet: the CLI's own error, as for `run`
+                tell(f"cannot start the next turn: {exc}")  # the conversation so far still ends well
+                break
+            offset += len(result.entries)
+            session = result.session_id or None
+            known = session or known
+            talk = Conversation(result, state.stopped_by, session_id=known)
+            if state.stopped_by is not None:
+                break
+            state.in_turn = False
+            if session is None:
+                tell("this turn reported no session id: the next message starts a new session")
+            line = await _next_message(view, asker, state)
+            if line is None or state.stopped_by is not None:
+                talk.quit_at_input = state.stopped_by is None
+                talk.stopped_by = state.stopped_by
+                break
+            try:
+                current = follow_up(current, line, session)
+            except OrchestrateError as exc:
+                tell(f"cannot start the next turn: {exc}")
+                break
+        tg.cancel_scope.cancel()
+    assert talk is not None  # the first turn ran, or raised
+    return talk
+
+
+async def _one_turn(run: Run, sink: Callable[[EntryPatch], None]) -> RunResult:
+    """One process, one turn: every patch shown, then its result."""
+    async with run:
+        async for patch in run.patches():
+            sink(patch)
+        return await run.wait()
+
+
+def _shifted(sink: Callable[[EntryPatch], None], offset: int) -> Callable[[EntryPatch], None]:
+    """``sink`` for a later turn's patches: its entries numbered after the ``offset`` shown before."""
+    if not offset:
+        return sink
+
+    def shifted(patch: EntryPatch) -> None:
+        index = patch.index + offset
+        entry = patch.entry.model_copy(update={"index": index})
+        sink(patch.model_copy(update={"index": index, "entry": entry}))
+
+    return shifted
+
+
+async def _next_message(view: object, asker: TerminalPrompt, state: _State) -> str | None:
+    """The next message typed at the input (an empty line asks again); None: the person quit."""
+    while True:
+        with _between_turns(view):
+            line = None if state.quit_asked else await asker.read_line(INPUT_PROMPT)
+        if line is None or state.stopped_by is not None:
+            return None
+        if line:
+            return line
 
 
 async def _turns(run: Run, view: object, asker: TerminalPrompt, state: _State) -> bool:
@@ -135,10 +230,14 @@ async def _end(run: Run) -> None:
     run.cancel()
 
 
-async def _on_signals(run: Run, asker: TerminalPrompt, state: _State, tell: Callable[[str], None]) -> None:
+async def _on_signals(
+    current: Callable[[], Run], asker: TerminalPrompt, state: _State, tell: Callable[[str], None]
+) -> None:
+    """The keys and signals of a conversation, acting on ``current()``: the run of this turn."""
     with anyio.open_signal_receiver(*_SIGNALS) as signals:
         async with anyio.create_task_group() as tg:
             async for sig in signals:
+                run = current()
                 if sig != signal.SIGINT or (state.in_turn and state.interrupting):
                     state.stopped_by = state.stopped_by or sig
                     tell("stopping now" if sig == signal.SIGINT else f"{sig.name}: stopping now")

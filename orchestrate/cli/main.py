@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from ..approvals.base import ApprovalService
     from ..approvals.prompt import TerminalPrompt
     from ..entries import EntryPatch
+    from ..executors.base import Capabilities, Executor
     from ..run.result import RunResult
     from ..testing.conformance import Cell
     from .chat import Conversation
@@ -319,8 +320,9 @@ def run(
         )
         executor = default_registry.create(executor_name, options)
         env = parse_env_overrides(env_pairs)
+        by_resume = False  # a conversation of one process per turn, each resuming the last
         if interactive:
-            _can_converse(executor_name, executor.capabilities.mid_execution_messages)
+            by_resume = _can_converse(executor_name, executor.capabilities)
         # Last of the checks, before anything is read or started: a terminal to ask on.
         service, asker = _approval_service(approvals, _given(click.get_current_context(), "approvals"))
         if interactive:
@@ -355,7 +357,7 @@ def run(
             approval_timeout=approval_timeout,
             raw_log=record,
             redact_raw_log=not no_redact,
-            keep_open=interactive,
+            keep_open=interactive and not by_resume,
         )
         view = _view_maker(output, verbose, asker)  # made once the agent is spawned
         began = time.monotonic()
@@ -372,7 +374,11 @@ def run(
             from .recording import record_run  # opens the store on a thread, beside the run
 
             with record_run(executor_name, options, live, output) as recording:
-                if interactive:
+                if by_resume:
+                    follow = _follow_up(executor, service)
+                    talk = anyio.run(_chat_live, live, view, asker, recording.sink, follow)
+                    result = talk.result
+                elif interactive:
                     talk = anyio.run(_chat_live, live, view, asker, recording.sink)
                     result = talk.result
                 else:
@@ -395,7 +401,7 @@ def run(
 
         resume = resume_command(
             executor_name,
-            result.session_id if executor.capabilities.session_resume else None,
+            talk.session_id if executor.capabilities.session_resume else None,
             {"--cwd": cwd_option(cwd.resolve()), "--base-command": base_command, "--model": model},
         )
         _finish_conversation(output, talk, asker, time.monotonic() - began, stored, resume)
@@ -437,15 +443,35 @@ def _run_limit(timeout: float, interactive: bool) -> float | None:
     return timeout or None
 
 
-def _can_converse(executor_name: str, takes_messages: bool) -> None:
-    if not takes_messages:
-        names = default_registry.names()
-        talkers = [n for n in names if default_registry.get(n).capabilities.mid_execution_messages]
-        raise CliError(
-            f"{executor_name} takes one prompt per process, so it cannot hold a conversation here; "
-            f"these can: {', '.join(talkers)}. Or continue its session with --resume.",
-            EXIT_USAGE,
-        )
+def _can_converse(executor_name: str, capabilities: Capabilities) -> bool:
+    """Whether ``executor_name`` converses by resume (one process per turn) rather than by messages
+    to one process; refused when it can do neither."""
+    if capabilities.mid_execution_messages:
+        return False
+    if capabilities.session_resume:
+        return True
+    names = default_registry.names()
+    talkers = [n for n in names if _talks(default_registry.get(n).capabilities)]
+    raise CliError(
+        f"{executor_name} takes one prompt per process and cannot resume its session, so it cannot "
+        f"hold a conversation; these can: {', '.join(talkers)}.",
+        EXIT_USAGE,
+    )
+
+
+def _talks(capabilities: Capabilities) -> bool:
+    return capabilities.mid_execution_messages or capabilities.session_resume
+
+
+def _follow_up(executor: Executor, service: ApprovalService) -> Callable[[Run, str, str | None], Run]:
+    """How a conversation by resume starts its next turn: the same task with the new message,
+    resuming the session the last turn reported (a fresh one without), its raw log a new file."""
+
+    def follow(previous: Run, message: str, session: str | None) -> Run:
+        update = {"prompt": message, "resume": session, "fork": False, "raw_log": None}
+        return Run(executor, previous.task.model_copy(update=update), service)
+
+    return follow
 
 
 def _open_for_conversation(asker: TerminalPrompt) -> None:
@@ -463,13 +489,17 @@ async def _chat_live(
     make_view: Callable[[], View],
     asker: TerminalPrompt,
     tap: Callable[[Callable[[EntryPatch], None]], Callable[[EntryPatch], None]] | None = None,
+    follow_up: Callable[[Run, str, str | None], Run] | None = None,
 ) -> Conversation:
-    """:func:`chat.converse` with the CLI's view and notices."""
-    from .chat import converse
+    """:func:`chat.converse` (or, given ``follow_up``, :func:`chat.converse_by_resume`) with the
+    CLI's view and notices."""
+    from .chat import converse, converse_by_resume
 
     view = make_view()
     sink = _until_broken(tap(view.on_patch) if tap is not None else view.on_patch)
     with _showing(view):
+        if follow_up is not None:
+            return await converse_by_resume(run, follow_up, view, asker, sink, _tell)
         return await converse(run, view, asker, sink, _tell)
 
 
