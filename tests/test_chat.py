@@ -22,6 +22,23 @@ from .test_live_view import assert_clean
 FAKE = f"{sys.executable} {FAKE_CLAUDE}"
 CURSOR = f"{sys.executable} {FAKE_CURSOR}"
 COLS, ROWS = 110, 60
+
+
+def unwrapped(lines: list[str], start: str) -> str:
+    """The text from the line starting with ``start`` on, its wrapped lines joined back: a line the
+    terminal wrapped is COLS wide, or one less when the wrap fell on a space (the screen's lines come
+    without trailing blanks), so that space is put back."""
+    at = next(i for i, line in enumerate(lines) if line.startswith(start))
+    out = ""
+    for line in lines[at:]:
+        out += line
+        if len(line) < COLS - 1:
+            break
+        if len(line) == COLS - 1:
+            out += " "
+    return out
+
+
 INPUT = "\N{SINGLE RIGHT-POINTING ANGLE QUOTATION MARK} ".encode()
 SESSION = re.compile(r"session ([0-9a-f-]{36})")
 
@@ -87,7 +104,7 @@ def test_a_conversation_interrupt_follow_up_and_the_command_that_resumes_it(tmp_
     session = SESSION.search(summary)
     assert session is not None, text
     assert "tokens: 30 in, 15 out" in summary  # three turns' usage
-    resume = text[text.index("to continue this conversation: ") :].split(": ", 1)[1].replace("\n", "")
+    resume = unwrapped(final, "to continue this conversation: ").split(": ", 1)[1]
     assert resume.endswith(f"--resume {session[1]}")
     assert_clean([line for line in final if not line.startswith((INPUT.decode(), "to continue"))])
     # The printed command continues that session (run here with a plain prompt and no terminal).
@@ -164,8 +181,7 @@ def test_a_conversation_by_resume_each_message_a_process_resuming_the_last_sessi
     term.child.send("\x04")
     final = term.end()
     assert term.code == 0, final
-    text = "\n".join(final)
-    resume = text[text.index("to continue this conversation: ") :].split(": ", 1)[1].replace("\n", "")
+    resume = unwrapped(final, "to continue this conversation: ").split(": ", 1)[1]
     assert shlex.split(resume) == [
         "orchestrate",
         "chat",

@@ -79,7 +79,11 @@ def test_a_reader_that_takes_nothing_holds_no_memory_and_resumes_exactly(tmp_pat
             while chunk := slow.recv(1 << 16):
                 got += chunk
             slow.close()
-            assert len(got) < 2 * EVENTS * SIZE / 4  # it never held a fraction of it
+            # The server closed it (the loop above ended at end of stream) before it had everything.
+            # How much got through first depends on the machine's load (the drop comes a send timeout
+            # after the socket stops taking), so this is no measure of memory: the server's own size
+            # and its feeds' bytes, asserted above, are.
+            assert len(got) < 2 * EVENTS * SIZE
             # It resumes from the last event it has whole: the rest comes, exactly once each.
             complete = got.rfind(b"\n\n")
             whole = [int(line[4:]) for line in got[:complete].split(b"\n") if line.startswith(b"id: ")]
