@@ -117,6 +117,20 @@ def test_a_store_from_a_newer_version_is_refused(tmp_path: Path) -> None:
         Store.open(url)
 
 
+def test_the_store_files_are_private(tmp_path: Path) -> None:
+    """The store holds what the raw logs hold (0600): its file and SQLite's -wal and -shm too, and an
+    older store made 0644 is made private when opened."""
+    older = tmp_path / "older.db"
+    older.write_bytes(b"")
+    older.chmod(0o644)
+    for path in (tmp_path / "new.db", older):
+        with Store.open(f"sqlite:///{path}") as store:
+            store.submit(TaskSpec(prompt="p", executor="claude-code"))
+            files = [p for p in tmp_path.iterdir() if p.name.startswith(path.name)]
+            assert {p.name for p in files} >= {path.name, f"{path.name}-wal"}
+            assert {p.name: p.stat().st_mode & 0o777 for p in files} == {p.name: 0o600 for p in files}
+
+
 def test_the_default_store_is_under_orchestrate_home(tmp_path: Path) -> None:
     with Store.open() as s:
         s.submit(spec())

@@ -6,6 +6,7 @@ Schema changes go through Alembic, never ``create_all``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -76,6 +77,19 @@ def connect(url: str | None = None, *, busy_timeout: float = BUSY_TIMEOUT) -> En
     if path and path != ":memory:":
         with map_db_errors(f"creating the store's directory for {path}"):
             Path(path).parent.mkdir(parents=True, exist_ok=True)
+            # The store holds what the raw logs hold (prompts, the agent's output), and those are
+            # private (0600): the file is made private before SQLite opens it, and SQLite gives its
+            # -wal and -shm files the database file's permissions.
+            # A store made before this was 0644: it is made private too (when it is ours).
+            fd = os.open(path, os.O_CREAT | os.O_WRONLY | os.O_CLOEXEC, 0o600)
+            try:
+                with contextlib.suppress(OSError):
+                    os.fchmod(fd, 0o600)
+            finally:
+                os.close(fd)
+            for side in ("-wal", "-shm"):
+                with contextlib.suppress(OSError):
+                    Path(path + side).chmod(0o600)
     # A small pool: closing the last connection to a WAL database checkpoints and syncs it, which
     # would cost every call milliseconds.  Pooled connections hold no lock between transactions.
     engine = create_engine(url, pool_size=4, max_overflow=8, connect_args={"timeout": busy_timeout})
