@@ -73,7 +73,9 @@ def test_a_cancel_through_temporal_is_recorded_in_the_store(cluster: Cluster) ->
     from orchestrate.engine.temporal import connect, workflow_id
 
     cluster.start("one")
-    blocker = cluster.submit("slow")
+    # A blocker that never ends by itself ("hang": hello, then nothing): the dependent cannot be let
+    # through before its cancel arrives, however late a loaded machine starts its workflow.
+    blocker = cluster.submit("hang")
     waiting = cluster.submit("plain", depends_on=[blocker])  # its workflow waits for the dependency
 
     async def cancel() -> None:
@@ -87,7 +89,7 @@ def test_a_cancel_through_temporal_is_recorded_in_the_store(cluster: Cluster) ->
                 except Exception:
                     await anyio.sleep(0.05)
         await handle.cancel()
-        with anyio.fail_after(30):  # (before the blocker ends, which would block it instead)
+        with anyio.fail_after(30):
             while cluster.store.get(waiting).status != "cancelled":  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         handle = client.get_workflow_handle(workflow_id(blocker, cluster.prefix))
