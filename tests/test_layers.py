@@ -17,14 +17,14 @@ import orchestrate
 from .helpers import ROOT
 
 PACKAGE = Path(orchestrate.__file__).parent
-BASE = {"errors", "entries", "task", "contract"}
+BASE = {"errors", "entries", "task", "contract", "lazy"}
 ALLOWED: dict[str, set[str]] = {
     "process": {"errors", "process"},
     "normalizers": {"errors", "entries", "normalizers"},
     # The JSON contract: the entries plus the seed's other data shapes; nothing above them.
     "contract": {"errors", "entries", "contract"},
     "peers": {"errors", "entries", "peers"},
-    "approvals": {"errors", "approvals"},
+    "approvals": {"errors", "lazy", "approvals"},
     "executors": BASE | {"process", "normalizers", "peers", "approvals", "executors"},
     "run": BASE | {"process", "normalizers", "peers", "approvals", "executors", "run"},
     # The store keeps records and events; it knows no agent, so it sits above the run only by rank.

@@ -1,0 +1,36 @@
+"""Names a package exports, imported from their modules only when first asked for (PEP 562).
+
+Importing one module of a package runs the package's ``__init__``; one that imported every
+exported name would load the whole package (the entry models, the parsers, rich ...) before the
+agent is spawned.  The three packages that export many names (the top package, ``approvals`` and
+``run``) make their ``__getattr__`` and ``__dir__`` here, from a table of where each name lives.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from typing import Any
+
+__all__ = ["lazy_exports"]
+
+
+def lazy_exports(
+    package: str, where: Mapping[str, str], namespace: MutableMapping[str, Any], exported: Iterable[str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """The ``__getattr__`` and ``__dir__`` of ``package``: ``where`` maps a name to the module
+    (relative to ``package``) that defines it; ``namespace`` is the package's ``globals()``."""
+    names = frozenset(exported)
+
+    def __getattr__(name: str) -> Any:
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module, package), name)
+        namespace[name] = value  # found directly from now on
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted({*namespace, *names})
+
+    return __getattr__, __dir__
