@@ -10,7 +10,7 @@ import re
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 from ..task import WorkspaceOptions
@@ -116,15 +116,18 @@ def create_workspace(
     return _copy(source, git_dir, group, root, name, options)
 
 
-@contextlib.contextmanager
-def _undone_on_failure(ws: Workspace) -> Iterator[None]:
-    """A workspace that could not be finished is taken away again, so nothing half-made is left."""
+def _recorded(info: WorkspaceInfo, fill: Callable[[Workspace], None]) -> Workspace:
+    """Record the workspace first (so it can be found and removed), then fill it; one that could not
+    be finished is taken away again, so nothing half-made is left."""
+    ws = Workspace(info)
+    write_info(info)
     try:
-        yield
+        fill(ws)
     except BaseException:
         with contextlib.suppress(Exception):
             remove_workspace(ws, delete_branch=True)
         raise
+    return ws
 
 
 def _free_name(group: Path, name: str, taken: Callable[[str], bool]) -> str:
@@ -169,6 +172,12 @@ def _worktree(
         repo=main,
     )
     admin = Path(run_git(["rev-parse", "--absolute-git-dir"], cwd=path).stdout.decode().strip())
+
+    def fill(ws: Workspace) -> None:
+        run_git(["read-tree", "--reset", "-u", "HEAD"], repo=ws.repo, config=neutral_filters(ws.repo))
+        listing = run_git(["ls-files", "-z", "--others", "--directory"], repo=main, cwd=top).stdout
+        _finish(ws, top, listing, options)
+
     info = WorkspaceInfo(
         name=name,
         mode="worktree",
@@ -182,13 +191,7 @@ def _worktree(
         root=root,
         keep=options.keep,
     )
-    ws = Workspace(info)
-    write_info(info)
-    with _undone_on_failure(ws):
-        run_git(["read-tree", "--reset", "-u", "HEAD"], repo=ws.repo, config=neutral_filters(ws.repo))
-        listing = run_git(["ls-files", "-z", "--others", "--directory"], repo=main, cwd=top).stdout
-        _finish(ws, top, listing, options)
-    return ws
+    return _recorded(info, fill)
 
 
 def _copy(
@@ -215,11 +218,7 @@ def _copy(
         root=root,
         keep=options.keep,
     )
-    ws = Workspace(info)
-    write_info(info)
-    with _undone_on_failure(ws):
-        _fill_copy(ws, source, git_dir, options)
-    return ws
+    return _recorded(info, lambda ws: _fill_copy(ws, source, git_dir, options))
 
 
 def _fill_copy(ws: Workspace, source: Path, git_dir: Path | None, options: WorkspaceOptions) -> None:
