@@ -28,6 +28,7 @@ from rich.table import Table
 
 from ..approvals import ApprovalService, AutoApprove, AutoDeny, RulePolicy
 from ..engine import Engine, Watchdogs
+from ..engine.rebuild import rebuild_patches
 from ..entries import PATCH_ADAPTER
 from ..errors import OrchestrateError
 from ..process.env import parse_env_overrides
@@ -257,6 +258,18 @@ def _entries(events: list[Event], run_id: int) -> list[Any]:
     return [found[i] for i in sorted(found)]
 
 
+def _rebuilt(store: Store, runs: list[RunRecord]) -> list[Event]:
+    """Each run's raw log replayed, as patch events (numbered within the run only: they are not stored)."""
+    made: list[Event] = []
+    for run in runs:
+        for n, patch in enumerate(rebuild_patches(store, run.id), 1):
+            data = orjson.loads(patch.model_dump_json(by_alias=True, exclude_none=True))
+            made.append(
+                Event(task_id=run.task_id, seq=0, run_id=run.id, run_seq=n, ts=0.0, kind="patch", data=data)
+            )
+    return made
+
+
 def _all_events(store: Store, task_id: int) -> list[Event]:
     events: list[Event] = []
     while page := store.events(task_id=task_id, after=events[-1].seq if events else 0):
@@ -266,9 +279,12 @@ def _all_events(store: Store, task_id: int) -> list[Event]:
 
 @click.command()
 @click.argument("task_id", type=int, metavar="TASK")
+@click.option(
+    "--rebuild", is_flag=True, help="Entries rebuilt from each run's raw log, not the stored patches."
+)
 @store_option
 @json_option
-def show(task_id: int, url: str | None, as_json: bool) -> None:
+def show(task_id: int, rebuild: bool, url: str | None, as_json: bool) -> None:
     """A task: its runs, their entries as `run` shows them, and tokens and cost summed."""
     with _store(url) as store:
         task = store.get(task_id)
@@ -276,6 +292,8 @@ def show(task_id: int, url: str | None, as_json: bool) -> None:
         events = _all_events(store, task_id)
         messages = store.messages(task_id)
         approvals = store.approvals(task_id=task_id, status=None)
+        if rebuild:  # the raw log is the source of truth: replay it as patches, in place of the stored ones
+            events = [e for e in events if e.kind != "patch"] + _rebuilt(store, runs)
     if as_json:
         _echo_json(
             {

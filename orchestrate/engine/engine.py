@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 import anyio
 
 from ..approvals.base import ApprovalService
+from ..entries import NormalizedEntry
 from ..process.pipes import ShutdownPolicy
 from ..registry import Registry, default_registry
 from ..store import (
@@ -37,6 +38,7 @@ from ..store import (
 from ..workspace import Checkpoint, FileChange, commit_changes, list_checkpoints
 from .observers import Observers
 from .procinfo import HOST, kill_group_if_same
+from .rebuild import rebuild_entries
 from .runner import LiveRun, RunSettings, Watchdogs, execute
 from .workspaces import remove_task_workspace, rollback_task, task_diff, task_workspace
 
@@ -128,6 +130,12 @@ class Engine:
 
     async def runs(self, task_id: int) -> builtins.list[RunRecord]:
         return await self._call(self.store.runs, task_id)
+
+    async def rebuild(self, run_id: int) -> builtins.list[NormalizedEntry]:
+        """A run's entries rebuilt from its raw log (the file, or the raw records stored with the
+        run when the file is gone), in index order: the source of truth, whatever the stored
+        patches say (a store that had to drop events, a normalizer fixed since)."""
+        return await self._call(lambda: rebuild_entries(self.store, run_id, self._settings.registry))
 
     async def cancel(self, task_id: int) -> TaskRecord:
         """Cancel a task, wherever it runs: a queued one at once, a running one by its worker."""
