@@ -12,7 +12,6 @@ import sys
 import textwrap
 from pathlib import Path
 from typing import Any
-from typing import Any
 
 import orjson
 import pytest
