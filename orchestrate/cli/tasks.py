@@ -313,9 +313,14 @@ def show(task_id: int, rebuild: bool, url: str | None, as_json: bool) -> None:
             if e.run_id == run.id and e.kind == "patch":
                 renderer.on_patch(PATCH_ADAPTER.validate_python(e.data))
         renderer.finish()
-    waiting = [m for m in messages if m["delivered_run_id"] is None]
-    for m in waiting:
-        console.print(f"[magenta]message {m['id']} waiting:[/] {escape(m['text'])}")
+    for m in messages:
+        if m["delivered_run_id"] is None:
+            console.print(f"[magenta]message {m['id']} waiting:[/] {escape(m['text'])}")
+        else:
+            how = "steered into" if m["delivery"] == "steered" else "the turn of"
+            console.print(
+                f"[magenta]message {m['id']} {how} run {m['delivered_run_id']}:[/] {escape(m['text'])}"
+            )
     for a in approvals:
         if a.status == "open":
             what = a.request.get("command") or a.request.get("tool_name")
@@ -461,7 +466,12 @@ def send(task_id: int, message: str, url: str | None) -> None:
         message = sys.stdin.read()
     with _store(url) as store:
         _, message_id, starts = store.send(task_id, message)
-    when = "queued as a follow-up run" if starts else "waits for the current turn to end"
+    when = (
+        "queued as a follow-up run"
+        if starts
+        else "waits for the current turn to end (a worker with --steer sends it in at once if the agent "
+        "takes messages mid-turn; `show` says which)"
+    )
     click.echo(f"message {message_id} for task {task_id}: {when}")
 
 
@@ -583,6 +593,12 @@ def _worker_approvals(spec: str) -> ApprovalService | None:
 @click.option("--silence-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds of silence.")
 @click.option("--run-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds for a whole run.")
 @click.option(
+    "--steer",
+    is_flag=True,
+    help="Send a follow-up into a busy agent at once where it takes messages mid-turn (Claude, Codex, "
+    "ACP); otherwise it waits for the turn to end.  `show` says which.",
+)
+@click.option(
     "--temporal",
     "temporal",
     metavar="ADDRESS",
@@ -618,6 +634,7 @@ def worker(
     startup_timeout: float | None,
     silence_timeout: float | None,
     run_timeout: float | None,
+    steer: bool,
     temporal: str | None,
     namespace: str | None,
     queue: str,
@@ -647,6 +664,10 @@ def worker(
         "approvals": service,
         "watchdogs": Watchdogs(startup=startup_timeout, silence=silence_timeout, total=run_timeout),
     }
+    if steer and temporal is not None:
+        raise TaskCliError("--steer is not available with --temporal", 2)
+    if steer:
+        options["steer"] = True
     try:
         if temporal is not None:
             where = {"address": temporal, "namespace": namespace, "queue": queue, "prefix": workflow_prefix}
