@@ -100,6 +100,14 @@ def test_submit_worker_follow_tasks_show_end_to_end(tmp_path: Path, worker: subp
     assert f"[task {second}] queued" in followed and f"[task {second}] done" in followed
     assert "⏺ Shell `echo original` success" in followed and "ran: echo original" in followed
 
+    # --json: one event per line, every seq once and in order; --after resumes exactly after one.
+    events = [orjson.loads(line) for line in read("follow", str(second), "--json").splitlines()]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1)) and len(events) > 5
+    assert {e["kind"] for e in events} == {"state", "raw", "patch"}
+    after4 = read("follow", str(second), "--json", "--after", "4")
+    later = [orjson.loads(line) for line in after4.splitlines()]
+    assert later == events[4:]
+
     listed = orjson.loads(read("tasks", "--json"))
     assert [(t["id"], t["status"], t["labels"]) for t in listed] == [
         (first, "done", ["docs"]),
