@@ -103,6 +103,46 @@ async def test_priority_then_age_decides_what_runs_first(url: str, tmp_path: Pat
     assert sorted(ids, key=lambda t: started[t]) == sorted(ids, key=lambda t: ids[t])
 
 
+INSTANT_AGENT = """#!/bin/sh
+# An agent in Cursor's stream-json that answers at once: 200 of them are quick to run for real.
+cat >/dev/null
+echo '{"type":"system","subtype":"init","session_id":"s","model":"m","cwd":"/"}'
+echo '{"type":"assistant","session_id":"s","message":{"role":"assistant","content":[{"type":"text",'\
+'"text":"ok"}]}}'
+echo '{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"s"}'
+"""
+
+
+async def test_a_queue_of_200_real_runs_goes_by_priority_then_age(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each agent is a real process; containment's supervisor process (tested elsewhere) is left out
+    # here only to keep 200 spawns fast.
+    monkeypatch.setenv("ORCHESTRATE_SUPERVISOR", "0")
+    agent = tmp_path / "agent.sh"
+    agent.write_text(INSTANT_AGENT)
+    agent.chmod(0o755)
+    options = {"base_command": [str(agent)]}
+    async with engine_on(url, capacity=4, lease=10.0, log_dir=tmp_path / "logs") as engine:
+        want = {}
+        for i in range(200):
+            priority = (i * 7) % 13 - 3  # every priority many times, negative ones too, out of order
+            task = await engine.submit(
+                "go", "cursor", executor_options=options, cwd=tmp_path, priority=priority
+            )
+            want[task.id] = (-priority, task.id)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(engine.work)
+            with anyio.fail_after(90):
+                for task_id in want:
+                    assert (await engine.wait(task_id)).status == "done"
+            engine.stop()
+        runs = [(await engine.runs(t))[0] for t in want]
+    assert all(run.pid and run.status == "done" for run in runs)
+    claimed = [run.task_id for run in sorted(runs, key=lambda r: r.id)]  # run ids are given at the claim
+    assert claimed == sorted(want, key=want.__getitem__)
+
+
 async def test_a_chain_runs_in_order_and_a_failure_blocks_its_dependents(url: str, tmp_path: Path) -> None:
     async with engine_on(url, capacity=4) as engine, anyio.create_task_group() as tg:
         first = await submit(engine, "plain", tmp_path)
