@@ -130,6 +130,18 @@ def test_submit_worker_follow_tasks_show_end_to_end(tmp_path: Path, worker: subp
     rendered = section(text.split(f"── run {run['id']}", 1)[1])[1:]  # after the run's heading
     assert rendered == section(live.stdout)
 
+    # send: a follow-up turn of the finished task; retry: one more attempt of a failed one.
+    sent = orchestrate("send", str(second), "plain again")
+    assert sent.returncode == 0 and "queued as a follow-up run" in sent.stdout, sent.stderr
+    broken = submit(tmp_path, "crash")
+    with store() as s:
+        wait_until(lambda: s.get(broken).status == "failed" and s.get(second).status == "done")
+        retried = orchestrate("retry", str(broken))
+        assert retried.stdout.strip() == f"task {broken}: queued"
+        wait_until(lambda: len(s.runs(broken)) == 2 and s.get(broken).finished)
+        assert [r.status for r in s.runs(second)] == ["done", "done"]
+        assert s.runs(second)[1].prompt == "plain again"
+
     worker.send_signal(signal.SIGINT)
     assert worker.wait(10) == 0
 

@@ -170,6 +170,11 @@ async def test_a_chain_runs_in_order_and_a_failure_blocks_its_dependents(url: st
         task = await engine.get(t)
         assert task.status == "blocked" and why in (task.reason or "")
         assert await engine.runs(t) == []  # never run
+        # What a board subscribed to the task's state sees: queued, then blocked with the reason.
+        states = [e.data async for e in engine.subscribe(t, kinds={"state"}, follow=False)]
+        assert [d["status"] for d in states] == ["queued", "blocked"] and why in states[-1]["reason"]
+    states = [e.data["status"] async for e in engine.subscribe(broken, kinds={"state"}, follow=False)]
+    assert states == ["queued", "running", "failed"]
 
 
 def marked_processes(mark: str) -> int:
@@ -262,6 +267,8 @@ async def test_cancel_from_another_process(url: str, tmp_path: Path) -> None:
         engine.stop()
     [run] = await engine.runs(task_id)
     assert (task.status, run.status, run.outcome) == ("cancelled", "cancelled", "cancelled")
+    states = [e.data["status"] async for e in engine.subscribe(task_id, kinds={"state"}, follow=False)]
+    assert states == ["queued", "running", "cancelled"]
     assert run.pid and group_members(run.pid) == []
 
 
@@ -338,7 +345,14 @@ async def test_a_killed_worker_is_recovered_resumed_and_numbered_on(
     events = await all_events(engine, task_id)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert min(e.seq for e in events if e.run_id == second.id) > before
-    assert [e.data["status"] for e in events if e.kind == "state"][-3:] == ["queued", "running", "done"]
+    assert [e.data["status"] for e in events if e.kind == "state"] == [
+        "queued",
+        "running",
+        "queued",
+        "running",
+        "done",
+    ]
+    assert "lost" in [e.data for e in events if e.kind == "state"][2]["reason"]  # retried because lost
 
 
 async def test_a_retry_whose_session_is_gone_starts_fresh_and_says_so(url: str, tmp_path: Path) -> None:
@@ -383,6 +397,8 @@ async def test_recovery_kills_an_agent_that_outlived_its_worker(
         [lost] = await engine.runs(task_id)
     assert group_members(run.pid) == []
     assert (task.status, lost.status, lost.error_code) == ("lost", "lost", "lost")
+    states = [e.data["status"] async for e in engine.subscribe(task_id, kinds={"state"}, follow=False)]
+    assert states == ["queued", "running", "lost"]
     assert "stopped renewing its lease" in (lost.error or "")
 
 
