@@ -326,6 +326,31 @@ def test_a_locked_database_is_a_clear_busy_error(tmp_path: Path) -> None:
         holder.close()
 
 
+def test_the_writer_batches_events_on_its_own_thread_and_put_never_waits(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = store.submit(spec())
+    calls: list[tuple[str, int]] = []
+    append, release = store.append, threading.Event()
+
+    def slow(batch: Any) -> Any:  # a store that hangs until released: events gather meanwhile
+        calls.append((threading.current_thread().name, len(batch)))
+        release.wait(10)
+        return append(batch)
+
+    monkeypatch.setattr(store, "append", slow)
+    writer = EventWriter(store).start()
+    for i in range(2000):
+        writer.put(task.id, None, "notice", f'{{"n": {i}}}')  # returns while the store hangs
+    assert not writer.flush(0.05)
+    release.set()
+    assert writer.close(10)
+    assert sum(n for _, n in calls) == 2000 and len(calls) <= 3  # many events per transaction
+    assert {name for name, _ in calls} == {"orchestrate-store-writer"}  # never the caller's thread
+    notices = [e.data["n"] for e in store.events(task_id=task.id, limit=5000) if e.kind == "notice"]
+    assert notices == list(range(2000))
+
+
 def test_the_writer_holds_events_while_locked_and_loses_none(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 's.db'}"
     with Store.open(url, busy_timeout=0.05) as s:
