@@ -236,6 +236,25 @@ def test_limits_per_executor_label_and_total(store: Store) -> None:
         assert store.get(t.id).status == "running" and store.get(t.id).attempts == 1
 
 
+def test_one_live_run_per_task_whatever_is_asked_of_it(store: Store) -> None:
+    task = store.submit(spec(max_attempts=3))
+    claimed = store.claim("w1", Limits(), 30)
+    assert claimed is not None and claimed[0].id == task.id
+    # While it runs: no other worker gets it, a retry is refused, a message waits, a cancel only flags.
+    assert store.claim("w2", Limits(), 30) is None
+    with pytest.raises(StoreError, match="only a task that ended"):
+        store.retry(task.id)
+    assert store.send(task.id, "more")[2] is False
+    assert store.claim("w2", Limits(), 30) is None
+    assert [r.status for r in store.runs(task.id)] == ["running"]
+    # Once the run ends done, the waiting message is the next turn: a second run, never two at once.
+    store.finish_run(claimed[1].id, RunEnd(status="done", outcome="success"), "done")
+    again = store.claim("w2", Limits(), 30)
+    assert again is not None and again[1].prompt == "more"
+    assert store.claim("w1", Limits(), 30) is None
+    assert [r.status for r in store.runs(task.id)] == ["done", "running"]
+
+
 def test_cancel_queued_at_once_and_running_by_request(store: Store) -> None:
     a, b = store.submit(spec()), store.submit(spec())
     running, _ = store.claim("w", Limits(), 60)  # type: ignore[misc]
