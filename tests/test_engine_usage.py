@@ -1,6 +1,6 @@
 """Token usage and cost summed per run and per task, from every agent that reports them: one task per
 agent protocol (Claude's stream-json, Codex's app-server, ACP, Cursor's stream-json), each with a
-follow-up turn, so the task's sums are over two runs."""
+follow-up turn, so the task's sums are over two runs (and the turn resumes each agent's session)."""
 
 from __future__ import annotations
 
@@ -49,6 +49,11 @@ async def test_usage_and_cost_are_summed_per_run_and_per_task_for_every_agent(
             got = (run.input_tokens, run.output_tokens, run.cache_read_tokens)
             assert got == (tokens_in, tokens_out, cached), (name, run)
             assert run.cost_usd == (pytest.approx(cost) if cost is not None else None), (name, run)
+        # The second turn resumed the first's session (Claude --resume, Codex thread/resume, ACP
+        # session/load, Cursor --resume): no continuity notice, the same session.
+        first, second = task_runs
+        assert second.resume_token == first.session_id == second.session_id and first.session_id, name
+        assert task.notice is None, (name, task.notice)
         summed = (task.input_tokens, task.output_tokens, task.cache_read_tokens)
         assert summed == (2 * tokens_in, 2 * tokens_out, 2 * cached), (name, task)
         assert task.cost_usd == (pytest.approx(2 * cost) if cost is not None else None), (name, task)
