@@ -134,7 +134,10 @@ def test_the_store_files_are_private(tmp_path: Path) -> None:
 def test_the_default_store_is_under_orchestrate_home(tmp_path: Path) -> None:
     with Store.open() as s:
         s.submit(spec())
-    assert (tmp_path / "orchestrate-home" / "store.db").exists()
+    db = tmp_path / "orchestrate-home" / "store.db"
+    assert db.exists()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)  # kept in the file
 
 
 # --- tasks and the queue --------------------------------------------------------------------------
