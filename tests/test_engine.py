@@ -251,6 +251,28 @@ async def test_subscribe_from_an_offset_and_reconnect_miss_nothing(url: str, tmp
     assert [e.run_seq for e in run_events] == list(range(6, run.last_seq + 1))
 
 
+async def test_heartbeats_keep_a_long_run_from_the_other_workers_recovery(url: str, tmp_path: Path) -> None:
+    # A 5 s run under a 0.6 s lease: only heartbeats keep it; the other worker recovers expired runs on
+    # every poll, and would mark this one lost (and kill its agent) the moment its lease ran out.
+    async with (
+        engine_on(url, lease=0.6) as one,
+        engine_on(url, lease=0.6, capacity=1) as two,
+        anyio.create_task_group() as tg,
+    ):
+        task_id = await submit(one, "slow", tmp_path)
+        tg.start_soon(one.work)
+        with anyio.fail_after(20):
+            while not await one.runs(task_id):  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+            tg.start_soon(two.work)
+            task = await one.wait(task_id)
+        one.stop()
+        two.stop()
+    [run] = await one.runs(task_id)
+    assert (task.status, task.attempts, run.status, run.worker) == ("done", 1, "done", one.worker)
+    assert run.ended_at - run.started_at > 5 * 0.6  # type: ignore[operator]  # it outlived many leases
+
+
 CANCEL = "from orchestrate.store import Store; import sys; Store.open(sys.argv[1]).cancel(int(sys.argv[2]))"
 
 
