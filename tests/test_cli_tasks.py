@@ -123,6 +123,7 @@ def test_submit_worker_follow_tasks_show_end_to_end(tmp_path: Path, worker: subp
     assert run["status"] == "done" and run["entries"][-1]["type"]["kind"] == "token_usage"
     # `show` renders a run's entries as `run` renders them live.
     text = read("show", str(second))
+    assert "tokens: 10 in, 5 out, 2 cache read, 1 cache write; cost $0.0010 (over 1 runs)" in text
     live = orchestrate(
         "run", "-e", "claude-code", "--command", FAKE, "--approvals", "auto", "--cwd", str(tmp_path), "tool"
     )
