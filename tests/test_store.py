@@ -258,6 +258,34 @@ def test_one_live_run_per_task_whatever_is_asked_of_it(store: Store) -> None:
     assert [r.status for r in store.runs(task.id)] == ["done", "running"]
 
 
+def test_a_steered_message_the_agent_could_not_take_waits_for_the_next_turn(store: Store) -> None:
+    task = store.submit(spec())
+    claimed = store.claim("w1", Limits(), 30)
+    assert claimed is not None
+    run = claimed[1]
+    _, first, _ = store.send(task.id, "one")
+    _, second, _ = store.send(task.id, "two")
+    assert store.waiting_messages([task.id, 999]) == {task.id}
+    assert store.steer(run.id) == [(first, "one"), (second, "two")]
+    assert store.waiting_messages([task.id]) == set() and store.steer(run.id) == []  # taken once
+    assert [m["delivery"] for m in store.messages(task.id)] == ["steered", "steered"]
+    store.unsteer(run.id, [second], "the agent's input is closed")  # "one" went in, "two" did not
+    assert [(m["delivered_run_id"], m["delivery"]) for m in store.messages(task.id)] == [
+        (run.id, "steered"),
+        (None, None),
+    ]
+    notices = [e.data for e in store.events(task_id=task.id) if e.kind == "notice"]
+    assert [(n["delivery"], n["messages"]) for n in notices] == [
+        ("steered", [first, second]),
+        ("next_turn", [second]),
+    ]
+    store.finish_run(run.id, RunEnd(status="done", outcome="success"), "done")
+    assert store.steer(run.id) == []  # an ended run takes nothing
+    nxt = store.claim("w1", Limits(), 30)
+    assert nxt is not None and nxt[1].prompt == "two"
+    assert [m["delivery"] for m in store.messages(task.id)] == ["steered", "next_turn"]
+
+
 def test_cancel_queued_at_once_and_running_by_request(store: Store) -> None:
     a, b = store.submit(spec()), store.submit(spec())
     running, _ = store.claim("w", Limits(), 60)  # type: ignore[misc]
