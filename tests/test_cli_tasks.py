@@ -241,6 +241,8 @@ def test_usage_errors() -> None:
     unknown = orchestrate("submit", "-e", "no-such-agent", "hi")
     assert unknown.returncode == 2 and "no-such-agent" in unknown.stderr
     assert orchestrate("worker", "--per-executor", "codex").returncode == 2
+    steer = orchestrate("worker", "--steer", "--temporal", "localhost:7233")
+    assert steer.returncode == 2 and "--steer is not available with --temporal" in steer.stderr
 
 
 def test_approvals_wait_in_the_store_for_approve_or_deny(tmp_path: Path) -> None:
