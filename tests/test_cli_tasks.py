@@ -100,6 +100,14 @@ def test_submit_worker_follow_tasks_show_end_to_end(tmp_path: Path, worker: subp
     assert f"[task {second}] queued" in followed and f"[task {second}] done" in followed
     assert "⏺ Shell `echo original` success" in followed and "ran: echo original" in followed
 
+    # --json: one event per line, every seq once and in order; --after resumes exactly after one.
+    events = [orjson.loads(line) for line in read("follow", str(second), "--json").splitlines()]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1)) and len(events) > 5
+    assert {e["kind"] for e in events} == {"state", "raw", "patch"}
+    after4 = read("follow", str(second), "--json", "--after", "4")
+    later = [orjson.loads(line) for line in after4.splitlines()]
+    assert later == events[4:]
+
     listed = orjson.loads(read("tasks", "--json"))
     assert [(t["id"], t["status"], t["labels"]) for t in listed] == [
         (first, "done", ["docs"]),
@@ -115,12 +123,25 @@ def test_submit_worker_follow_tasks_show_end_to_end(tmp_path: Path, worker: subp
     assert run["status"] == "done" and run["entries"][-1]["type"]["kind"] == "token_usage"
     # `show` renders a run's entries as `run` renders them live.
     text = read("show", str(second))
+    assert "tokens: 10 in, 5 out, 2 cache read, 1 cache write; cost $0.0010 (over 1 runs)" in text
     live = orchestrate(
         "run", "-e", "claude-code", "--command", FAKE, "--approvals", "auto", "--cwd", str(tmp_path), "tool"
     )
     assert live.returncode == 0, live.stderr
     rendered = section(text.split(f"── run {run['id']}", 1)[1])[1:]  # after the run's heading
     assert rendered == section(live.stdout)
+
+    # send: a follow-up turn of the finished task; retry: one more attempt of a failed one.
+    sent = orchestrate("send", str(second), "plain again")
+    assert sent.returncode == 0 and "queued as a follow-up run" in sent.stdout, sent.stderr
+    broken = submit(tmp_path, "crash")
+    with store() as s:
+        wait_until(lambda: s.get(broken).status == "failed" and s.get(second).status == "done")
+        retried = orchestrate("retry", str(broken))
+        assert retried.stdout.strip() == f"task {broken}: queued"
+        wait_until(lambda: len(s.runs(broken)) == 2 and s.get(broken).finished)
+        assert [r.status for r in s.runs(second)] == ["done", "done"]
+        assert s.runs(second)[1].prompt == "plain again"
 
     worker.send_signal(signal.SIGINT)
     assert worker.wait(10) == 0
@@ -220,6 +241,8 @@ def test_usage_errors() -> None:
     unknown = orchestrate("submit", "-e", "no-such-agent", "hi")
     assert unknown.returncode == 2 and "no-such-agent" in unknown.stderr
     assert orchestrate("worker", "--per-executor", "codex").returncode == 2
+    steer = orchestrate("worker", "--steer", "--temporal", "localhost:7233")
+    assert steer.returncode == 2 and "--steer is not available with --temporal" in steer.stderr
 
 
 def test_approvals_wait_in_the_store_for_approve_or_deny(tmp_path: Path) -> None:

@@ -103,6 +103,46 @@ async def test_priority_then_age_decides_what_runs_first(url: str, tmp_path: Pat
     assert sorted(ids, key=lambda t: started[t]) == sorted(ids, key=lambda t: ids[t])
 
 
+INSTANT_AGENT = """#!/bin/sh
+# An agent in Cursor's stream-json that answers at once: 200 of them are quick to run for real.
+cat >/dev/null
+echo '{"type":"system","subtype":"init","session_id":"s","model":"m","cwd":"/"}'
+echo '{"type":"assistant","session_id":"s","message":{"role":"assistant","content":[{"type":"text",'\
+'"text":"ok"}]}}'
+echo '{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"s"}'
+"""
+
+
+async def test_a_queue_of_200_real_runs_goes_by_priority_then_age(
+    url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Each agent is a real process; containment's supervisor process (tested elsewhere) is left out
+    # here only to keep 200 spawns fast.
+    monkeypatch.setenv("ORCHESTRATE_SUPERVISOR", "0")
+    agent = tmp_path / "agent.sh"
+    agent.write_text(INSTANT_AGENT)
+    agent.chmod(0o755)
+    options = {"base_command": [str(agent)]}
+    async with engine_on(url, capacity=4, lease=10.0, log_dir=tmp_path / "logs") as engine:
+        want = {}
+        for i in range(200):
+            priority = (i * 7) % 13 - 3  # every priority many times, negative ones too, out of order
+            task = await engine.submit(
+                "go", "cursor", executor_options=options, cwd=tmp_path, priority=priority
+            )
+            want[task.id] = (-priority, task.id)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(engine.work)
+            with anyio.fail_after(90):
+                for task_id in want:
+                    assert (await engine.wait(task_id)).status == "done"
+            engine.stop()
+        runs = [(await engine.runs(t))[0] for t in want]
+    assert all(run.pid and run.status == "done" for run in runs)
+    claimed = [run.task_id for run in sorted(runs, key=lambda r: r.id)]  # run ids are given at the claim
+    assert claimed == sorted(want, key=want.__getitem__)
+
+
 async def test_a_chain_runs_in_order_and_a_failure_blocks_its_dependents(url: str, tmp_path: Path) -> None:
     async with engine_on(url, capacity=4) as engine, anyio.create_task_group() as tg:
         first = await submit(engine, "plain", tmp_path)
@@ -130,6 +170,11 @@ async def test_a_chain_runs_in_order_and_a_failure_blocks_its_dependents(url: st
         task = await engine.get(t)
         assert task.status == "blocked" and why in (task.reason or "")
         assert await engine.runs(t) == []  # never run
+        # What a board subscribed to the task's state sees: queued, then blocked with the reason.
+        states = [e.data async for e in engine.subscribe(t, kinds={"state"}, follow=False)]
+        assert [d["status"] for d in states] == ["queued", "blocked"] and why in states[-1]["reason"]
+    states = [e.data["status"] async for e in engine.subscribe(broken, kinds={"state"}, follow=False)]
+    assert states == ["queued", "running", "failed"]
 
 
 def marked_processes(mark: str) -> int:
@@ -206,6 +251,28 @@ async def test_subscribe_from_an_offset_and_reconnect_miss_nothing(url: str, tmp
     assert [e.run_seq for e in run_events] == list(range(6, run.last_seq + 1))
 
 
+async def test_heartbeats_keep_a_long_run_from_the_other_workers_recovery(url: str, tmp_path: Path) -> None:
+    # A 5 s run under a 0.6 s lease: only heartbeats keep it; the other worker recovers expired runs on
+    # every poll, and would mark this one lost (and kill its agent) the moment its lease ran out.
+    async with (
+        engine_on(url, lease=0.6) as one,
+        engine_on(url, lease=0.6, capacity=1) as two,
+        anyio.create_task_group() as tg,
+    ):
+        task_id = await submit(one, "slow", tmp_path)
+        tg.start_soon(one.work)
+        with anyio.fail_after(20):
+            while not await one.runs(task_id):  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+            tg.start_soon(two.work)
+            task = await one.wait(task_id)
+        one.stop()
+        two.stop()
+    [run] = await one.runs(task_id)
+    assert (task.status, task.attempts, run.status, run.worker) == ("done", 1, "done", one.worker)
+    assert run.ended_at - run.started_at > 5 * 0.6  # type: ignore[operator]  # it outlived many leases
+
+
 CANCEL = "from orchestrate.store import Store; import sys; Store.open(sys.argv[1]).cancel(int(sys.argv[2]))"
 
 
@@ -222,6 +289,8 @@ async def test_cancel_from_another_process(url: str, tmp_path: Path) -> None:
         engine.stop()
     [run] = await engine.runs(task_id)
     assert (task.status, run.status, run.outcome) == ("cancelled", "cancelled", "cancelled")
+    states = [e.data["status"] async for e in engine.subscribe(task_id, kinds={"state"}, follow=False)]
+    assert states == ["queued", "running", "cancelled"]
     assert run.pid and group_members(run.pid) == []
 
 
@@ -298,7 +367,14 @@ async def test_a_killed_worker_is_recovered_resumed_and_numbered_on(
     events = await all_events(engine, task_id)
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert min(e.seq for e in events if e.run_id == second.id) > before
-    assert [e.data["status"] for e in events if e.kind == "state"][-3:] == ["queued", "running", "done"]
+    assert [e.data["status"] for e in events if e.kind == "state"] == [
+        "queued",
+        "running",
+        "queued",
+        "running",
+        "done",
+    ]
+    assert "lost" in [e.data for e in events if e.kind == "state"][2]["reason"]  # retried because lost
 
 
 async def test_a_retry_whose_session_is_gone_starts_fresh_and_says_so(url: str, tmp_path: Path) -> None:
@@ -343,6 +419,8 @@ async def test_recovery_kills_an_agent_that_outlived_its_worker(
         [lost] = await engine.runs(task_id)
     assert group_members(run.pid) == []
     assert (task.status, lost.status, lost.error_code) == ("lost", "lost", "lost")
+    states = [e.data["status"] async for e in engine.subscribe(task_id, kinds={"state"}, follow=False)]
+    assert states == ["queued", "running", "lost"]
     assert "stopped renewing its lease" in (lost.error or "")
 
 

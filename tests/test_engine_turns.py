@@ -3,6 +3,7 @@ turn in the same session; a message for a finished task starts a follow-up run."
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import anyio
@@ -12,6 +13,7 @@ from orchestrate import ApprovalDecision, ApprovalRequest
 from orchestrate.engine import Engine
 from orchestrate.store import Event
 
+from .helpers import FAKE_CURSOR
 from .test_engine import all_events, engine_on, submit, url  # noqa: F401  (url: the shared fixture)
 
 pytestmark = pytest.mark.anyio
@@ -97,3 +99,54 @@ async def test_a_message_for_a_queued_task_waits_for_its_first_turn_and_an_empty
             await engine.send(task_id, "  ")
         queued = await engine.send(task_id, "plain later")  # not run yet: delivered after its first turn
         assert queued.status == "queued" and not queued.follow_up
+
+
+async def test_a_steering_worker_sends_a_follow_up_into_the_busy_agent_at_once_and_says_so(
+    url: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    gate = Gate()
+    async with engine_on(url, approvals=gate, steer=True) as engine, anyio.create_task_group() as tg:
+        tg.start_soon(engine.work)
+        task_id = await submit(engine, "tool", tmp_path)
+        with anyio.fail_after(30):
+            await gate.asked.wait()  # mid-turn, waiting for an approval
+            # Stored by another client straight into the store: the worker finds it there.
+            engine.store.send(task_id, "plain steered")
+            while (await engine.messages(task_id))[0]["delivery"] is None:  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+            gate.open.set()  # the turn goes on; the steered message is answered in the same run
+            task = await engine.wait(task_id)
+        engine.stop()
+        [run] = await engine.runs(task_id)  # no follow-up run: it went into the live one
+        events = await all_events(engine, task_id)
+        [message] = await engine.messages(task_id)
+    assert task.status == "done" and run.status == "done"
+    assert (message["delivered_run_id"], message["delivery"]) == (run.id, "steered")
+    [notice] = [e for e in events if e.kind == "notice"]
+    assert notice.run_id == run.id and notice.data["delivery"] == "steered"
+    assert notice.data["messages"] == [message["id"]]
+    assert said(events, run.id)[-1] == "hello from fake claude"  # the steered turn's answer, same run
+    assert task.input_tokens == 20  # two turns of one run, both counted
+
+
+async def test_a_steering_worker_leaves_an_agent_that_cannot_take_messages_mid_turn_alone(
+    url: str,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    cursor = {"base_command": [sys.executable, str(FAKE_CURSOR)]}
+    async with engine_on(url, steer=True) as engine, anyio.create_task_group() as tg:
+        tg.start_soon(engine.work)
+        task = await engine.submit("slow", "cursor", executor_options=cursor, cwd=tmp_path)
+        with anyio.fail_after(30):
+            async for event in engine.subscribe(task.id):
+                if event.kind == "patch" and "w2" in str(event.data):
+                    break
+            await engine.send(task.id, "plain later")
+            await anyio.sleep(0.5)  # several of the worker's polls
+            [message] = await engine.messages(task.id)
+            assert (message["delivered_run_id"], message["delivery"]) == (None, None)  # waits
+            await engine.cancel(task.id)
+            await engine.wait(task.id)
+        engine.stop()
+    assert not [e for e in await all_events(engine, task.id) if e.kind == "notice"]

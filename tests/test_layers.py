@@ -43,6 +43,7 @@ ALLOWED: dict[str, set[str]] = {
         "workspace",
         "store",
         "engine",
+        "replay",  # a run's entries rebuilt from its raw log: the same replay as `orchestrate replay`
     },
     # The HTTP face: everything below it, never the CLI.
     "serve": BASE

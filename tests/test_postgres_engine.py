@@ -26,6 +26,7 @@ from .test_engine_approvals import (  # noqa: F401
     test_two_processes_answer_at_once_and_the_first_answer_wins,
 )
 from .test_engine_turns import (  # noqa: F401
+    test_a_steering_worker_sends_a_follow_up_into_the_busy_agent_at_once_and_says_so,
     test_follow_ups_queued_while_busy_are_the_next_turn_in_the_same_session,
 )
 

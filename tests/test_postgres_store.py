@@ -44,6 +44,7 @@ from .test_store import (  # noqa: F401  (collected here again, on Postgres)
     test_events_after_an_offset_are_exactly_the_rest,
     test_limits_per_executor_label_and_total,
     test_list_filters,
+    test_one_live_run_per_task_whatever_is_asked_of_it,
     test_priority_then_age_over_200_tasks,
     test_submit_validates_and_stores_everything,
 )

@@ -134,7 +134,10 @@ def test_the_store_files_are_private(tmp_path: Path) -> None:
 def test_the_default_store_is_under_orchestrate_home(tmp_path: Path) -> None:
     with Store.open() as s:
         s.submit(spec())
-    assert (tmp_path / "orchestrate-home" / "store.db").exists()
+    db = tmp_path / "orchestrate-home" / "store.db"
+    assert db.exists()
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)  # kept in the file
 
 
 # --- tasks and the queue --------------------------------------------------------------------------
@@ -236,6 +239,53 @@ def test_limits_per_executor_label_and_total(store: Store) -> None:
         assert store.get(t.id).status == "running" and store.get(t.id).attempts == 1
 
 
+def test_one_live_run_per_task_whatever_is_asked_of_it(store: Store) -> None:
+    task = store.submit(spec(max_attempts=3))
+    claimed = store.claim("w1", Limits(), 30)
+    assert claimed is not None and claimed[0].id == task.id
+    # While it runs: no other worker gets it, a retry is refused, a message waits, a cancel only flags.
+    assert store.claim("w2", Limits(), 30) is None
+    with pytest.raises(StoreError, match="only a task that ended"):
+        store.retry(task.id)
+    assert store.send(task.id, "more")[2] is False
+    assert store.claim("w2", Limits(), 30) is None
+    assert [r.status for r in store.runs(task.id)] == ["running"]
+    # Once the run ends done, the waiting message is the next turn: a second run, never two at once.
+    store.finish_run(claimed[1].id, RunEnd(status="done", outcome="success"), "done")
+    again = store.claim("w2", Limits(), 30)
+    assert again is not None and again[1].prompt == "more"
+    assert store.claim("w1", Limits(), 30) is None
+    assert [r.status for r in store.runs(task.id)] == ["done", "running"]
+
+
+def test_a_steered_message_the_agent_could_not_take_waits_for_the_next_turn(store: Store) -> None:
+    task = store.submit(spec())
+    claimed = store.claim("w1", Limits(), 30)
+    assert claimed is not None
+    run = claimed[1]
+    _, first, _ = store.send(task.id, "one")
+    _, second, _ = store.send(task.id, "two")
+    assert store.waiting_messages([task.id, 999]) == {task.id}
+    assert store.steer(run.id) == [(first, "one"), (second, "two")]
+    assert store.waiting_messages([task.id]) == set() and store.steer(run.id) == []  # taken once
+    assert [m["delivery"] for m in store.messages(task.id)] == ["steered", "steered"]
+    store.unsteer(run.id, [second], "the agent's input is closed")  # "one" went in, "two" did not
+    assert [(m["delivered_run_id"], m["delivery"]) for m in store.messages(task.id)] == [
+        (run.id, "steered"),
+        (None, None),
+    ]
+    notices = [e.data for e in store.events(task_id=task.id) if e.kind == "notice"]
+    assert [(n["delivery"], n["messages"]) for n in notices] == [
+        ("steered", [first, second]),
+        ("next_turn", [second]),
+    ]
+    store.finish_run(run.id, RunEnd(status="done", outcome="success"), "done")
+    assert store.steer(run.id) == []  # an ended run takes nothing
+    nxt = store.claim("w1", Limits(), 30)
+    assert nxt is not None and nxt[1].prompt == "two"
+    assert [m["delivery"] for m in store.messages(task.id)] == ["steered", "next_turn"]
+
+
 def test_cancel_queued_at_once_and_running_by_request(store: Store) -> None:
     a, b = store.submit(spec()), store.submit(spec())
     running, _ = store.claim("w", Limits(), 60)  # type: ignore[misc]
@@ -324,6 +374,31 @@ def test_a_locked_database_is_a_clear_busy_error(tmp_path: Path) -> None:
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_the_writer_batches_events_on_its_own_thread_and_put_never_waits(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    task = store.submit(spec())
+    calls: list[tuple[str, int]] = []
+    append, release = store.append, threading.Event()
+
+    def slow(batch: Any) -> Any:  # a store that hangs until released: events gather meanwhile
+        calls.append((threading.current_thread().name, len(batch)))
+        release.wait(10)
+        return append(batch)
+
+    monkeypatch.setattr(store, "append", slow)
+    writer = EventWriter(store).start()
+    for i in range(2000):
+        writer.put(task.id, None, "notice", f'{{"n": {i}}}')  # returns while the store hangs
+    assert not writer.flush(0.05)
+    release.set()
+    assert writer.close(10)
+    assert sum(n for _, n in calls) == 2000 and len(calls) <= 3  # many events per transaction
+    assert {name for name, _ in calls} == {"orchestrate-store-writer"}  # never the caller's thread
+    notices = [e.data["n"] for e in store.events(task_id=task.id, limit=5000) if e.kind == "notice"]
+    assert notices == list(range(2000))
 
 
 def test_the_writer_holds_events_while_locked_and_loses_none(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from rich.table import Table
 
 from ..approvals import ApprovalService, AutoApprove, AutoDeny, RulePolicy
 from ..engine import Engine, Watchdogs
+from ..engine.rebuild import rebuild_patches
 from ..entries import PATCH_ADAPTER
 from ..errors import OrchestrateError
 from ..process.env import parse_env_overrides
@@ -257,6 +258,18 @@ def _entries(events: list[Event], run_id: int) -> list[Any]:
     return [found[i] for i in sorted(found)]
 
 
+def _rebuilt(store: Store, runs: list[RunRecord]) -> list[Event]:
+    """Each run's raw log replayed, as patch events (numbered within the run only: they are not stored)."""
+    made: list[Event] = []
+    for run in runs:
+        for n, patch in enumerate(rebuild_patches(store, run.id), 1):
+            data = orjson.loads(patch.model_dump_json(by_alias=True, exclude_none=True))
+            made.append(
+                Event(task_id=run.task_id, seq=0, run_id=run.id, run_seq=n, ts=0.0, kind="patch", data=data)
+            )
+    return made
+
+
 def _all_events(store: Store, task_id: int) -> list[Event]:
     events: list[Event] = []
     while page := store.events(task_id=task_id, after=events[-1].seq if events else 0):
@@ -266,9 +279,12 @@ def _all_events(store: Store, task_id: int) -> list[Event]:
 
 @click.command()
 @click.argument("task_id", type=int, metavar="TASK")
+@click.option(
+    "--rebuild", is_flag=True, help="Entries rebuilt from each run's raw log, not the stored patches."
+)
 @store_option
 @json_option
-def show(task_id: int, url: str | None, as_json: bool) -> None:
+def show(task_id: int, rebuild: bool, url: str | None, as_json: bool) -> None:
     """A task: its runs, their entries as `run` shows them, and tokens and cost summed."""
     with _store(url) as store:
         task = store.get(task_id)
@@ -276,6 +292,8 @@ def show(task_id: int, url: str | None, as_json: bool) -> None:
         events = _all_events(store, task_id)
         messages = store.messages(task_id)
         approvals = store.approvals(task_id=task_id, status=None)
+        if rebuild:  # the raw log is the source of truth: replay it as patches, in place of the stored ones
+            events = [e for e in events if e.kind != "patch"] + _rebuilt(store, runs)
     if as_json:
         _echo_json(
             {
@@ -295,9 +313,14 @@ def show(task_id: int, url: str | None, as_json: bool) -> None:
             if e.run_id == run.id and e.kind == "patch":
                 renderer.on_patch(PATCH_ADAPTER.validate_python(e.data))
         renderer.finish()
-    waiting = [m for m in messages if m["delivered_run_id"] is None]
-    for m in waiting:
-        console.print(f"[magenta]message {m['id']} waiting:[/] {escape(m['text'])}")
+    for m in messages:
+        if m["delivered_run_id"] is None:
+            console.print(f"[magenta]message {m['id']} waiting:[/] {escape(m['text'])}")
+        else:
+            how = "steered into" if m["delivery"] == "steered" else "the turn of"
+            console.print(
+                f"[magenta]message {m['id']} {how} run {m['delivered_run_id']}:[/] {escape(m['text'])}"
+            )
     for a in approvals:
         if a.status == "open":
             what = a.request.get("command") or a.request.get("tool_name")
@@ -443,7 +466,12 @@ def send(task_id: int, message: str, url: str | None) -> None:
         message = sys.stdin.read()
     with _store(url) as store:
         _, message_id, starts = store.send(task_id, message)
-    when = "queued as a follow-up run" if starts else "waits for the current turn to end"
+    when = (
+        "queued as a follow-up run"
+        if starts
+        else "waits for the current turn to end (a worker with --steer sends it in at once if the agent "
+        "takes messages mid-turn; `show` says which)"
+    )
     click.echo(f"message {message_id} for task {task_id}: {when}")
 
 
@@ -565,6 +593,12 @@ def _worker_approvals(spec: str) -> ApprovalService | None:
 @click.option("--silence-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds of silence.")
 @click.option("--run-timeout", type=click.FloatRange(min=0, min_open=True), help="Seconds for a whole run.")
 @click.option(
+    "--steer",
+    is_flag=True,
+    help="Send a follow-up into a busy agent at once where it takes messages mid-turn (Claude, Codex, "
+    "ACP); otherwise it waits for the turn to end.  `show` says which.",
+)
+@click.option(
     "--temporal",
     "temporal",
     metavar="ADDRESS",
@@ -600,6 +634,7 @@ def worker(
     startup_timeout: float | None,
     silence_timeout: float | None,
     run_timeout: float | None,
+    steer: bool,
     temporal: str | None,
     namespace: str | None,
     queue: str,
@@ -629,6 +664,10 @@ def worker(
         "approvals": service,
         "watchdogs": Watchdogs(startup=startup_timeout, silence=silence_timeout, total=run_timeout),
     }
+    if steer and temporal is not None:
+        raise TaskCliError("--steer is not available with --temporal", 2)
+    if steer:
+        options["steer"] = True
     try:
         if temporal is not None:
             where = {"address": temporal, "namespace": namespace, "queue": queue, "prefix": workflow_prefix}

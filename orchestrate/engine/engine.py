@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 import anyio
 
 from ..approvals.base import ApprovalService
+from ..entries import NormalizedEntry
+from ..errors import OrchestrateError
 from ..process.pipes import ShutdownPolicy
 from ..registry import Registry, default_registry
 from ..store import (
@@ -37,10 +39,17 @@ from ..store import (
 from ..workspace import Checkpoint, FileChange, commit_changes, list_checkpoints
 from .observers import Observers
 from .procinfo import HOST, kill_group_if_same
+from .rebuild import rebuild_entries
 from .runner import LiveRun, RunSettings, Watchdogs, execute
 from .workspaces import remove_task_workspace, rollback_task, task_diff, task_workspace
 
 __all__ = ["Engine"]
+
+
+def _takes_messages(live: LiveRun) -> bool:
+    handle = live.handle
+    return handle is not None and not live.cancel.is_set() and handle.capabilities.mid_execution_messages
+
 
 T = TypeVar("T")
 
@@ -64,6 +73,7 @@ class Engine:
         log_dir: Path | None = None,
         watchdogs: Watchdogs | None = None,
         observers: Sequence[Any] = (),
+        steer: bool = False,
     ) -> None:
         self.store = store
         self.limits = limits or Limits()
@@ -71,6 +81,9 @@ class Engine:
         self.lease = lease
         self.poll = poll
         self.executors = executors
+        self.steer = steer
+        """Send follow-ups into a live agent at once when it takes messages mid-turn (else they wait
+        for the turn to end and become the next turn)."""
         self.worker = f"{HOST}:{os.getpid()}:{secrets.token_hex(3)}"
         self.writer = EventWriter(store)
         self.live: dict[int, LiveRun] = {}
@@ -88,6 +101,7 @@ class Engine:
             Observers(observers),
         )
         self._wake = anyio.Event()
+        self._steer_wake = anyio.Event()
         self._stop = anyio.Event()
         self._idle = anyio.Event()
         self._owns_store = False
@@ -129,6 +143,12 @@ class Engine:
     async def runs(self, task_id: int) -> builtins.list[RunRecord]:
         return await self._call(self.store.runs, task_id)
 
+    async def rebuild(self, run_id: int) -> builtins.list[NormalizedEntry]:
+        """A run's entries rebuilt from its raw log (the file, or the raw records stored with the
+        run when the file is gone), in index order: the source of truth, whatever the stored
+        patches say (a store that had to drop events, a normalizer fixed since)."""
+        return await self._call(lambda: rebuild_entries(self.store, run_id, self._settings.registry))
+
     async def cancel(self, task_id: int) -> TaskRecord:
         """Cancel a task, wherever it runs: a queued one at once, a running one by its worker."""
         task = await self._call(self.store.cancel, task_id)
@@ -145,10 +165,18 @@ class Engine:
     async def send(self, task_id: int, text: str) -> TaskRecord:
         """A follow-up message: a new turn of the task in the agent's session.  For a task whose agent
         is busy (or that waits in the queue) it is stored and sent when the turn ends done; a task that
-        has ended starts a follow-up run at once.  Messages that wait are sent together, in order."""
+        has ended starts a follow-up run at once.  Messages that wait are sent together, in order.
+        A worker with ``steer=True`` sends a busy agent that takes messages mid-turn (Claude, Codex,
+        ACP) the message at once instead.  Which it was is recorded: :meth:`messages` (``delivery``:
+        ``steered`` or ``next_turn``) and a ``notice`` event when steered."""
         task, _, _ = await self._call(self.store.send, task_id, text)
         self._wake.set()
+        self._steer_wake.set()
         return task
+
+    async def messages(self, task_id: int) -> builtins.list[dict[str, Any]]:
+        """The task's follow-up messages, in order, each with the run it went to and how."""
+        return await self._call(self.store.messages, task_id)
 
     async def approvals(
         self, task_id: int | None = None, status: str | None = "open"
@@ -262,6 +290,8 @@ class Engine:
         self._stop = anyio.Event()
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._heartbeats)
+            if self.steer:
+                tg.start_soon(self._steering)
             while not self._stop.is_set():
                 await self._recover()
                 await self._fill(tg)
@@ -310,6 +340,30 @@ class Engine:
                     live.cancel.set()
                 elif live.task.id in flagged:
                     live.cancel.set()
+
+    async def _steering(self) -> None:
+        """Waiting follow-ups go into this worker's live agents that take messages mid-turn, at once
+        (whichever process stored them: the store is polled, and :meth:`send` here wakes it)."""
+        while True:
+            with anyio.move_on_after(self.poll):
+                await self._steer_wake.wait()
+            self._steer_wake = anyio.Event()
+            able = {live.task.id: live for live in self.live.values() if _takes_messages(live)}
+            waiting = await self._guard(functools.partial(self.store.waiting_messages, builtins.list(able)))
+            for task_id in waiting or ():
+                await self._steer_into(able[task_id])
+
+    async def _steer_into(self, live: LiveRun) -> None:
+        taken = await self._guard(functools.partial(self.store.steer, live.run.id)) or []
+        sent = 0
+        try:
+            for _, text in taken:
+                assert live.handle is not None
+                await live.handle.send_message(text)
+                sent += 1
+        except (OrchestrateError, OSError) as exc:  # its input closed as the turn ended: the next turn
+            rest = [m for m, _ in taken[sent:]]
+            await self._guard(functools.partial(self.store.unsteer, live.run.id, rest, str(exc)))
 
     async def _recover(self) -> None:
         """Runs whose lease expired: kill what is left of their agents, mark them lost, retry."""

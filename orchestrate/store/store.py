@@ -236,10 +236,81 @@ class Store:
             return self._task(conn, task_id), message_id, starts
 
     def messages(self, task_id: int) -> list[dict[str, Any]]:
-        """The task's follow-up messages, in order, with the run each was delivered to (None: waiting)."""
+        """The task's follow-up messages, in order, with the run each was delivered to (None: waiting)
+        and how (``delivery``): ``steered`` into a run that was already going when it was sent, or
+        ``next_turn``, the prompt of a run started after it (None: waiting)."""
         with self._read(f"reading the messages of task {task_id}") as conn:
-            rows = conn.execute(select(messages).where(messages.c.task_id == task_id).order_by(messages.c.id))
-            return [dict(r._mapping) for r in rows]
+            query = (
+                select(messages, runs.c.started_at.label("run_started_at"))
+                .select_from(messages.outerjoin(runs, runs.c.id == messages.c.delivered_run_id))
+                .where(messages.c.task_id == task_id)
+                .order_by(messages.c.id)
+            )
+            found = []
+            for r in conn.execute(query):
+                row = dict(r._mapping)
+                started = row.pop("run_started_at")
+                row["delivery"] = (
+                    None
+                    if row["delivered_run_id"] is None
+                    else "steered"
+                    if started is not None and started < row["created_at"]
+                    else "next_turn"
+                )
+                found.append(row)
+            return found
+
+    def waiting_messages(self, task_ids: Sequence[int]) -> set[int]:
+        """Which of ``task_ids`` have follow-up messages waiting (one query, for a worker's poll)."""
+        if not task_ids:
+            return set()
+        with self._read("looking for waiting messages") as conn:
+            query = select(messages.c.task_id).where(
+                messages.c.task_id.in_(list(task_ids)), messages.c.delivered_run_id.is_(None)
+            )
+            return {int(t) for (t,) in conn.execute(query.distinct())}
+
+    def steer(self, run_id: int) -> list[tuple[int, str]]:
+        """Deliver the task's waiting messages into live run ``run_id`` now (an agent that takes
+        messages mid-turn): they are marked delivered to it, a notice event says so, and they are
+        returned, in order, for the worker to send.  None are taken unless the run is still going."""
+        with self._write(f"steering messages into run {run_id}") as conn:
+            task_id = task_of_run(conn, run_id)
+            if task_id is None:
+                raise NotFoundError(f"no run {run_id}")
+            lock_tasks(conn, [task_id])
+            lock_runs(conn, [run_id])
+            status = read_runs(conn, runs.c.id == run_id)[0].status
+            waiting = _waiting_messages(conn, task_id) if status == "running" else []
+            if waiting:
+                ids = [m for m, _ in waiting]
+                conn.execute(
+                    update(messages)
+                    .where(messages.c.id.in_(ids))
+                    .values(delivered_run_id=run_id, delivered_at=time.time())
+                )
+                notice = f"follow-up message(s) {', '.join(map(str, ids))} steered into run {run_id} mid-turn"
+                body = {"notice": notice, "delivery": "steered", "messages": ids}
+                insert_events(conn, [(task_id, run_id, "notice", orjson.dumps(body), time.time())])
+            return waiting
+
+    def unsteer(self, run_id: int, message_ids: Sequence[int], why: str) -> None:
+        """Messages :meth:`steer` took that the agent could not be given (its input closed as its turn
+        ended): they wait again, for the next turn, and a notice event says so."""
+        if not message_ids:
+            return
+        with self._write(f"returning messages of run {run_id}") as conn:
+            found = conn.execute(
+                update(messages)
+                .where(messages.c.id.in_(list(message_ids)), messages.c.delivered_run_id == run_id)
+                .values(delivered_run_id=None, delivered_at=None)
+                .returning(messages.c.task_id)
+            ).all()
+            if found:
+                ids = list(message_ids)
+                notice = f"follow-up message(s) {', '.join(map(str, ids))} wait for the next turn ({why})"
+                body = {"notice": notice, "delivery": "next_turn", "messages": ids}
+                insert_events(conn, [(int(found[0][0]), run_id, "notice", orjson.dumps(body), time.time())])
 
     # --- approvals ----------------------------------------------------------------------------
 

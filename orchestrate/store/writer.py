@@ -68,6 +68,8 @@ class EventWriter:
         self._done = 0  # events settled: stored or dropped
         self._closing = False
         self._thread: threading.Thread | None = None
+        self._cause: StoreError | None = None
+        """Why the store refuses writes now (None: the last write went through)."""
 
     def start(self) -> EventWriter:
         self._thread = threading.Thread(target=self._loop, name="orchestrate-store-writer", daemon=True)
@@ -82,9 +84,8 @@ class EventWriter:
                 self._done += 1
                 trouble = self.trouble.get(task_id)
                 if trouble is None:
-                    trouble = self.trouble[task_id] = WriteTrouble(
-                        StoreError("too many events waiting for the store")
-                    )
+                    # Named by the store's own failure (full, locked, read-only) when one is known.
+                    trouble = self.trouble[task_id] = WriteTrouble(self._cause or _overflow())
                 trouble.dropped += 1
                 self._flushed.notify_all()
                 return
@@ -152,6 +153,7 @@ class EventWriter:
                 self._pending.popleft()
             self._done += len(batch)
             self.written += len(batch)
+            self._cause = None
             for task_id in {e[0] for e in batch}:
                 trouble = self.trouble.get(task_id)
                 if trouble is not None and trouble.last_ok is None:
@@ -160,10 +162,13 @@ class EventWriter:
 
     def _failed(self, batch: list[NewEvent], exc: StoreError) -> None:
         with self._lock:
+            self._cause = exc
             for task_id in {e[0] for e in batch}:
                 trouble = self.trouble.get(task_id)
                 if trouble is None or trouble.last_ok is not None:
                     self.trouble[task_id] = WriteTrouble(exc, dropped=trouble.dropped if trouble else 0)
+                elif type(trouble.error) is StoreError and trouble.error.args == _overflow().args:
+                    trouble.error = exc  # the queue overflowed first: the store's failure is the cause
 
     def _drop(self, n: int) -> None:
         with self._lock:
@@ -182,3 +187,7 @@ class EventWriter:
                 trouble.dropped += 1
                 self._done += 1
             self._flushed.notify_all()
+
+
+def _overflow() -> StoreError:
+    return StoreError("too many events waiting for the store")
