@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import tree_sitter
 import tree_sitter_bash
 
+from .names import evaluates_name, written_names
 from .words import SimpleCommand, Word
 from .wrappers import unwrap
 
@@ -205,6 +206,14 @@ class _Walker:
         """export/declare/local/readonly/typeset/unset: a command that sets or unsets variables."""
         words = []
         for child in node.children:
+            text = _text(child)
+            # declare -i makes later assignments arithmetic, -n makes a name reference; a quoted
+            # 'a[$(cmd)]=1' has its subscript evaluated: code run at run time.
+            evaluated = (child.type == "word" and text.startswith("-") and ("i" in text or "n" in text)) or (
+                child.type != "variable_assignment" and evaluates_name(text.partition("=")[0])
+            )
+            if evaluated and _EVALUATED not in self.problems:
+                self.problems.append(_EVALUATED)
             if child.type == "variable_assignment":
                 self.assignments.append(_text(child.child_by_field_name("name")))
                 words.append(Word(_text(child), literal=False))
@@ -241,6 +250,10 @@ class _Walker:
         program = words[0]
         if not program.literal:
             self.problems.append(f"the program is only known at run time: {program.text}")
+        written = written_names(words)
+        self.assignments.extend(written.names)
+        if written.evaluated is not None and _EVALUATED not in self.problems:
+            self.problems.append(_EVALUATED)
         wrapped = unwrap(words)
         self.commands.append(SimpleCommand(words, transparent=wrapped is not None and wrapped.transparent))
         if wrapped is None:
