@@ -31,6 +31,8 @@ _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 
 # Redirection targets that write nothing anyone keeps.
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "-"})
+_DESCRIPTOR = re.compile(r"/dev/fd/[0-9]+")
+_NETWORK = re.compile(r"/dev/(tcp|udp)/")  # bash's own sockets: a read there connects out too
 _WRITE_OPERATORS = frozenset({">", ">>", "&>", "&>>", ">|", "<>", ">&", "&>|"})
 _ANSI_C = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)", re.S)
 _ANSI_SIMPLE = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r"} | {
@@ -194,12 +196,16 @@ class _Walker:
     def redirect(self, node: tree_sitter.Node) -> None:
         operator = next((c.type for c in node.children if not c.is_named), "")
         target = node.child_by_field_name("destination")
+        if target is not None and _NETWORK.match(_text(target).strip("'\"")):
+            self.writes.append(_word(target))  # bash opens a connection, whichever way: never harmless
+            return
         if operator not in _WRITE_OPERATORS or target is None:
             return
         if target.type == "process_substitution" or (operator in (">&", "<&") and target.type == "number"):
             return  # a pipe into a command (judged itself), or a copy of a descriptor
         word = _word(target)
-        if not (word.literal and (word.text in _HARMLESS_TARGETS or word.text.startswith("/dev/fd/"))):
+        # Only the exact names: /dev/fd/../../../etc/passwd is /etc/passwd to bash.
+        if not (word.literal and (word.text in _HARMLESS_TARGETS or _DESCRIPTOR.fullmatch(word.text))):
             self.writes.append(word)
 
     def declaration(self, node: tree_sitter.Node) -> None:
