@@ -268,7 +268,7 @@ class _Walker:
         self.problems.extend(wrapped.problems)
         if wrapped.unknown_option:
             # Where the wrapped command starts is a guess: any later word may be its program.
-            self.commands.append(SimpleCommand(words[2:], any_start=True))
+            self.commands.append(SimpleCommand(words[1:], any_start=True))
         for inner in wrapped.inner:
             self.run(inner, None, depth, level + 1)
         script = wrapped.script
