@@ -322,7 +322,7 @@ def _source(args: tuple[Word, ...]) -> Unwrapped | None:
     return _script_file(args[start], "source") if len(args) > start else None
 
 
-def _coproc(args: tuple[Word, ...]) -> Unwrapped:
+def _coproc(args: tuple[Word, ...]) -> Unwrapped | None:
     """``coproc NAME { …; }`` runs the braces; tree-sitter-bash 0.25 reads NAME as the program and
     the braces as words, so the words after them are judged as a command, and the line is
     never approved by a rule."""
@@ -345,7 +345,8 @@ def _runs_among(script_options: tuple[str, ...] = ()) -> _Handler:
     script_handler = _with_script_option(script_options) if script_options else None
 
     def handle(args: tuple[Word, ...]) -> Unwrapped:
-        script = script_handler(args).script if script_handler is not None else None
+        found = script_handler(args) if script_handler is not None else None
+        script = found.script if found is not None else None
         return Unwrapped(script=script, transparent=False, unknown_option=bool(args))
 
     return handle
