@@ -113,3 +113,44 @@ async def test_an_exact_write_follows_no_link_by_either_mechanism(
     with pytest.raises(UnsafeFileError, match="link is in the way"):
         await workspace.write_text(str(real), "#!/bin/sh\n", exact=True)
     assert sorted(p.name for p in (work / ".git" / "hooks").iterdir()) == []
+
+
+class _Recorder:
+    """Approves everything and keeps what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[ApprovalRequest] = []
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        self.asked.append(request)
+        return ApprovalDecision.approve()
+
+
+async def test_an_approved_diff_grants_only_its_content_not_any_write_to_the_path(tmp_path: Path) -> None:
+    """Attack: a permission for an edit shows a harmless diff and names the file in its locations;
+    the person approves; the write that follows carries other content.  The person approved what
+    they saw, so other content is asked (a location-only grant is for calls that show no diff)."""
+    target = tmp_path / "app.py"
+    target.write_text("x = 1\n")
+    shown = {"type": "diff", "path": str(target), "oldText": "x = 1\n", "newText": "x = 2\n"}
+    permission = (
+        "session/request_permission",
+        {
+            "options": [{"optionId": "once", "name": "Allow", "kind": "allow_once"}],
+            "toolCall": {
+                "toolCallId": "edit_1",
+                "title": "edit app.py",
+                "kind": "edit",
+                "content": [shown],
+                "locations": [{"path": str(target)}],
+            },
+        },
+    )
+    service = _Recorder()
+    answers, _ = await script(
+        tmp_path,
+        [permission, ("fs/write_text_file", {"path": str(target), "content": "import os; os.system('x')\n"})],
+        service,
+    )
+    assert all("error" not in answer for answer in answers)
+    assert [r.tool_name for r in service.asked] == ["edit app.py", "fs/write_text_file"]

@@ -81,19 +81,27 @@ class AcpTools:
         for an edit), so the ``fs/write_text_file`` that carries it out is not asked again."""
         if decision.status != "approved":
             return
+        shown: set[str] = set()
         for content in call.content or []:
             if getattr(content, "type", None) == "diff":
                 self._grant(content.path, _digest(content.new_text))
+                shown.add(self._real(content.path) or "")
         if (call.kind or "") in _WRITE_KINDS:
             for location in call.locations or []:
-                self._grant(location.path, None)
+                # Any content only for a file whose new content was not shown: where a diff was,
+                # the person approved that content, not whatever the write then carries.
+                if self._real(location.path) not in shown:
+                    self._grant(location.path, None)
+
+    def _real(self, path: str) -> str | None:
+        try:
+            return str(self.workspace.resolve(path))
+        except OutsideWorkspaceError:
+            return None
 
     def _grant(self, path: str, digest: str | None) -> None:
-        try:
-            real = str(self.workspace.resolve(path))
-        except OutsideWorkspaceError:
-            return
-        if len(self._grants) < _GRANTS:
+        real = self._real(path)
+        if real is not None and len(self._grants) < _GRANTS:
             self._grants.append((real, digest))
 
     def _use_grant(self, real: Path, content: str) -> bool:
