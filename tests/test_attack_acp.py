@@ -154,3 +154,34 @@ async def test_an_approved_diff_grants_only_its_content_not_any_write_to_the_pat
     )
     assert all("error" not in answer for answer in answers)
     assert [r.tool_name for r in service.asked] == ["edit app.py", "fs/write_text_file"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("LC_ALL", "/tmp/evil"),
+        ("LANGUAGE", "../../../../tmp/evil"),
+        ("TERM", "../../tmp/evil"),
+        ("TZ", "/tmp/z"),
+    ],
+)
+def test_a_safe_variable_holding_a_path_is_shown_and_judged(name: str, value: str) -> None:
+    """Attack: LC_ALL=/tmp/evil (glibc loads locale data from that path), LANGUAGE=../../x (gettext
+    catalogs: translated format strings), TERM=../x (terminfo) are on the harmless list by name,
+    so they were applied unseen.  A value that is not a plain name is shown in front of the command,
+    and an allow rule no longer approves it."""
+    from orchestrate.run.terminals import judged_command
+
+    line = judged_command(
+        "git status", None, {name: value, "LANG": "C.UTF-8", "TERM": "xterm-256color"} | {name: value}
+    )
+    assert line.startswith(f"{name}=") and line.endswith("git status")
+    assert (
+        judged_command("git status", None, {"LANG": "C.UTF-8", "TERM": "xterm-256color", "TZ": "UTC"})
+        == "git status"
+    )
+    policy = RulePolicy.from_dict({"allow": {"commands": ["git status*"]}})
+    request = ApprovalRequest(request_id="r", tool_name="terminal", command=line)
+    import anyio
+
+    assert anyio.run(policy.request_approval, request).status == "denied"
