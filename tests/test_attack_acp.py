@@ -185,3 +185,40 @@ def test_a_safe_variable_holding_a_path_is_shown_and_judged(name: str, value: st
     import anyio
 
     assert anyio.run(policy.request_approval, request).status == "denied"
+
+
+class _SwapsWhileAsked:
+    """The person takes a moment to answer; meanwhile the agent swaps the command's working
+    directory for a link to outside.  Then the person approves what they were shown."""
+
+    def __init__(self, sub: Path, outside: Path) -> None:
+        self.sub, self.outside = sub, outside
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        self.sub.rename(self.sub.with_name("sub-moved"))
+        self.sub.symlink_to(self.outside)
+        return ApprovalDecision.approve()
+
+
+async def test_a_terminals_directory_swapped_while_the_person_answers_stays_the_approved_one(
+    tmp_path: Path,
+) -> None:
+    """Attack: terminal/create in workspace/sub is asked ("in workspace/sub"); while the question
+    is open the agent replaces sub with a symlink to a directory outside, so the approved command
+    ran outside the workspace.  The directory is held open from the check to the spawn: the
+    command runs in the directory that was approved, wherever its name now leads."""
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    (work / "sub").mkdir(parents=True)
+    outside.mkdir()
+    answers, _ = await script(
+        work,
+        [
+            ("terminal/create", {"command": "pwd -P; touch planted", "cwd": str(work / "sub")}),
+            ("terminal/wait_for_exit", {"terminalId": "$0"}),
+            ("terminal/output", {"terminalId": "$0"}),
+        ],
+        _SwapsWhileAsked(work / "sub", outside),
+    )
+    assert list(outside.iterdir()) == []
+    assert answers[2]["result"]["output"] == f"{(work / 'sub-moved').resolve()}\n"
+    assert (work / "sub-moved" / "planted").exists()

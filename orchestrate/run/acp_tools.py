@@ -195,11 +195,23 @@ class AcpTools:
         params = _params(schema.CreateTerminalRequest, incoming)
         try:
             env = checked_env([(v.name, v.value) for v in params.env or []])
-            cwd = await self.workspace.directory(params.cwd) if params.cwd else self.workspace.root
+            # Held from the check to the spawn: the command starts in the directory the person
+            # was shown, even if its name is swapped for a link while they answer.
+            async with self.workspace.held_directory(params.cwd or str(self.workspace.root)) as (
+                cwd,
+                start_in,
+            ):
+                return await self._create_terminal(incoming, params, env, cwd, start_in)
+        except RpcError:
+            raise  # the answer already (a refusal, a spawn that failed)
         except (OrchestrateError, ValueError) as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from exc
         except OSError as exc:
             raise RpcError(INVALID_PARAMS, f"cannot run in {params.cwd}: {exc.strerror or exc}") from exc
+
+    async def _create_terminal(
+        self, incoming: IncomingRequest, params: Any, env: dict[str, str], cwd: Path, start_in: Path
+    ) -> dict[str, Any]:
         command_text = judged_command(params.command, params.args, env)
         request = ApprovalRequest(
             request_id=f"terminal:{incoming.id}",
@@ -221,7 +233,11 @@ class AcpTools:
         argv = [params.command, *params.args] if params.args else [_SHELL, "-c", params.command]
         try:
             terminal_id = await self.terminals.create(
-                self.ctx.task_group, argv, cwd, {**self.ctx.process.spec.env, **env}, params.output_byte_limit
+                self.ctx.task_group,
+                argv,
+                start_in,
+                {**self.ctx.process.spec.env, **env},
+                params.output_byte_limit,
             )
         except OrchestrateError as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from exc

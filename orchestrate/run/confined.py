@@ -338,14 +338,22 @@ class Beneath:
 
     def directory(self, rel: str) -> str:
         """The real path of the directory ``rel`` (a working directory for a command)."""
+        real, fd = self.open_directory(rel)
+        os.close(fd)
+        return real
+
+    def open_directory(self, rel: str) -> tuple[str, int]:
+        """The directory ``rel`` held open: its real path and a descriptor of it (the caller closes
+        it).  While it is held, the directory is that one, whatever its name is made to lead to."""
         with self._root_fd() as root_fd:
             fd = self.open(root_fd, rel, _DIR_FLAGS)
         try:
             if sys.platform == "linux":
-                return str(Path(f"/proc/self/fd/{fd}").readlink())
-            return os.path.realpath(posixpath.join(self.root, rel))
-        finally:
+                return str(Path(f"/proc/self/fd/{fd}").readlink()), fd
+            return os.path.realpath(posixpath.join(self.root, rel)), fd
+        except BaseException:
             os.close(fd)
+            raise
 
 
 def _changed(rel: str) -> UnsafeFileError:

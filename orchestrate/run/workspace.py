@@ -8,10 +8,12 @@ cancelled session stops waiting at once (the thread, told to stop, ends at its n
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -110,6 +112,22 @@ class Workspace:
         if real != self.root and self.root not in real.parents:  # moved out since it was opened
             raise OutsideWorkspaceError(path, str(self.root))
         return real
+
+    @contextlib.asynccontextmanager
+    async def held_directory(self, path: str) -> AsyncIterator[tuple[Path, Path]]:
+        """A directory inside the workspace, held open while the context lasts: its real path (to
+        show), and the path to start a process in.  On Linux that is the held directory itself
+        (``/proc/self/fd/N``, which a child resolves to the same open directory before it execs),
+        so a name swapped for a link while a person was asked cannot move the command out."""
+        rel = self.relative(path)
+        real_text, fd = await self._in_thread(lambda stop: self._beneath.open_directory(rel))
+        try:
+            real = Path(real_text)
+            if real != self.root and self.root not in real.parents:  # moved out since it was opened
+                raise OutsideWorkspaceError(path, str(self.root))
+            yield real, Path(f"/proc/self/fd/{fd}") if sys.platform == "linux" else real
+        finally:
+            os.close(fd)
 
     async def _in_thread(self, work: Callable[[threading.Event], T]) -> T:
         if self._limiter is None:
