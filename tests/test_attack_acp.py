@@ -222,3 +222,27 @@ async def test_a_terminals_directory_swapped_while_the_person_answers_stays_the_
     assert list(outside.iterdir()) == []
     assert answers[2]["result"]["output"] == f"{(work / 'sub-moved').resolve()}\n"
     assert (work / "sub-moved" / "planted").exists()
+
+
+async def test_a_read_of_a_path_a_deny_rule_forbids_is_refused(tmp_path: Path) -> None:
+    """Attack: with deny paths ["**/.env"], an ACP agent reads .env (or a link to it) through
+    fs/read_text_file, which no rule looked at: everything an agent can make us do goes through
+    the rules.  Judged on the file actually opened, so a link swapped in after a check cannot
+    carry the read there either; other files still read."""
+    (tmp_path / ".env").write_text("API_TOKEN=do-not-leak\n")
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "settings").symlink_to("../.env")
+    (tmp_path / "app.py").write_text("print('ok')\n")
+    policy = RulePolicy.from_dict({"autonomy": "full", "deny": {"paths": ["**/.env"]}})
+    answers, _ = await script(
+        tmp_path,
+        [
+            ("fs/read_text_file", {"path": str(tmp_path / ".env")}),
+            ("fs/read_text_file", {"path": str(tmp_path / "config" / "settings")}),
+            ("fs/read_text_file", {"path": str(tmp_path / "app.py")}),
+        ],
+        policy,
+    )
+    assert "do-not-leak" not in orjson.dumps(answers).decode()
+    assert all("refused" in a["error"]["message"] for a in answers[:2])
+    assert answers[2]["result"]["content"] == "print('ok')\n"

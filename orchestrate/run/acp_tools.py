@@ -22,7 +22,7 @@ from typing import Any
 
 from acp import schema
 
-from ..approvals.base import ApprovalDecision, ApprovalRequest, decide, write_refusal
+from ..approvals.base import ApprovalDecision, ApprovalRequest, decide, read_refusal, write_refusal
 from ..errors import OrchestrateError
 from ..executors.acp import AcpExecutor
 from ..peers.jsonrpc import INVALID_PARAMS, IncomingRequest
@@ -115,8 +115,17 @@ class AcpTools:
 
     async def read_file(self, incoming: IncomingRequest) -> dict[str, Any]:
         params = _params(schema.ReadTextFileRequest, incoming)
+        root = str(self.workspace.root)
+        # Deny path rules, on the path as named and on the file really opened.
+        refusal = read_refusal(self.ctx.approvals, params.path, root)
+        if refusal is not None:
+            raise RpcError(INVALID_PARAMS, f"reading {params.path} was refused: {refusal}")
+
+        def judge(real: str) -> str | None:
+            return read_refusal(self.ctx.approvals, real, root)
+
         try:
-            content = await self.workspace.read_text(params.path, params.line, params.limit)
+            content = await self.workspace.read_text(params.path, params.line, params.limit, judge=judge)
         except FileNotFoundError as exc:
             if self.executor.missing_file_reads_empty:
                 return {"content": ""}

@@ -77,10 +77,16 @@ class Workspace:
         return real
 
     async def read_text(
-        self, path: str, line: int | None = None, limit: int | None = None, max_bytes: int | None = None
+        self,
+        path: str,
+        line: int | None = None,
+        limit: int | None = None,
+        max_bytes: int | None = None,
+        judge: Callable[[str], str | None] | None = None,
     ) -> str:
         """The file's text (invalid UTF-8 replaced), from 1-based ``line``, at most ``limit`` lines,
-        at most ``max_bytes`` (MAX_READ_BYTES by default) or UnsafeFileError."""
+        at most ``max_bytes`` (MAX_READ_BYTES by default) or UnsafeFileError; ``judge``: a reason to
+        refuse the real path of the file opened, or None (see Beneath.read)."""
         if line is not None and not 1 <= line <= MAX_LINE:
             raise InvalidRangeError(f"line must be from 1 to {MAX_LINE}, not {line}")
         if limit is not None and not 0 <= limit <= MAX_LINE:
@@ -88,7 +94,7 @@ class Workspace:
         rel = self.relative(path)
         most = MAX_READ_BYTES if max_bytes is None else min(max_bytes, MAX_READ_BYTES)
         data = await self._in_thread(
-            lambda stop: self._beneath.read(rel, line, limit, most, stop, MAX_SCAN_BYTES)
+            lambda stop: self._beneath.read(rel, line, limit, most, stop, MAX_SCAN_BYTES, judge)
         )
         return data.decode("utf-8", "replace")
 
