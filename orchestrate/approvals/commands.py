@@ -28,7 +28,7 @@ from typing import Literal
 from ..errors import ConfigError
 from .words import SimpleCommand, Word
 
-__all__ = ["CommandPattern", "DenyMatch"]
+__all__ = ["CommandPattern", "DenyMatch", "has_risky_option"]
 
 DenyMatch = Literal["yes", "maybe", "no"]
 
@@ -200,6 +200,14 @@ class _Arguments:
         if short is not None and short in self.letters:
             return True
         return any(fnmatchcase(name, flag) or _abbreviates(name, flag.rstrip("*")) for name in self.longs)
+
+
+def has_risky_option(command: SimpleCommand) -> bool:
+    """Whether ``command`` uses an option of :data:`_RISKY_OPTIONS` (what "always" never covers)."""
+    program = command.program
+    if program is None:
+        return False
+    return _risky_option(posixpath.basename(program.text), command.words[1:], ())
 
 
 def _risky_option(program: str, args: tuple[Word, ...], named: tuple[str, ...]) -> bool:
