@@ -384,3 +384,24 @@ def test_a_prompt_can_show_what_always_would_cover() -> None:
     assert always_scopes(bash("git log > out")) == ("Bash: exactly 'git log > out'",)
     read = ApprovalRequest(request_id="r", tool_name="Read", paths=("/repo/src/a.py",), cwd="/repo")
     assert always_scopes(read) == ("Read on files in /repo/src",)
+
+
+async def test_always_for_git_log_does_not_cover_its_options_that_write_elsewhere() -> None:
+    """Attack: "a" on git log (the person saw git log --oneline) then git log --output=~/.bashrc, or
+    pytest then pytest --basetemp=~ (which pytest removes): the memory covered the program and
+    subcommand with any arguments.  The options an allow rule's open tail does not approve are
+    not covered by "always" either: such a call is asked, and remembered only exactly."""
+    person = Always()
+    pipeline = ApprovalPipeline(person)
+    await pipeline.request_approval(bash("git log --oneline"))
+    await pipeline.request_approval(bash("pytest -q"))
+    await pipeline.request_approval(bash("git log -p"))  # covered
+    await pipeline.request_approval(bash("git log --output=/home/u/.bashrc"))
+    await pipeline.request_approval(bash("pytest --basetemp=/home/u"))
+    await pipeline.request_approval(bash("pytest -x"))  # covered
+    assert [r.command for r in person.asked] == [
+        "git log --oneline",
+        "pytest -q",
+        "git log --output=/home/u/.bashrc",
+        "pytest --basetemp=/home/u",
+    ]

@@ -113,3 +113,136 @@ async def test_an_exact_write_follows_no_link_by_either_mechanism(
     with pytest.raises(UnsafeFileError, match="link is in the way"):
         await workspace.write_text(str(real), "#!/bin/sh\n", exact=True)
     assert sorted(p.name for p in (work / ".git" / "hooks").iterdir()) == []
+
+
+class _Recorder:
+    """Approves everything and keeps what it was asked."""
+
+    def __init__(self) -> None:
+        self.asked: list[ApprovalRequest] = []
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        self.asked.append(request)
+        return ApprovalDecision.approve()
+
+
+async def test_an_approved_diff_grants_only_its_content_not_any_write_to_the_path(tmp_path: Path) -> None:
+    """Attack: a permission for an edit shows a harmless diff and names the file in its locations;
+    the person approves; the write that follows carries other content.  The person approved what
+    they saw, so other content is asked (a location-only grant is for calls that show no diff)."""
+    target = tmp_path / "app.py"
+    target.write_text("x = 1\n")
+    shown = {"type": "diff", "path": str(target), "oldText": "x = 1\n", "newText": "x = 2\n"}
+    permission = (
+        "session/request_permission",
+        {
+            "options": [{"optionId": "once", "name": "Allow", "kind": "allow_once"}],
+            "toolCall": {
+                "toolCallId": "edit_1",
+                "title": "edit app.py",
+                "kind": "edit",
+                "content": [shown],
+                "locations": [{"path": str(target)}],
+            },
+        },
+    )
+    service = _Recorder()
+    answers, _ = await script(
+        tmp_path,
+        [permission, ("fs/write_text_file", {"path": str(target), "content": "import os; os.system('x')\n"})],
+        service,
+    )
+    assert all("error" not in answer for answer in answers)
+    assert [r.tool_name for r in service.asked] == ["edit app.py", "fs/write_text_file"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("LC_ALL", "/tmp/evil"),
+        ("LANGUAGE", "../../../../tmp/evil"),
+        ("TERM", "../../tmp/evil"),
+        ("TZ", "/tmp/z"),
+    ],
+)
+def test_a_safe_variable_holding_a_path_is_shown_and_judged(name: str, value: str) -> None:
+    """Attack: LC_ALL=/tmp/evil (glibc loads locale data from that path), LANGUAGE=../../x (gettext
+    catalogs: translated format strings), TERM=../x (terminfo) are on the harmless list by name,
+    so they were applied unseen.  A value that is not a plain name is shown in front of the command,
+    and an allow rule no longer approves it."""
+    from orchestrate.run.terminals import judged_command
+
+    line = judged_command(
+        "git status", None, {name: value, "LANG": "C.UTF-8", "TERM": "xterm-256color"} | {name: value}
+    )
+    assert line.startswith(f"{name}=") and line.endswith("git status")
+    assert (
+        judged_command("git status", None, {"LANG": "C.UTF-8", "TERM": "xterm-256color", "TZ": "UTC"})
+        == "git status"
+    )
+    policy = RulePolicy.from_dict({"allow": {"commands": ["git status*"]}})
+    request = ApprovalRequest(request_id="r", tool_name="terminal", command=line)
+    import anyio
+
+    assert anyio.run(policy.request_approval, request).status == "denied"
+
+
+class _SwapsWhileAsked:
+    """The person takes a moment to answer; meanwhile the agent swaps the command's working
+    directory for a link to outside.  Then the person approves what they were shown."""
+
+    def __init__(self, sub: Path, outside: Path) -> None:
+        self.sub, self.outside = sub, outside
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        self.sub.rename(self.sub.with_name("sub-moved"))
+        self.sub.symlink_to(self.outside)
+        return ApprovalDecision.approve()
+
+
+async def test_a_terminals_directory_swapped_while_the_person_answers_stays_the_approved_one(
+    tmp_path: Path,
+) -> None:
+    """Attack: terminal/create in workspace/sub is asked ("in workspace/sub"); while the question
+    is open the agent replaces sub with a symlink to a directory outside, so the approved command
+    ran outside the workspace.  The directory is held open from the check to the spawn: the
+    command runs in the directory that was approved, wherever its name now leads."""
+    work, outside = tmp_path / "work", tmp_path / "outside"
+    (work / "sub").mkdir(parents=True)
+    outside.mkdir()
+    answers, _ = await script(
+        work,
+        [
+            ("terminal/create", {"command": "pwd -P; touch planted", "cwd": str(work / "sub")}),
+            ("terminal/wait_for_exit", {"terminalId": "$0"}),
+            ("terminal/output", {"terminalId": "$0"}),
+        ],
+        _SwapsWhileAsked(work / "sub", outside),
+    )
+    assert list(outside.iterdir()) == []
+    assert answers[2]["result"]["output"] == f"{(work / 'sub-moved').resolve()}\n"
+    assert (work / "sub-moved" / "planted").exists()
+
+
+async def test_a_read_of_a_path_a_deny_rule_forbids_is_refused(tmp_path: Path) -> None:
+    """Attack: with deny paths ["**/.env"], an ACP agent reads .env (or a link to it) through
+    fs/read_text_file, which no rule looked at: everything an agent can make us do goes through
+    the rules.  Judged on the file actually opened, so a link swapped in after a check cannot
+    carry the read there either; other files still read."""
+    (tmp_path / ".env").write_text("API_TOKEN=do-not-leak\n")
+    (tmp_path / "config").mkdir()
+    (tmp_path / "config" / "settings").symlink_to("../.env")
+    (tmp_path / "app.py").write_text("print('ok')\n")
+    policy = RulePolicy.from_dict({"autonomy": "full", "deny": {"paths": ["**/.env"]}})
+    answers, _ = await script(
+        tmp_path,
+        [
+            ("fs/read_text_file", {"path": str(tmp_path / ".env")}),
+            ("fs/read_text_file", {"path": str(tmp_path / "config" / "settings")}),
+            ("fs/read_text_file", {"path": str(tmp_path / "app.py")}),
+        ],
+        policy,
+    )
+    assert "do-not-leak" not in orjson.dumps(answers).decode()
+    assert all("refused" in a["error"]["message"] for a in answers[:2])
+    assert answers[2]["result"]["content"] == "print('ok')\n"

@@ -175,3 +175,16 @@ def test_hostile_sizes_are_bounded_and_refused(line: str) -> None:
         RulePolicy.from_dict(POLICIES["full"] | {"fallback": "deny"}).request_approval, request
     )
     assert decision.status == "denied" and len(decision.reason or "") < 400
+
+
+def test_the_readmes_policy_file_loads_and_is_the_corpus_policy() -> None:
+    """The TOML format the README documents keeps working, and the corpus judges the README's own
+    policy: the README's example file, loaded as a user's would be, equals the corpus's."""
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme[readme.index("**A rule policy** (TOML)") :]
+    example = section[section.index("```toml\n") + 8 : section.index("```", section.index("```toml\n") + 8)]
+    raw = tomllib.loads(example)
+    person = Person()
+    loaded = RulePolicy.from_dict(raw, ask=person)
+    corpus = RulePolicy.from_dict(POLICIES["readme"], ask=person)
+    assert (loaded.autonomy, loaded.allow, loaded.deny) == (corpus.autonomy, corpus.allow, corpus.deny)

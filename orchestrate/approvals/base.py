@@ -117,6 +117,19 @@ def write_refusal(service: ApprovalService, path: str, cwd: str | None) -> str |
     return reason if isinstance(reason, str) or reason is None else "approval service refused the write"
 
 
+def read_refusal(service: ApprovalService, path: str, cwd: str | None) -> str | None:
+    """Why a file read the agent asks the client to do is refused, or None: a service may define
+    ``refuse_read(path, cwd) -> str | None`` (the rule policy checks its deny path rules)."""
+    check = getattr(service, "refuse_read", None)
+    if check is None:
+        return None
+    try:
+        reason = check(path, cwd)
+    except Exception as exc:  # fail closed, as decide() does
+        return f"approval service failed: {type(exc).__name__}: {exc}"
+    return reason if isinstance(reason, str) or reason is None else "approval service refused the read"
+
+
 def changed_input_refusal(service: ApprovalService, request: ApprovalRequest) -> str | None:
     """Why an input a person changed before approving it (``request`` describes the changed one) is
     refused all the same, or None.  Hard deny rules hold whoever answers: a service may define

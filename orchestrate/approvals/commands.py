@@ -28,7 +28,7 @@ from typing import Literal
 from ..errors import ConfigError
 from .words import SimpleCommand, Word
 
-__all__ = ["CommandPattern", "DenyMatch"]
+__all__ = ["CommandPattern", "DenyMatch", "has_risky_option"]
 
 DenyMatch = Literal["yes", "maybe", "no"]
 
@@ -52,6 +52,19 @@ _LONG_FLAGS: dict[str, dict[str, str]] = {
     "kill": {"--signal": "s"},
     "shred": {"--remove": "u", "--zero": "z", "--force": "f"},
     "sed": {"--in-place": "i"},
+}
+# Options that make a harmless-looking program delete, write or load what its allow rule's author
+# did not mean (pytest removes its --basetemp; git diff --output writes anywhere; rg --pre runs a
+# program).  In a rule's open tail they are not approved: the person is asked.  A rule that names
+# the option itself (``pytest --basetemp=*``) still allows it.  The (option, exempt value prefix).
+_RISKY_OPTIONS: dict[str, tuple[tuple[str, str], ...]] = {
+    "pytest": (("--basetemp", ""), ("-p", "no:"), ("--rootdir", ""), ("--confcutdir", "")),
+    "py.test": (("--basetemp", ""), ("-p", "no:")),
+    "git": (("--output", ""), ("--exec-path", ""), ("--upload-pack", ""), ("--receive-pack", "")),
+    "rg": (("--pre", ""),),
+    "sort": (("-o", ""), ("--output", "")),
+    "sed": (("-i", ""), ("--in-place", "")),
+    "find": (("-delete", ""), ("-fprint", ""), ("-fprint0", ""), ("-fprintf", ""), ("-fls", "")),
 }
 _GUESSED_WORDS = 64  # arguments looked at after each possible program in unparsed text
 _OPERATOR_TOKENS = frozenset({";", "|", "||", "&", "&&", ">", ">>", "<", "<<", "(", ")", "&>", ";;"})
@@ -102,7 +115,11 @@ class CommandPattern:
         args = command.words[1:]
         if len(args) < len(self.args) or (len(args) > len(self.args) and not self.open_end):
             return False
-        return all(a.literal and fnmatchcase(a.text, p) for a, p in zip(args, self.args, strict=False))
+        if not all(a.literal and fnmatchcase(a.text, p) for a, p in zip(args, self.args, strict=False)):
+            return False
+        # The last rule word may be a glob that matched a risky option itself (pytest*): judge it too.
+        tail = args[max(len(self.args) - 1, 0) :] if self.open_end else ()
+        return not _risky_option(posixpath.basename(program.text), tail, self.args)
 
     # --- deny ---------------------------------------------------------------------------------
 
@@ -183,6 +200,34 @@ class _Arguments:
         if short is not None and short in self.letters:
             return True
         return any(fnmatchcase(name, flag) or _abbreviates(name, flag.rstrip("*")) for name in self.longs)
+
+
+def has_risky_option(command: SimpleCommand) -> bool:
+    """Whether ``command`` uses an option of :data:`_RISKY_OPTIONS` (what "always" never covers)."""
+    program = command.program
+    if program is None:
+        return False
+    return _risky_option(posixpath.basename(program.text), command.words[1:], ())
+
+
+def _risky_option(program: str, args: tuple[Word, ...], named: tuple[str, ...]) -> bool:
+    """Whether ``args`` hold one of ``program``'s risky options that the rule does not name."""
+    for option, exempt in _RISKY_OPTIONS.get(program, ()):
+        if any(w.startswith(option) for w in named):
+            continue
+        for i, word in enumerate(args):
+            text = word.text
+            if option.startswith("--") or len(option) > 2:
+                hit, value = text == option or text.startswith(option + "="), text.partition("=")[2]
+                if text == option and i + 1 < len(args):
+                    value = args[i + 1].text
+            else:  # a short option, alone or in a cluster: -p VALUE, -pVALUE, -qp VALUE
+                letter = option[1]
+                hit = text.startswith("-") and not text.startswith("--") and letter in text[1:]
+                value = text.partition(letter)[2] or (args[i + 1].text if i + 1 < len(args) else "")
+            if hit and not (exempt and value.startswith(exempt)):
+                return True
+    return False
 
 
 def _without_star(arg: str) -> str:

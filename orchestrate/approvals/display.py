@@ -20,6 +20,7 @@ __all__ = ["block", "escape", "question_lines"]
 
 MAX_LINES = 40  # of a command, a file's content or a diff
 MAX_COLUMNS = 240  # of one shown line
+_TAIL_LINES = 5  # of a cut command, shown after the cut
 _GUTTER = "  │ "
 # Categories written as escapes: controls, format characters (bidi overrides, zero-width ones),
 # surrogates, private use, unassigned, and the line and paragraph separators.
@@ -52,7 +53,7 @@ def question_lines(request: ApprovalRequest) -> list[str]:
     name = escape(request.tool_name)
     lines: list[str]
     if request.command:
-        lines = [f"? {name} wants to run:", *block(request.command)]
+        lines = [f"? {name} wants to run:", *block(request.command, tail=_TAIL_LINES)]
     elif _has_change(args):
         where = ", ".join(escape(p) for p in request.paths) or escape(str(args.get("file_path", "")))
         lines = [f"? {name} wants to change {where or 'a file'}:", *_change(args)]
@@ -94,16 +95,31 @@ def _diff(old: Any, new: Any) -> str:
     return "\n".join(difflib.unified_diff(before, after, "before", "after", lineterm="", n=2))
 
 
-def block(text: str) -> list[str]:
-    """``text`` as gutter-marked lines (so no line of it can pass for our own), at most MAX_LINES."""
+def block(text: str, tail: int = 0) -> list[str]:
+    """``text`` as gutter-marked lines (so no line of it can pass for our own), at most MAX_LINES;
+    ``tail``: that many of the last lines are shown after the cut (a command's end is what runs
+    last: padding must not push it out of sight)."""
     lines = text.split("\n")
-    shown = [_GUTTER + _cut(escape(line)) for line in lines[:MAX_LINES]]
-    if len(lines) > MAX_LINES:
-        rest = lines[MAX_LINES:]
-        size = sum(len(line) + 1 for line in rest)
-        shown.append(f"{_GUTTER}… {len(rest)} more lines ({size} characters) not shown")
-    return shown
+    if len(lines) <= MAX_LINES:
+        return [_GUTTER + _cut(escape(line)) for line in lines]
+    head, rest, end = (
+        lines[: MAX_LINES - tail],
+        lines[MAX_LINES - tail : len(lines) - tail],
+        lines[len(lines) - tail :],
+    )
+    size = sum(len(line) + 1 for line in rest)
+    note = f"{_GUTTER}… {len(rest)} more lines ({size} characters) not shown"
+    return [
+        *(_GUTTER + _cut(escape(line)) for line in head),
+        note,
+        *(_GUTTER + _cut(escape(line)) for line in end),
+    ]
 
 
 def _cut(line: str) -> str:
-    return line if len(line) <= MAX_COLUMNS else line[:MAX_COLUMNS] + f"… ({len(line) - MAX_COLUMNS} more)"
+    """A long line's start and its end, with what is left out between said: the end of a line is
+    what a padded command hides."""
+    if len(line) <= MAX_COLUMNS:
+        return line
+    end = MAX_COLUMNS // 4
+    return f"{line[: MAX_COLUMNS - end]} … ({len(line) - MAX_COLUMNS} more) … {line[-end:]}"

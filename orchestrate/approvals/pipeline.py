@@ -16,7 +16,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, TypeGuard
 
-from .base import ApprovalDecision, ApprovalRequest, ApprovalService, write_refusal
+from .base import ApprovalDecision, ApprovalRequest, ApprovalService, read_refusal, write_refusal
 from .facts import Facts
 from .scopes import SessionScopes
 from .simple import AutoApprove
@@ -84,6 +84,13 @@ class ApprovalPipeline:
         if self.policy is None:
             return None
         return self.policy.hard_deny(Facts.of(request)).denied
+
+    def refuse_read(self, path: str, cwd: str | None) -> str | None:
+        if self.policy is not None and self.policy is not self.service:
+            reason = read_refusal(self.policy, path, cwd)
+            if reason is not None:
+                return reason
+        return read_refusal(self.service, path, cwd)
 
     def refuse_write(self, path: str, cwd: str | None) -> str | None:
         if self.policy is not None and self.policy is not self.service:

@@ -202,6 +202,12 @@ class RulePolicy:
         paths = facts.request_paths
         return bool(paths) and all(self.allow.allows_path(p, facts.request.cwd) for p in paths)
 
+    def refuse_read(self, path: str, cwd: str | None) -> str | None:
+        """A file read the agent asks the client to do (ACP ``fs/read_text_file``): deny path rules,
+        on the given and the resolved path."""
+        pattern = self.deny.denied_path(PathForms.of(path, cwd), cwd)
+        return None if pattern is None else f"denied by policy rule {pattern!r}"
+
     def refuse_write(self, path: str, cwd: str | None) -> str | None:
         """A file write the agent asks the client to do: deny rules (on the given and the resolved
         path), then read-only autonomy."""

@@ -14,6 +14,7 @@ from typing import Literal
 from urllib.parse import urlsplit
 
 from .base import ApprovalRequest
+from .commands import has_risky_option
 from .facts import Facts
 from .tools import mcp_server
 from .words import SimpleCommand
@@ -91,6 +92,10 @@ def call_scopes(facts: Facts) -> list[tuple[Key, str]]:
 def _command_scope(tool: str, command: SimpleCommand) -> tuple[Key, str]:
     program = command.words[0].text  # a clean line's programs are literal
     args = command.words[1:]
+    if has_risky_option(command):
+        # An option that writes or deletes elsewhere (git log --output, pytest --basetemp): what the
+        # person saw is this exact command, not the program.
+        return ("argv", tool, *(w.text for w in command.words)), f"{tool}: exactly {command}"
     if posixpath.basename(program) not in _SUBCOMMANDS:
         return ("cmd", tool, program, "*"), f"{tool}: {program}"
     if not args or (args[0].literal and not args[0].text.startswith("-")):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import tree_sitter
 import tree_sitter_bash
 
+from .names import evaluates_name, written_names
 from .words import SimpleCommand, Word
 from .wrappers import unwrap
 
@@ -30,6 +31,8 @@ _LANGUAGE = tree_sitter.Language(tree_sitter_bash.language())
 
 # Redirection targets that write nothing anyone keeps.
 _HARMLESS_TARGETS = frozenset({"/dev/null", "/dev/stdout", "/dev/stderr", "/dev/tty", "-"})
+_DESCRIPTOR = re.compile(r"/dev/fd/[0-9]+")
+_NETWORK = re.compile(r"/dev/(tcp|udp)/")  # bash's own sockets: a read there connects out too
 _WRITE_OPERATORS = frozenset({">", ">>", "&>", "&>>", ">|", "<>", ">&", "&>|"})
 _ANSI_C = re.compile(r"\\(x[0-9a-fA-F]{1,2}|u[0-9a-fA-F]{1,4}|U[0-9a-fA-F]{1,8}|[0-7]{1,3}|c.|.)", re.S)
 _ANSI_SIMPLE = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n", "r": "\r"} | {
@@ -193,18 +196,30 @@ class _Walker:
     def redirect(self, node: tree_sitter.Node) -> None:
         operator = next((c.type for c in node.children if not c.is_named), "")
         target = node.child_by_field_name("destination")
+        if target is not None and _NETWORK.match(_text(target).strip("'\"")):
+            self.writes.append(_word(target))  # bash opens a connection, whichever way: never harmless
+            return
         if operator not in _WRITE_OPERATORS or target is None:
             return
         if target.type == "process_substitution" or (operator in (">&", "<&") and target.type == "number"):
             return  # a pipe into a command (judged itself), or a copy of a descriptor
         word = _word(target)
-        if not (word.literal and (word.text in _HARMLESS_TARGETS or word.text.startswith("/dev/fd/"))):
+        # Only the exact names: /dev/fd/../../../etc/passwd is /etc/passwd to bash.
+        if not (word.literal and (word.text in _HARMLESS_TARGETS or _DESCRIPTOR.fullmatch(word.text))):
             self.writes.append(word)
 
     def declaration(self, node: tree_sitter.Node) -> None:
         """export/declare/local/readonly/typeset/unset: a command that sets or unsets variables."""
         words = []
         for child in node.children:
+            text = _text(child)
+            # declare -i makes later assignments arithmetic, -n makes a name reference; a quoted
+            # 'a[$(cmd)]=1' has its subscript evaluated: code run at run time.
+            evaluated = (child.type == "word" and text.startswith("-") and ("i" in text or "n" in text)) or (
+                child.type != "variable_assignment" and evaluates_name(text.partition("=")[0])
+            )
+            if evaluated and _EVALUATED not in self.problems:
+                self.problems.append(_EVALUATED)
             if child.type == "variable_assignment":
                 self.assignments.append(_text(child.child_by_field_name("name")))
                 words.append(Word(_text(child), literal=False))
@@ -241,6 +256,10 @@ class _Walker:
         program = words[0]
         if not program.literal:
             self.problems.append(f"the program is only known at run time: {program.text}")
+        written = written_names(words)
+        self.assignments.extend(written.names)
+        if written.evaluated is not None and _EVALUATED not in self.problems:
+            self.problems.append(_EVALUATED)
         wrapped = unwrap(words)
         self.commands.append(SimpleCommand(words, transparent=wrapped is not None and wrapped.transparent))
         if wrapped is None:
@@ -249,7 +268,7 @@ class _Walker:
         self.problems.extend(wrapped.problems)
         if wrapped.unknown_option:
             # Where the wrapped command starts is a guess: any later word may be its program.
-            self.commands.append(SimpleCommand(words[2:], any_start=True))
+            self.commands.append(SimpleCommand(words[1:], any_start=True))
         for inner in wrapped.inner:
             self.run(inner, None, depth, level + 1)
         script = wrapped.script

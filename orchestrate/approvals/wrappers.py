@@ -294,9 +294,62 @@ def _shell(args: tuple[Word, ...], name: str) -> Unwrapped | None:
         problems = _foreign_grammar(name, rest[0])
         return Unwrapped(script=rest[0], transparent=not unknown, unknown_option=unknown, problems=problems)
     if rest and "-s" not in options:
-        return None
+        return _script_file(rest[0], name)
     problems = () if name in _BASH_GRAMMAR else (f"{name} reads its script with a grammar other than bash's",)
     return Unwrapped(transparent=not unknown, reads_stdin=True, unknown_option=unknown, problems=problems)
+
+
+# Names of a shell's own input: bash /dev/stdin <<< 'rm -rf x' runs the here-string.
+_STDIN_FILES = frozenset({"-", "/dev/stdin", "/dev/fd/0", "/proc/self/fd/0"})
+
+
+def _script_file(file: Word, name: str) -> Unwrapped | None:
+    """A shell or ``source`` given a script file: its input (a here-document or here-string in
+    the line, judged as the script), a file only known at run time (``<(curl …)``, ``"$F"``: never
+    judged, so a problem), or a file on disk (not a wrapper: the program is judged as any)."""
+    if not file.literal:
+        return Unwrapped(
+            transparent=False, problems=(f"{name} runs a script only known at run time: {file.text}",)
+        )
+    if file.text in _STDIN_FILES:
+        return Unwrapped(transparent=False, reads_stdin=True)
+    return None
+
+
+def _source(args: tuple[Word, ...]) -> Unwrapped | None:
+    """``source FILE`` / ``. FILE`` runs FILE in this shell."""
+    start = 1 if args and args[0].literal and args[0].text == "--" else 0
+    return _script_file(args[start], "source") if len(args) > start else None
+
+
+def _coproc(args: tuple[Word, ...]) -> Unwrapped | None:
+    """``coproc NAME { …; }`` runs the braces; tree-sitter-bash 0.25 reads NAME as the program and
+    the braces as words, so the words after them are judged as a command, and the line is
+    never approved by a rule."""
+    if len(args) > 2 and args[1].text in ("{", "("):
+        return Unwrapped(
+            inner=(args[2:],), transparent=False, problems=("coproc NAME { … } is misread by the parser",)
+        )
+    return _plain(_Options())(args)
+
+
+def _sudoedit(args: tuple[Word, ...]) -> Unwrapped:
+    """sudoedit is ``sudo -e``: a rule on sudo judges it."""
+    return Unwrapped(inner=((Word("sudo"), Word("-e"), *args),) if args else (), transparent=False)
+
+
+def _runs_among(script_options: tuple[str, ...] = ()) -> _Handler:
+    """chroot, flock, unshare, nsenter, strace, runuser, parallel ...: a command among the
+    arguments, after options we do not read; deny rules look at every later word as a possible
+    program, and a ``-c`` option's text is a script."""
+    script_handler = _with_script_option(script_options) if script_options else None
+
+    def handle(args: tuple[Word, ...]) -> Unwrapped:
+        found = script_handler(args) if script_handler is not None else None
+        script = found.script if found is not None else None
+        return Unwrapped(script=script, transparent=False, unknown_option=bool(args))
+
+    return handle
 
 
 _BASH_GRAMMAR = frozenset({"bash", "rbash"})
@@ -405,7 +458,7 @@ _HANDLERS: dict[str, _Handler] = {
     "timeout": _plain(_TIMEOUT, operands=1),
     "time": _plain(_TIME),
     "stdbuf": _plain(_STDBUF),
-    "coproc": _plain(_Options()),
+    "coproc": _coproc,
     "xargs": _xargs,
     "watch": _watch,
     "eval": _eval,
@@ -415,6 +468,20 @@ _HANDLERS: dict[str, _Handler] = {
     "busybox": _busybox,
     "trap": _trap,
     "alias": _alias,
+    "source": _source,
+    ".": _source,
+    "sudoedit": _sudoedit,
+    "chroot": _runs_among(),
+    "flock": _runs_among(("-c", "--command")),
+    "unshare": _runs_among(),
+    "nsenter": _runs_among(),
+    "strace": _runs_among(),
+    "ltrace": _runs_among(),
+    "runuser": _runs_among(("-c", "--command")),
+    "parallel": _runs_among(),
+    "chrt": _runs_among(),
+    "taskset": _runs_among(),
+    "prlimit": _runs_among(),
     "hash": _rebinds("hash -p", "p"),
     "enable": _rebinds("enable -f", "f"),
 }

@@ -38,7 +38,13 @@ MIN_VALUE = 8
 """Shorter values of secret-looking variables are left alone: redacting ``true`` or ``1`` everywhere
 would wreck the log and protect nothing."""
 
-_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE|^AUTH", re.IGNORECASE)
+# PWD and PASS only as a whole word at the end (MYSQL_PWD, SMTP_PASS; not PWD, OLDPWD, PASSAGE); AUTH as
+# a word (NPM_CONFIG__AUTH, BASIC_AUTH, AUTHORIZATION; not GIT_AUTHOR_NAME).
+_SECRET_NAME = re.compile(
+    r"KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE|COOKIE|_PWD$|(?:^|_)PASS$"
+    r"|(?:^|_)AUTH(?:$|_|ORIZATION)",
+    re.IGNORECASE,
+)
 _OFF = ("0", "false", "no", "off")
 
 
@@ -58,7 +64,8 @@ def redaction_enabled(env: Mapping[str, str]) -> bool:
 # precedes it ("task-..." holds no "sk-..."), or after a JSON escape ("\nsk-...").
 _NAME_WORD = rb"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE)"
 _JSON_WORD = rb"(?i:api[_-]?key|secret|passw(?:or)?d|token|private[_-]?key|credentials?)"
-_VALUE = rb"=(?:\\?[\"'])?(?P<v1>[^\s\"'\\,;&|<>()`]{6,})"
+_VALUE = rb"[ \t]{0,8}[=:][ \t]{0,8}(?:\\?[\"'])?(?P<v1>[^\s\"'\\,;&|<>()`]{6,})"
+_SET = rb"[ \t]{0,8}[=:]"  # NAME=, NAME = (a shell or ini file), NAME: (YAML)
 _ESCAPED = rb"(?<=\\[nrtbf])"
 
 
@@ -92,8 +99,16 @@ _KINDS: list[tuple[bytes, bytes, bytes]] = [
     ),
     # From here on only the group v<n> is the secret; the rest says why.  A name is found by its
     # word, wherever in the name (OPENAI_API_KEY=, "apiKey":), except AUTH, which starts a name.
-    (b"KTSPC", _NAME_WORD + rb"[A-Z0-9_]{0,64}=", _NAME_WORD + rb"[A-Z0-9_]{0,64}" + _VALUE),
-    (b"A", rb"AUTH[A-Z0-9_]{0,64}=", _token(rb"AUTH", rb"[A-Z0-9_]{0,64}" + _VALUE, rb"A-Za-z0-9_")),
+    (b"KTSPC", _NAME_WORD + rb"[A-Z0-9_]{0,64}" + _SET, _NAME_WORD + rb"[A-Z0-9_]{0,64}" + _VALUE),
+    (b"A", rb"AUTH[A-Z0-9_]{0,64}" + _SET, _token(rb"AUTH", rb"[A-Z0-9_]{0,64}" + _VALUE, rb"A-Za-z0-9_")),
+    # Credential files a model may print: ~/.aws/credentials, ~/.npmrc (//host/:_authToken=...).
+    (
+        b"aA:",
+        rb"(?i:aws_secret_access_key|aws_session_token)" + _SET + rb"|:_(?:authToken|auth|password)=",
+        rb"(?:(?i:aws_secret_access_key|aws_session_token)|:_(?:authToken|auth|password))" + _VALUE,
+    ),
+    # A Google OAuth access token (the Gemini and Qwen CLIs sign in with one).
+    (b"y", rb"ya29\.[A-Za-z0-9_-]{20}", _token(rb"ya29\.", rb"[A-Za-z0-9_-]{20,}")),
     (
         b"aAsSpPtTcC",
         _JSON_WORD + rb"\\?\"\s*:",

@@ -22,7 +22,7 @@ from typing import Any
 
 from acp import schema
 
-from ..approvals.base import ApprovalDecision, ApprovalRequest, decide, write_refusal
+from ..approvals.base import ApprovalDecision, ApprovalRequest, decide, read_refusal, write_refusal
 from ..errors import OrchestrateError
 from ..executors.acp import AcpExecutor
 from ..peers.jsonrpc import INVALID_PARAMS, IncomingRequest
@@ -81,19 +81,27 @@ class AcpTools:
         for an edit), so the ``fs/write_text_file`` that carries it out is not asked again."""
         if decision.status != "approved":
             return
+        shown: set[str] = set()
         for content in call.content or []:
             if getattr(content, "type", None) == "diff":
                 self._grant(content.path, _digest(content.new_text))
+                shown.add(self._real(content.path) or "")
         if (call.kind or "") in _WRITE_KINDS:
             for location in call.locations or []:
-                self._grant(location.path, None)
+                # Any content only for a file whose new content was not shown: where a diff was,
+                # the person approved that content, not whatever the write then carries.
+                if self._real(location.path) not in shown:
+                    self._grant(location.path, None)
+
+    def _real(self, path: str) -> str | None:
+        try:
+            return str(self.workspace.resolve(path))
+        except OutsideWorkspaceError:
+            return None
 
     def _grant(self, path: str, digest: str | None) -> None:
-        try:
-            real = str(self.workspace.resolve(path))
-        except OutsideWorkspaceError:
-            return
-        if len(self._grants) < _GRANTS:
+        real = self._real(path)
+        if real is not None and len(self._grants) < _GRANTS:
             self._grants.append((real, digest))
 
     def _use_grant(self, real: Path, content: str) -> bool:
@@ -107,8 +115,17 @@ class AcpTools:
 
     async def read_file(self, incoming: IncomingRequest) -> dict[str, Any]:
         params = _params(schema.ReadTextFileRequest, incoming)
+        root = str(self.workspace.root)
+        # Deny path rules, on the path as named and on the file really opened.
+        refusal = read_refusal(self.ctx.approvals, params.path, root)
+        if refusal is not None:
+            raise RpcError(INVALID_PARAMS, f"reading {params.path} was refused: {refusal}")
+
+        def judge(real: str) -> str | None:
+            return read_refusal(self.ctx.approvals, real, root)
+
         try:
-            content = await self.workspace.read_text(params.path, params.line, params.limit)
+            content = await self.workspace.read_text(params.path, params.line, params.limit, judge=judge)
         except FileNotFoundError as exc:
             if self.executor.missing_file_reads_empty:
                 return {"content": ""}
@@ -187,11 +204,23 @@ class AcpTools:
         params = _params(schema.CreateTerminalRequest, incoming)
         try:
             env = checked_env([(v.name, v.value) for v in params.env or []])
-            cwd = await self.workspace.directory(params.cwd) if params.cwd else self.workspace.root
+            # Held from the check to the spawn: the command starts in the directory the person
+            # was shown, even if its name is swapped for a link while they answer.
+            async with self.workspace.held_directory(params.cwd or str(self.workspace.root)) as (
+                cwd,
+                start_in,
+            ):
+                return await self._create_terminal(incoming, params, env, cwd, start_in)
+        except RpcError:
+            raise  # the answer already (a refusal, a spawn that failed)
         except (OrchestrateError, ValueError) as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from exc
         except OSError as exc:
             raise RpcError(INVALID_PARAMS, f"cannot run in {params.cwd}: {exc.strerror or exc}") from exc
+
+    async def _create_terminal(
+        self, incoming: IncomingRequest, params: Any, env: dict[str, str], cwd: Path, start_in: Path
+    ) -> dict[str, Any]:
         command_text = judged_command(params.command, params.args, env)
         request = ApprovalRequest(
             request_id=f"terminal:{incoming.id}",
@@ -213,7 +242,11 @@ class AcpTools:
         argv = [params.command, *params.args] if params.args else [_SHELL, "-c", params.command]
         try:
             terminal_id = await self.terminals.create(
-                self.ctx.task_group, argv, cwd, {**self.ctx.process.spec.env, **env}, params.output_byte_limit
+                self.ctx.task_group,
+                argv,
+                start_in,
+                {**self.ctx.process.spec.env, **env},
+                params.output_byte_limit,
             )
         except OrchestrateError as exc:
             raise RpcError(INVALID_PARAMS, str(exc)) from exc

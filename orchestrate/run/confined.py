@@ -29,7 +29,7 @@ import secrets
 import stat
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -229,12 +229,24 @@ class Beneath:
         max_bytes: int,
         stop: threading.Event,
         max_scan: int,
+        judge: Callable[[str], str | None] | None = None,
     ) -> bytes:
         """The file's bytes, or from 1-based ``line`` at most ``limit`` lines (split at ``\\n``).
         Lines skipped are read and dropped, never held; more than ``max_bytes`` kept, or more than
-        ``max_scan`` scanned, is an error.  Stops soon after ``stop`` is set."""
+        ``max_scan`` scanned, is an error.  Stops soon after ``stop`` is set.  ``judge`` is given
+        the real path of the file opened (not of a path checked before): a reason refuses it."""
         with self._root_fd() as root_fd:
             fd = self._open_regular(root_fd, rel)
+        if judge is not None:
+            try:
+                opened = self._real_path(fd, rel)
+                reason = judge(opened)
+            except BaseException:
+                os.close(fd)
+                raise
+            if reason is not None:
+                os.close(fd)
+                raise UnsafeFileError(f"reading {rel} was refused: {reason}")
         with os.fdopen(fd, "rb", buffering=_CHUNK) as f:
             if line is None and limit is None:
                 data = f.read(max_bytes + 1)
@@ -242,6 +254,11 @@ class Beneath:
                     raise UnsafeFileError(f"{rel} is larger than {max_bytes} bytes")
                 return data
             return _lines(f, line or 1, limit, max_bytes, max_scan, stop, rel)
+
+    def _real_path(self, fd: int, rel: str) -> str:
+        if sys.platform == "linux":
+            return str(Path(f"/proc/self/fd/{fd}").readlink())
+        return os.path.realpath(posixpath.join(self.root, rel))
 
     def _open_regular(self, root_fd: int, rel: str) -> int:
         probe = self.open(root_fd, rel, _PROBE_FLAGS)
@@ -338,14 +355,22 @@ class Beneath:
 
     def directory(self, rel: str) -> str:
         """The real path of the directory ``rel`` (a working directory for a command)."""
+        real, fd = self.open_directory(rel)
+        os.close(fd)
+        return real
+
+    def open_directory(self, rel: str) -> tuple[str, int]:
+        """The directory ``rel`` held open: its real path and a descriptor of it (the caller closes
+        it).  While it is held, the directory is that one, whatever its name is made to lead to."""
         with self._root_fd() as root_fd:
             fd = self.open(root_fd, rel, _DIR_FLAGS)
         try:
             if sys.platform == "linux":
-                return str(Path(f"/proc/self/fd/{fd}").readlink())
-            return os.path.realpath(posixpath.join(self.root, rel))
-        finally:
+                return str(Path(f"/proc/self/fd/{fd}").readlink()), fd
+            return os.path.realpath(posixpath.join(self.root, rel)), fd
+        except BaseException:
             os.close(fd)
+            raise
 
 
 def _changed(rel: str) -> UnsafeFileError:

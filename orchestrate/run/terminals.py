@@ -201,6 +201,9 @@ SAFE_ENV = frozenset(
     | {"LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_MESSAGES", "LC_NUMERIC", "LC_TIME", "LC_COLLATE", "TZ"}
 )
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A safe variable is safe only with a plain value: LC_ALL=/tmp/x loads locale data from a path,
+# LANGUAGE=../../x gettext catalogs (translated format strings), TERM=../x a terminfo file.
+_PLAIN_VALUE = re.compile(r"[A-Za-z0-9_.,:@+=-]*")
 
 
 def judged_command(command: str, args: list[str] | None, env: Mapping[str, str]) -> str:
@@ -208,7 +211,11 @@ def judged_command(command: str, args: list[str] | None, env: Mapping[str, str])
     of it, as the shell would write it (``PATH=/tmp/x git status``), so no rule that allows
     ``git status`` allows this."""
     line = shlex.join([command, *args]) if args else command
-    shown = [f"{name}={shlex.quote(value)}" for name, value in env.items() if name not in SAFE_ENV]
+    shown = [
+        f"{name}={shlex.quote(value)}"
+        for name, value in env.items()
+        if name not in SAFE_ENV or not _PLAIN_VALUE.fullmatch(value)
+    ]
     return " ".join([*shown, line])
 
 

@@ -8,10 +8,12 @@ cancelled session stops waiting at once (the thread, told to stop, ends at its n
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -75,10 +77,16 @@ class Workspace:
         return real
 
     async def read_text(
-        self, path: str, line: int | None = None, limit: int | None = None, max_bytes: int | None = None
+        self,
+        path: str,
+        line: int | None = None,
+        limit: int | None = None,
+        max_bytes: int | None = None,
+        judge: Callable[[str], str | None] | None = None,
     ) -> str:
         """The file's text (invalid UTF-8 replaced), from 1-based ``line``, at most ``limit`` lines,
-        at most ``max_bytes`` (MAX_READ_BYTES by default) or UnsafeFileError."""
+        at most ``max_bytes`` (MAX_READ_BYTES by default) or UnsafeFileError; ``judge``: a reason to
+        refuse the real path of the file opened, or None (see Beneath.read)."""
         if line is not None and not 1 <= line <= MAX_LINE:
             raise InvalidRangeError(f"line must be from 1 to {MAX_LINE}, not {line}")
         if limit is not None and not 0 <= limit <= MAX_LINE:
@@ -86,7 +94,7 @@ class Workspace:
         rel = self.relative(path)
         most = MAX_READ_BYTES if max_bytes is None else min(max_bytes, MAX_READ_BYTES)
         data = await self._in_thread(
-            lambda stop: self._beneath.read(rel, line, limit, most, stop, MAX_SCAN_BYTES)
+            lambda stop: self._beneath.read(rel, line, limit, most, stop, MAX_SCAN_BYTES, judge)
         )
         return data.decode("utf-8", "replace")
 
@@ -110,6 +118,22 @@ class Workspace:
         if real != self.root and self.root not in real.parents:  # moved out since it was opened
             raise OutsideWorkspaceError(path, str(self.root))
         return real
+
+    @contextlib.asynccontextmanager
+    async def held_directory(self, path: str) -> AsyncIterator[tuple[Path, Path]]:
+        """A directory inside the workspace, held open while the context lasts: its real path (to
+        show), and the path to start a process in.  On Linux that is the held directory itself
+        (``/proc/self/fd/N``, which a child resolves to the same open directory before it execs),
+        so a name swapped for a link while a person was asked cannot move the command out."""
+        rel = self.relative(path)
+        real_text, fd = await self._in_thread(lambda stop: self._beneath.open_directory(rel))
+        try:
+            real = Path(real_text)
+            if real != self.root and self.root not in real.parents:  # moved out since it was opened
+                raise OutsideWorkspaceError(path, str(self.root))
+            yield real, Path(f"/proc/self/fd/{fd}") if sys.platform == "linux" else real
+        finally:
+            os.close(fd)
 
     async def _in_thread(self, work: Callable[[threading.Event], T]) -> T:
         if self._limiter is None:
