@@ -114,3 +114,38 @@ def test_a_dependent_waits_its_turn_and_every_workflow_completes(cluster: Cluste
     assert cluster.store.get(second).status == "done"
     assert a.ended_at is not None and b.started_at is not None and a.ended_at <= b.started_at
     assert workflow_states(cluster, [first, second]) == {"COMPLETED"}
+
+
+def test_an_interrupt_from_another_process_ends_the_turn_not_the_task(cluster: Cluster) -> None:
+    """`orchestrate interrupt` in another process reaches the agent on the Temporal worker that runs
+    the turn: the agent stops the turn its own way, and the message sent meanwhile is the task's next
+    turn, in the same session, through the same workflow."""
+    from .test_temporal_engine import workflow_states
+
+    cluster.start("one")
+    task_id = cluster.submit("slow")  # streams a word every 0.1 s for 5 s unless interrupted
+    deadline = time.monotonic() + 30
+    while not (runs := cluster.store.runs(task_id)) or not runs[0].session_id:
+        assert time.monotonic() < deadline, cluster.log("one")
+        time.sleep(0.05)
+    sent = cli(cluster, "send", str(task_id), "plain after the interrupt")
+    assert sent.returncode == 0 and "waits for the current turn" in sent.stdout, sent.stderr
+    asked = cli(cluster, "interrupt", str(task_id))
+    assert asked.returncode == 0, asked.stderr
+    deadline = time.monotonic() + 30
+    while not (task := cluster.store.get(task_id)).finished or task.attempts < 2:
+        assert time.monotonic() < deadline, cluster.log("one")
+        time.sleep(0.05)
+    first, turn = cluster.store.runs(task_id)  # read after the task ended: both runs are over
+    assert (first.status, first.outcome) == ("interrupted", "interrupted"), first
+    assert (turn.kind, turn.status, turn.resume_token) == ("follow_up", "done", first.session_id)
+    assert task.status == "done" and not task.interrupt_requested and not task.cancel_requested
+    events = cluster.store.events(task_id=task_id, limit=10_000)
+    said = "".join(str(e.data) for e in events if e.run_id == first.id)
+    assert "w3 " in said and "w49" not in said  # it streamed, and was stopped well before its end
+    assert any(e.run_id == turn.id and "resumed: plain after the interrupt" in str(e.data) for e in events)
+    assert workflow_states(cluster, [task_id]) == {"COMPLETED"}
+    # Only a running turn can be interrupted: the ended task says so, and nothing changes.
+    late = cli(cluster, "interrupt", str(task_id))
+    assert late.returncode != 0 and "only a running turn" in late.stderr, late
+    assert not cluster.store.get(task_id).interrupt_requested

@@ -1,5 +1,5 @@
 """The commands over the store and the engine: ``submit``, ``tasks``, ``show``, ``follow``, ``cancel``,
-``retry``, ``send``, ``approvals``, ``approve``, ``deny`` and ``worker``; and the hook that records an
+``interrupt``, ``retry``, ``send``, ``approvals``, ``approve``, ``deny`` and ``worker``; and the hook that records an
 ``orchestrate run`` in the store.  Each command opens the store (``--store URL``, or
 ``$ORCHESTRATE_STORE``, default SQLite under ``$ORCHESTRATE_HOME``), does one thing and exits; only
 ``worker`` and ``follow`` stay.  Every listing and showing command takes ``--json``.
@@ -423,6 +423,18 @@ def cancel(task_ids: tuple[int, ...], url: str | None) -> None:
 
 
 @click.command()
+@click.argument("task_id", type=int, metavar="TASK")
+@store_option
+def interrupt(task_id: int, url: str | None) -> None:
+    """Interrupt TASK's running turn the agent's own way, by the worker that runs it (any process, a
+    Temporal worker too): the turn ends, the task does not.  Messages sent to it meanwhile (`orchestrate
+    send`) are its next turn, in the same session; without one it rests, done, until one is sent."""
+    with _store(url) as store:
+        store.interrupt(task_id)
+    click.echo(f"task {task_id}: interrupt requested (its worker interrupts the turn)")
+
+
+@click.command()
 @click.argument("task_ids", type=int, nargs=-1, required=True, metavar="TASK...")
 @store_option
 def retry(task_ids: tuple[int, ...], url: str | None) -> None:
@@ -704,7 +716,20 @@ async def _work(url: str | None, options: dict[str, Any]) -> None:
 
 # --- registration ---------------------------------------------------------------------------------
 
-COMMANDS = (submit, tasks_command, show, follow, cancel, retry, send, approvals, approve, deny, worker)
+COMMANDS = (
+    submit,
+    tasks_command,
+    show,
+    follow,
+    cancel,
+    interrupt,
+    retry,
+    send,
+    approvals,
+    approve,
+    deny,
+    worker,
+)
 
 
 def register(group: click.Group) -> None:

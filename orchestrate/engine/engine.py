@@ -137,6 +137,14 @@ class Engine:
                 live.cancel.set()
         return task
 
+    async def interrupt(self, task_id: int) -> TaskRecord:
+        """Interrupt the task's running turn, wherever it runs (the task goes on: see Store.interrupt)."""
+        task = await self._call(self.store.interrupt, task_id)
+        for live in self.live.values():
+            if live.task.id == task_id:
+                live.interrupt.set()
+        return task
+
     async def retry(self, task_id: int) -> TaskRecord:
         task = await self._call(self.store.retry, task_id)
         self._wake.set()
@@ -301,6 +309,7 @@ class Engine:
                 continue  # the store is unavailable: try again; leases outlast a few misses
             tasks = [live.task.id for live in self.live.values()]
             flagged = await self._guard(functools.partial(self.store.cancel_requested, tasks)) or set()
+            stop_turn = await self._guard(functools.partial(self.store.interrupt_requested, tasks)) or set()
             for run_id in ids:
                 live = self.live.get(run_id)
                 if live is None:
@@ -310,6 +319,8 @@ class Engine:
                     live.cancel.set()
                 elif live.task.id in flagged:
                     live.cancel.set()
+                elif live.task.id in stop_turn:
+                    live.interrupt.set()
 
     async def _recover(self) -> None:
         """Runs whose lease expired: kill what is left of their agents, mark them lost, retry."""

@@ -22,7 +22,17 @@ from sqlalchemy import (
     false,
 )
 
-__all__ = ["approvals", "events", "messages", "metadata", "runs", "task_deps", "task_labels", "tasks"]
+__all__ = [
+    "approvals",
+    "events",
+    "messages",
+    "metadata",
+    "runs",
+    "store_clock",
+    "task_deps",
+    "task_labels",
+    "tasks",
+]
 
 metadata = MetaData()
 
@@ -58,7 +68,22 @@ tasks = Table(
     Column("attempts_per_turn", Integer, nullable=False, default=1, server_default="1"),
     # The workspace made for the task (orchestrate.workspace.WorkspaceInfo as JSON); None: it runs in cwd.
     Column("workspace", JSON),
+    # The store-wide number of the task's latest change (from ``store_clock``): what the board resumes after.
+    Column("change_seq", Integer, nullable=False, default=0, server_default="0"),
+    # A client asked to interrupt the current turn (not the task); cleared when that turn ends.
+    Column("interrupt_requested", Boolean, nullable=False, default=False, server_default=false()),
     Index("ix_tasks_queue", "status", "priority", "id"),
+    Index("ix_tasks_change_seq", "change_seq"),
+)
+
+# One row (id 1): the last change number given to a task.  A transaction that changes tasks takes the
+# next numbers from it just before it commits, holding the row's lock to the commit, so changes commit
+# in the order of their numbers: a reader that saw number N has seen every change numbered below N.
+store_clock = Table(
+    "store_clock",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("last", Integer, nullable=False),
 )
 
 task_labels = Table(

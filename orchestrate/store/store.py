@@ -20,12 +20,12 @@ from sqlalchemy import Connection, Engine, and_, exists, func, insert, or_, sele
 from sqlalchemy.orm import aliased
 from sqlalchemy.pool import NullPool
 
-from . import database
+from . import clock, database
 from .errors import NotFoundError, StoreError, map_db_errors
 from .postgres import EventNotifier, lock_runs, lock_tasks, task_of_run
 from .records import LIVE_RUN, TERMINAL, ApprovalRecord, Event, Limits, RunRecord, TaskRecord, TaskSpec
-from .rows import NewEvent, insert_events, read_events, read_runs, read_tasks, task_event
-from .schema import approvals, events, messages, runs, task_deps, task_labels, tasks
+from .rows import NewEvent, insert_events, read_changes, read_events, read_runs, read_tasks, task_event
+from .schema import approvals, events, messages, runs, store_clock, task_deps, task_labels, tasks
 
 __all__ = ["RunEnd", "Store"]
 
@@ -91,12 +91,20 @@ class Store:
     @contextmanager
     def _write(self, doing: str) -> Iterator[Connection]:
         with map_db_errors(doing), self.engine.begin() as conn:
-            yield conn
+            clock.forget(conn)
+            try:
+                yield conn
+                clock.stamp(conn)  # the tasks it changed are numbered last, just before the commit
+            finally:
+                clock.forget(conn)
 
     @contextmanager
-    def _read(self, doing: str) -> Iterator[Connection]:
+    def _read(self, doing: str, *, snapshot: bool = False) -> Iterator[Connection]:
         with map_db_errors(doing), self.engine.connect() as raw:
             conn = raw.execution_options(readonly=True)
+            if snapshot and self.engine.dialect.name == "postgresql":
+                # Every statement sees the same commits (SQLite's read transactions always do).
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
             with conn.begin():
                 yield conn
 
@@ -145,6 +153,19 @@ class Store:
         with self._read("listing tasks") as conn:
             return read_tasks(conn, and_(*where), limit=limit)
 
+    def changes(self, after: int = 0, limit: int = 200) -> list[tuple[int, TaskRecord]]:
+        """Tasks changed after the store-wide change number ``after``, each with its latest change's
+        number, in number order.  Numbers become visible in order (store/clock.py), so a reader that
+        goes on after the last number it got misses no change and gets none twice."""
+        with self._read("reading the tasks' changes", snapshot=True) as conn:
+            return read_changes(conn, after, limit)
+
+    def last_change(self) -> int:
+        """The newest change number committed (0: none yet)."""
+        with self._read("reading the change counter") as conn:
+            found = conn.execute(select(store_clock.c.last).where(store_clock.c.id == 1)).scalar()
+        return int(found or 0)
+
     def runs(self, task_id: int) -> list[RunRecord]:
         with self._read(f"reading the runs of task {task_id}") as conn:
             return read_runs(conn, runs.c.task_id == task_id)
@@ -169,6 +190,29 @@ class Store:
             else:
                 self._end_task(conn, task_id, "cancelled", reason=reason)
             return self._task(conn, task_id)
+
+    def interrupt(self, task_id: int) -> TaskRecord:
+        """Ask the worker running the task's turn (which may be another process, on another machine) to
+        interrupt it the agent's own way: the turn ends, the task does not (its waiting follow-up messages
+        are the next turn, in the same session; else it rests until one is sent).  Only a turn that is
+        running can be interrupted; the request lapses when that turn ends."""
+        with self._write(f"interrupting task {task_id}") as conn:
+            lock_tasks(conn, [task_id])
+            task = self._task(conn, task_id)
+            if task.status not in _LIVE_TASK:
+                raise StoreError(f"task {task_id} is {task.status}: only a running turn can be interrupted")
+            if task.cancel_requested:
+                raise StoreError(f"task {task_id} is being cancelled")
+            _set_task(conn, task_id, interrupt_requested=True)
+            return self._task(conn, task_id)
+
+    def interrupt_requested(self, task_ids: Sequence[int]) -> set[int]:
+        """Which of ``task_ids`` some client asked to interrupt the current turn of."""
+        if not task_ids:
+            return set()
+        with self._read("reading interrupt requests") as conn:
+            query = select(tasks.c.id).where(tasks.c.id.in_(list(task_ids)), tasks.c.interrupt_requested)
+            return set(conn.execute(query).scalars())
 
     def retry(self, task_id: int) -> TaskRecord:
         """Queue a finished task again for one more attempt; dependents it had blocked wait for it again."""
@@ -436,6 +480,7 @@ class Store:
             lock_tasks(conn, [task_id])
             conn.execute(update(runs).where(runs.c.id == run_id).values(session_id=session_id))
             conn.execute(update(tasks).where(tasks.c.id == task_id).values(session_id=session_id))
+            clock.changed(conn, [task_id])
 
     def queued(self, limit: int = 100) -> list[int]:
         """Ids of queued tasks in the order the queue would take them (priority, then age)."""
@@ -474,6 +519,7 @@ class Store:
             if not conn.execute(update(runs).where(live).values(ended_at=time.time(), **end)).rowcount:
                 # Declared lost meanwhile (its worker missed its lease): the recovering worker owns the task.
                 return self._task(conn, run.task_id)
+            _set_task(conn, run.task_id, interrupt_requested=False)  # asked of this turn, which is over
             if end.get("session_id"):
                 _set_task(conn, run.task_id, session_id=end["session_id"])
             if notice:
@@ -659,6 +705,7 @@ def _insert_task(conn: Connection, spec: TaskSpec) -> int:
         )
     ).inserted_primary_key
     task_id = int(key[0]) if key else 0
+    clock.changed(conn, [task_id])
     if spec.labels:
         conn.execute(insert(task_labels), [{"task_id": task_id, "label": lb} for lb in spec.labels])
     if spec.depends_on:
@@ -702,7 +749,10 @@ def _start_run(
     ).inserted_primary_key
     assert key is not None
     run_id = int(key[0])
-    _set_task(conn, task.id, status="running", reason=None, attempts=task.attempts + 1)
+    # An interrupt asked of an earlier turn is not this one's.
+    _set_task(
+        conn, task.id, status="running", reason=None, attempts=task.attempts + 1, interrupt_requested=False
+    )
     task_event(conn, task.id, "running", run_id=run_id, attempt=task.attempts + 1, worker=worker, kind=kind)
     return read_runs(conn, runs.c.id == run_id)[0]
 
@@ -734,6 +784,7 @@ def _approval(conn: Connection, approval_id: int) -> ApprovalRecord:
 
 def _set_task(conn: Connection, task_id: int, **values: Any) -> None:
     conn.execute(update(tasks).where(tasks.c.id == task_id).values(updated_at=time.time(), **values))
+    clock.changed(conn, [task_id])
 
 
 def _dependents(conn: Connection, task_id: int) -> list[int]:
