@@ -1,6 +1,6 @@
 """The commands over the store and the engine: ``submit``, ``tasks``, ``show``, ``follow``, ``cancel``,
-``interrupt``, ``retry``, ``send``, ``approvals``, ``approve``, ``deny`` and ``worker``; and the hook that records an
-``orchestrate run`` in the store.  Each command opens the store (``--store URL``, or
+``interrupt``, ``retry``, ``send``, ``approvals``, ``approve``, ``deny`` and ``worker``; and the hook that
+records an ``orchestrate run`` in the store.  Each command opens the store (``--store URL``, or
 ``$ORCHESTRATE_STORE``, default SQLite under ``$ORCHESTRATE_HOME``), does one thing and exits; only
 ``worker`` and ``follow`` stay.  Every listing and showing command takes ``--json``.
 

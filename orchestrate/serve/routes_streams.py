@@ -88,11 +88,11 @@ async def board_stream(
     """Every task as it changes: first each task's present state (or, resuming, each that changed
     since), then changes as they happen."""
     given = last_event_id or after
-    start = (0.0, 0)
+    start = 0
     if given is not None:
         parsed = parse_board_id(given)
         if parsed is None:
-            raise ApiError("invalid_request", "a board event id is UPDATED_AT:TASK_ID")
+            raise ApiError("invalid_request", "a board event id is a change number")
         start = parsed
     _opened(svc)
     fetch = board_fetcher(svc.store)

@@ -134,7 +134,8 @@ def _sums(conn: Connection, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
 def _task(row: Row[Any], labels: list[str], deps: list[int], sums: dict[str, Any] | None) -> TaskRecord:
     # The change number is the board's (read_changes): a record a write returns is read before its
     # transaction numbers it, so the number is kept out of the record rather than shown stale.
-    values = {k: v for k, v in row._mapping.items() if k != "change_seq"} | {"labels": labels, "depends_on": deps}
+    values = {k: v for k, v in row._mapping.items() if k != "change_seq"}
+    values |= {"labels": labels, "depends_on": deps}
     if sums:
         values |= {k: (v or 0) for k, v in sums.items() if k in _SUMS} | {"cost_usd": sums["cost_usd"]}
     return TaskRecord(**values)
