@@ -40,6 +40,34 @@ WRITER = textwrap.dedent(
 )
 
 
+PROBE = textwrap.dedent(
+    """
+    import json, sys
+    from sqlalchemy import text
+    from orchestrate.store import Store
+    url, after = sys.argv[1], int(sys.argv[2])
+    store = Store.open(url)
+    query = text("SELECT change_seq FROM tasks WHERE change_seq > :a ORDER BY change_seq")
+    seen, late, polls = set(), [], 0
+    print("ready", flush=True)
+    with store.engine.connect() as conn:
+        conn = conn.execution_options(isolation_level="AUTOCOMMIT") if conn.dialect.name != "sqlite" else conn
+        while True:
+            # As fast as it can: a number that becomes visible after a larger one is caught here.
+            numbers = [int(n) for n in conn.execute(query, {"a": after}).scalars()]
+            if conn.dialect.name == "sqlite":
+                conn.rollback()
+            polls += 1
+            top = max(seen, default=after)
+            late += [n for n in numbers if n not in seen and n < top]
+            seen.update(numbers)
+            if numbers and numbers[-1] == int(sys.argv[3]):
+                break
+    print(json.dumps({"late": late, "polls": polls}), flush=True)
+    """
+)
+
+
 def spec(tmp: Path, **kw: object) -> TaskSpec:
     return TaskSpec(prompt="p", executor="x", cwd=tmp, **kw)  # type: ignore[arg-type]
 
@@ -72,7 +100,14 @@ def test_concurrent_writers_are_read_in_order_every_change_once(url: str, tmp_pa
             )
             for n in range(writers)
         ]
-        for proc in procs:
+        probe = subprocess.Popen(
+            [sys.executable, "-c", PROBE, url, str(start), str(start + 2 * len(pairs))],
+            cwd=ROOT,
+            env=os.environ | {"PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for proc in [*procs, probe]:
             assert proc.stdout is not None and proc.stdout.readline() == b"ready\n", proc.communicate()
         seen: list[tuple[int, int, str]] = []
         stop = threading.Event()
@@ -103,6 +138,12 @@ def test_concurrent_writers_are_read_in_order_every_change_once(url: str, tmp_pa
         stop.set()
         reader.join(30)
         assert not reader.is_alive()
+        assert probe.stdout is not None
+        probed = json.loads(probe.stdout.readline() or "null")
+        _, err = probe.communicate(timeout=30)
+        assert probe.returncode == 0 and probed is not None, err.decode()[-2000:]
+        # Numbers became visible in order: none appeared after a larger one had.
+        assert probed["late"] == [] and probed["polls"] > 10, probed
         numbers = [n for n, _, _ in seen]
         assert numbers == sorted(set(numbers))  # rising: nothing twice
         # Every task changed exactly once after ``start`` (parent cancelled, child blocked), so a

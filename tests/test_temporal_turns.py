@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -149,3 +150,56 @@ def test_an_interrupt_from_another_process_ends_the_turn_not_the_task(cluster: C
     late = cli(cluster, "interrupt", str(task_id))
     assert late.returncode != 0 and "only a running turn" in late.stderr, late
     assert not cluster.store.get(task_id).interrupt_requested
+
+
+def test_plain_and_temporal_workers_refuse_to_share_a_store(cluster: Cluster) -> None:
+    """Each kind of worker refuses a store a live worker of the other kind works, says why and how to
+    go on, and exits 1; a worker that stopped, or died on this machine, no longer counts."""
+    temporal = cluster.start("one")
+    plain = cli(cluster, "worker", "--poll", "0.05", timeout=30)
+    assert plain.returncode == 1, plain
+    assert "worked by a Temporal worker" in plain.stderr and "cannot share a store" in plain.stderr
+    assert "Traceback" not in plain.stderr
+    temporal.send_signal(signal.SIGTERM)
+    assert temporal.wait(20) == 0, cluster.log("one")
+    # The Temporal worker left: a plain worker may start, and now a Temporal one is refused.
+    log = cluster.tmp / "plain.log"
+    with log.open("wb") as out:
+        worker = subprocess.Popen(
+            [sys.executable, "-m", "orchestrate", "worker", "--store", cluster.url, "--poll", "0.05"],
+            env=os.environ | {"PYTHONPATH": str(ROOT)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 30
+        while b" on " not in log.read_bytes():
+            assert worker.poll() is None and time.monotonic() < deadline, log.read_text()
+            time.sleep(0.05)
+        refused = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "orchestrate",
+                "worker",
+                "--temporal",
+                cluster.address,
+                "--store",
+                cluster.url,
+            ],
+            env=os.environ | {"PYTHONPATH": str(ROOT)},
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        assert refused.returncode == 1 and "worked by a plain worker" in refused.stderr, refused
+        worker.kill()  # dies without leaving: its pid is gone, so its entry no longer counts
+        worker.wait(10)
+        task_id = cluster.submit("plain")
+        cluster.start("two")
+        cluster.wait([task_id], 30)
+        assert cluster.store.get(task_id).status == "done"
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(10)

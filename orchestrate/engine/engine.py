@@ -91,6 +91,7 @@ class Engine:
         self._stop = anyio.Event()
         self._idle = anyio.Event()
         self._owns_store = False
+        self._entered = False
 
     @classmethod
     def open(cls, url: str | None = None, *, busy_timeout: float = 5.0, **options: Any) -> Engine:
@@ -107,6 +108,7 @@ class Engine:
         self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+        await self._leave()
         await anyio.to_thread.run_sync(self.writer.close)
         if self._owns_store:
             self.store.close()
@@ -268,6 +270,27 @@ class Engine:
     async def work(self) -> None:
         """Run the queue until :meth:`stop` (or cancellation, which stops the live agents)."""
         self._stop = anyio.Event()
+        await self.enter()
+        try:
+            await self._work()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._leave()
+
+    async def enter(self) -> None:
+        """Enter this worker on the store (done by :meth:`work`; early, to be refused before anything
+        else): :class:`~orchestrate.store.WorkerKindError` while Temporal workers work the store (see
+        store/workers.py)."""
+        if not self._entered:
+            await self._call(self.store.enter_worker, self.worker, "plain", self.lease)
+            self._entered = True
+
+    async def _leave(self) -> None:
+        if self._entered:
+            self._entered = False
+            await self._guard(functools.partial(self.store.leave_worker, self.worker))
+
+    async def _work(self) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._heartbeats)
             while not self._stop.is_set():
@@ -303,6 +326,7 @@ class Engine:
     async def _heartbeats(self) -> None:
         while True:
             await anyio.sleep(self.lease / 3)
+            await self._guard(functools.partial(self.store.worker_seen, self.worker, self.lease))
             ids = list(self.live)
             held = await self._guard(functools.partial(self.store.heartbeat, self.worker, ids, self.lease))
             if held is None:

@@ -32,6 +32,7 @@ __all__ = [
     "task_deps",
     "task_labels",
     "tasks",
+    "workers",
 ]
 
 metadata = MetaData()
@@ -74,6 +75,19 @@ tasks = Table(
     Column("interrupt_requested", Boolean, nullable=False, default=False, server_default=false()),
     Index("ix_tasks_queue", "status", "priority", "id"),
     Index("ix_tasks_change_seq", "change_seq"),
+)
+
+# The workers on the store now, each of a kind (``plain``: orchestrate worker, serve's worker, an Engine;
+# ``temporal``: orchestrate worker --temporal): the two kinds run and recover tasks by different rules,
+# so a worker of one kind refuses a store a live worker of the other kind works.  A row lives until
+# ``expires_at`` (moved on by the worker's heartbeats), or until its worker says it is leaving.
+workers = Table(
+    "workers",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
 )
 
 # One row (id 1): the last change number given to a task.  A transaction that changes tasks takes the

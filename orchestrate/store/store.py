@@ -21,6 +21,7 @@ from sqlalchemy.orm import aliased
 from sqlalchemy.pool import NullPool
 
 from . import clock, database
+from . import workers as worker_rows
 from .errors import NotFoundError, StoreError, map_db_errors
 from .postgres import EventNotifier, lock_runs, lock_tasks, task_of_run
 from .records import LIVE_RUN, TERMINAL, ApprovalRecord, Event, Limits, RunRecord, TaskRecord, TaskSpec
@@ -438,6 +439,22 @@ class Store:
                 prompt = last.prompt if last is not None else None
                 run = _start_run(conn, task, worker, lease, kind=kind, prompt=prompt, parent=parent)
             return self._task(conn, task_id), run
+
+    def enter_worker(self, worker: str, kind: str, ttl: float) -> None:
+        """Enter ``worker`` (``plain`` or ``temporal``) on the store for ``ttl`` seconds (its heartbeats
+        extend it); :class:`WorkerKindError` if a live worker of the other kind is on it (workers.py)."""
+        with self._write(f"entering worker {worker}") as conn:
+            worker_rows.enter(conn, worker, kind, ttl)
+
+    def worker_seen(self, worker: str, ttl: float) -> None:
+        """``worker`` is alive: keep it entered ``ttl`` seconds more."""
+        with self._write(f"renewing worker {worker}") as conn:
+            worker_rows.seen(conn, worker, ttl)
+
+    def leave_worker(self, worker: str) -> None:
+        """``worker`` stopped: a worker of the other kind may use the store now."""
+        with self._write(f"removing worker {worker}") as conn:
+            worker_rows.leave(conn, worker)
 
     def heartbeat(self, worker: str, run_ids: Sequence[int], lease: float) -> set[int]:
         """Extend ``worker``'s leases on ``run_ids``; returns the ids it still holds (a run another

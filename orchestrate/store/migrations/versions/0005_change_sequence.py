@@ -1,4 +1,4 @@
-"""A store-wide change sequence, and interrupt requests.
+"""A store-wide change sequence, interrupt requests, and the workers on the store.
 
 ``tasks.change_seq``: the number of the task's latest change, from one counter for the whole store
 (the single row of ``store_clock``), so a board that read every change up to N resumes after N and
@@ -8,6 +8,9 @@ the order the board used until now (``updated_at``, then id).
 ``tasks.interrupt_requested``: a client asked to interrupt the task's current turn (the agent's own
 way, its session kept); the worker running it, in any process, acts on it and the flag is cleared when
 the turn ends.
+
+``workers``: the workers on the store now and their kind (plain or Temporal), so a worker of one kind
+refuses a store that a live worker of the other kind works.
 
 Revision ID: 0005
 Revises: 0004
@@ -44,9 +47,17 @@ def upgrade() -> None:
             [{"n": n, "id": task_id} for n, task_id in enumerate(ordered, 1)],
         )
     op.bulk_insert(clock, [{"id": 1, "last": len(ordered)}])
+    op.create_table(
+        "workers",
+        sa.Column("name", sa.String(200), primary_key=True),
+        sa.Column("kind", sa.String(16), nullable=False),
+        sa.Column("started_at", sa.Float, nullable=False),
+        sa.Column("expires_at", sa.Float, nullable=False),
+    )
 
 
 def downgrade() -> None:
+    op.drop_table("workers")
     op.drop_table("store_clock")
     with op.batch_alter_table("tasks") as batch:
         batch.drop_index("ix_tasks_change_seq")
