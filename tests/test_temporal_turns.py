@@ -15,6 +15,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from orchestrate.store import TaskSpec
+
 from .helpers import ROOT
 from .services import Postgres, Temporal
 from .test_temporal_engine import Cluster
@@ -124,15 +126,20 @@ def test_an_interrupt_from_another_process_ends_the_turn_not_the_task(cluster: C
     from .test_temporal_engine import workflow_states
 
     cluster.start("one")
-    task_id = cluster.submit("slow")  # streams a word every 0.1 s for 5 s unless interrupted
+    from .test_temporal_engine import FAKE
+
+    # The slow turn streams a word every 0.1 s for a minute unless interrupted.
+    options = FAKE | {"env": {"ORCH_TEST_MARK": cluster.mark, "FAKE_SLOW_WORDS": "600"}}
+    spec = TaskSpec(prompt="slow", executor="claude-code", executor_options=options, cwd=cluster.tmp)
+    task_id = cluster.store.submit(spec).id
     deadline = time.monotonic() + 30
     while not (runs := cluster.store.runs(task_id)) or not runs[0].session_id:
         assert time.monotonic() < deadline, cluster.log("one")
         time.sleep(0.05)
-    sent = cli(cluster, "send", str(task_id), "plain after the interrupt")
-    assert sent.returncode == 0 and "waits for the current turn" in sent.stdout, sent.stderr
-    asked = cli(cluster, "interrupt", str(task_id))
-    assert asked.returncode == 0, asked.stderr
+    # Interrupt and steer: the message is sent first (the turn is running: it waits), then the
+    # interrupt asked, from one process.
+    asked = cli(cluster, "interrupt", str(task_id), "plain after the interrupt")
+    assert asked.returncode == 0 and "interrupt requested" in asked.stdout, asked.stderr
     deadline = time.monotonic() + 30
     while not (task := cluster.store.get(task_id)).finished or task.attempts < 2:
         assert time.monotonic() < deadline, cluster.log("one")
@@ -143,7 +150,7 @@ def test_an_interrupt_from_another_process_ends_the_turn_not_the_task(cluster: C
     assert task.status == "done" and not task.interrupt_requested and not task.cancel_requested
     events = cluster.store.events(task_id=task_id, limit=10_000)
     said = "".join(str(e.data) for e in events if e.run_id == first.id)
-    assert "w3 " in said and "w49" not in said  # it streamed, and was stopped well before its end
+    assert "w3 " in said and "w599" not in said  # it streamed, and was stopped well before its end
     assert any(e.run_id == turn.id and "resumed: plain after the interrupt" in str(e.data) for e in events)
     assert workflow_states(cluster, [task_id]) == {"COMPLETED"}
     # Only a running turn can be interrupted: the ended task says so, and nothing changes.

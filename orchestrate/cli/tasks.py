@@ -424,14 +424,23 @@ def cancel(task_ids: tuple[int, ...], url: str | None) -> None:
 
 @click.command()
 @click.argument("task_id", type=int, metavar="TASK")
+@click.argument("message", required=False)
 @store_option
-def interrupt(task_id: int, url: str | None) -> None:
+def interrupt(task_id: int, message: str | None, url: str | None) -> None:
     """Interrupt TASK's running turn the agent's own way, by the worker that runs it (any process, a
-    Temporal worker too): the turn ends, the task does not.  Messages sent to it meanwhile (`orchestrate
-    send`) are its next turn, in the same session; without one it rests, done, until one is sent."""
+    Temporal worker too): the turn ends, the task does not.  MESSAGE (`-`: stdin), sent first, is its
+    next turn, in the same session, as are messages sent meanwhile (`orchestrate send`); without one
+    it rests, done, until one is sent."""
     with _store(url) as store:
+        if message is not None:
+            text = sys.stdin.read() if message == "-" else message
+            _, message_id, starts = store.send(task_id, text)
+            if starts:  # the turn ended meanwhile: nothing to interrupt, the message is the next turn
+                click.echo(f"task {task_id}: no turn running; message {message_id} queued as a follow-up run")
+                return
         store.interrupt(task_id)
-    click.echo(f"task {task_id}: interrupt requested (its worker interrupts the turn)")
+    then = "then the message" if message is not None else "the task rests"
+    click.echo(f"task {task_id}: interrupt requested (its worker interrupts the turn; {then})")
 
 
 @click.command()
