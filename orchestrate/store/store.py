@@ -531,6 +531,8 @@ class Store:
         in one transaction; a task that fails for good blocks the tasks waiting for it."""
         with self._write(f"finishing run {run_id}") as conn:
             lock_tasks(conn, [task_of_run(conn, run_id) or 0])
+            if task_status not in ("done", "queued"):
+                _lock_downstream(conn, task_of_run(conn, run_id) or 0)  # tasks before the run
             run = read_runs(conn, runs.c.id == run_id)[0]
             live = and_(runs.c.id == run_id, runs.c.status.in_(LIVE_RUN))
             if not conn.execute(update(runs).where(live).values(ended_at=time.time(), **end)).rowcount:
@@ -582,7 +584,10 @@ class Store:
         None if the run is not expired any more (its worker came back, or another worker took it)."""
         now = time.time()
         with self._write(f"recovering run {run_id}") as conn:
-            lock_tasks(conn, [task_of_run(conn, run_id) or 0])
+            task_id = task_of_run(conn, run_id) or 0
+            lock_tasks(conn, [task_id])
+            if task_id and _may_end(self._task(conn, task_id)):
+                _lock_downstream(conn, task_id)  # the task may end: its downstream before the run
             taken = conn.execute(
                 update(runs)
                 .where(runs.c.id == run_id, runs.c.status.in_(LIVE_RUN), runs.c.lease_expires_at < now)
@@ -608,6 +613,8 @@ class Store:
         now = time.time()
         with self._write(f"taking over task {task_id}") as conn:
             lock_tasks(conn, [task_id])
+            if _may_end(self._task(conn, task_id)):
+                _lock_downstream(conn, task_id)  # the task may end: its downstream before the runs
             live = read_runs(conn, and_(runs.c.task_id == task_id, runs.c.status.in_(LIVE_RUN)))
             for run in live:
                 error = f"{why}; taken over by {by}"
@@ -678,13 +685,15 @@ class Store:
         task_event(conn, task_id, status, reason=reason, run_id=run_id, error=extra.get("error"))
         if status == "done":
             return
-        # Block every task downstream, breadth first; each says which task stopped it.
+        # Every task downstream is locked first, all at once in ascending order (see _lock_downstream);
+        # then each is blocked, depth first, saying which task stopped it.
+        _lock_downstream(conn, task_id)
         frontier = [(task_id, status)]
         while frontier:
             upstream, up_status = frontier.pop()
             why = _blocked_reason(upstream, up_status)
             deps = _dependents(conn, upstream)
-            lock_tasks(conn, deps)
+            lock_tasks(conn, deps)  # held already, unless submitted since _lock_downstream looked
             for dep in deps:
                 if self._task(conn, dep).status == "queued":
                     _set_task(conn, dep, status="blocked", reason=why)
@@ -804,8 +813,35 @@ def _set_task(conn: Connection, task_id: int, **values: Any) -> None:
     clock.changed(conn, [task_id])
 
 
+def _lock_downstream(conn: Connection, task_id: int) -> None:
+    """Lock every task downstream of ``task_id`` (its dependents, theirs, ...) in one ascending pass, for
+    a transaction about to end ``task_id``.  Locking them level by level as the cascade reaches them
+    took a higher id before a lower one (a deep branch before a shallow one), and a writer ending one of
+    those tasks at the same time, holding the lower and wanting the higher, deadlocked with it.  Called
+    before the transaction touches a run, which comes after every task in the lock order."""
+    if conn.dialect.name != "postgresql":
+        return  # SQLite: one writer at a time, no row locks
+    found: set[int] = set()
+    frontier = [task_id]
+    while frontier:
+        deps = [d for d in _dependents_of(conn, frontier) if d not in found]
+        found.update(deps)
+        frontier = deps
+    lock_tasks(conn, found)
+
+
+def _dependents_of(conn: Connection, task_ids: list[int]) -> list[int]:
+    query = select(task_deps.c.task_id).where(task_deps.c.depends_on.in_(task_ids)).distinct()
+    return list(conn.execute(query).scalars())
+
+
 def _dependents(conn: Connection, task_id: int) -> list[int]:
     return list(conn.execute(select(task_deps.c.task_id).where(task_deps.c.depends_on == task_id)).scalars())
+
+
+def _may_end(task: TaskRecord) -> bool:
+    """Whether losing ``task``'s run ends it (cancelled, or no attempt left): see Store._lost."""
+    return task.cancel_requested or task.attempts >= task.max_attempts
 
 
 def _blocked_reason(task_id: int, status: str) -> str:
