@@ -210,3 +210,47 @@ def test_plain_and_temporal_workers_refuse_to_share_a_store(cluster: Cluster) ->
         if worker.poll() is None:
             worker.kill()
             worker.wait(10)
+
+
+def test_the_board_serves_a_temporal_store_end_to_end(cluster: Cluster, tmp_path: Path) -> None:
+    """`orchestrate serve --no-worker` on a store Temporal workers work: a task submitted through the API
+    is run by a Temporal worker, its events and the board's changes arrive over SSE.  Serve with its own
+    worker is refused there, before it starts."""
+    from .test_serve_api import Stream, start_server
+    from .test_temporal_engine import FAKE
+
+    cluster.start("one")
+    home = tmp_path / "home"
+    env = os.environ | {"PYTHONPATH": str(ROOT), "ORCHESTRATE_HOME": str(home)}
+    refused = subprocess.run(
+        [sys.executable, "-m", "orchestrate", "serve", "--store", cluster.url, "--port", "0"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert refused.returncode == 1 and "worked by a Temporal worker" in refused.stderr, refused
+    assert "--no-worker" in refused.stderr and "Traceback" not in refused.stderr
+    server = start_server(home, store=cluster.url, worker=False)
+    try:
+        with server.client() as http:
+            board = Stream(http, "/api/stream")
+            options = FAKE | {"env": {"ORCH_TEST_MARK": cluster.mark}}
+            body = {"prompt": "plain", "executor": "claude-code", "cwd": str(cluster.tmp)}
+            created = http.post("/api/tasks", json=body | {"executor_options": options})
+            assert created.status_code == 201, created.text
+            task_id = int(created.json()["task"]["id"])
+            events = Stream(http, f"/api/tasks/{task_id}/stream")
+            try:
+                seen = events.until(lambda m: m.event == "state" and m.data["data"]["status"] == "done")
+                changes = board.until(lambda m: m.data["id"] == task_id and m.data["status"] == "done")
+            finally:
+                events.close()
+                board.close()
+    finally:
+        server.stop()
+    assert any(m.event == "patch" and "hello from fake claude" in json.dumps(m.data) for m in seen)
+    mine = [m for m in changes if m.data["id"] == task_id]
+    assert [m.data["status"] for m in mine][-1] == "done" and all(m.id and m.id.isdigit() for m in mine)
+    [run] = cluster.store.runs(task_id)
+    assert run.status == "done" and f"worker {run.worker} on " in cluster.log("one")  # Temporal's worker

@@ -446,6 +446,12 @@ class Store:
         with self._write(f"entering worker {worker}") as conn:
             worker_rows.enter(conn, worker, kind, ttl)
 
+    def check_worker_kind(self, kind: str) -> None:
+        """:class:`WorkerKindError` if a live worker of the other kind than ``kind`` is on the store (what
+        :meth:`enter_worker` would refuse; to refuse early, before starting anything)."""
+        with self._write("checking the store's workers") as conn:
+            worker_rows.check(conn, kind)
+
     def worker_seen(self, worker: str, ttl: float) -> None:
         """``worker`` is alive: keep it entered ``ttl`` seconds more."""
         with self._write(f"renewing worker {worker}") as conn:

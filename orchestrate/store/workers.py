@@ -24,7 +24,7 @@ from sqlalchemy import Connection, delete, insert, select, update
 from .errors import WorkerKindError
 from .schema import store_clock, workers
 
-__all__ = ["KINDS", "enter", "leave", "seen"]
+__all__ = ["KINDS", "check", "enter", "leave", "seen"]
 
 KINDS = ("plain", "temporal")
 _HOST = socket.gethostname()
@@ -51,12 +51,10 @@ def _gone(name: str) -> bool:
     return False
 
 
-def enter(conn: Connection, name: str, kind: str, ttl: float) -> None:
-    """Enter worker ``name`` of ``kind`` for ``ttl`` seconds, or raise :class:`WorkerKindError`."""
+def check(conn: Connection, kind: str) -> None:
+    """Raise :class:`WorkerKindError` if a live worker of the other kind than ``kind`` is entered."""
     if kind not in KINDS:
         raise ValueError(f"a worker's kind is one of {KINDS}, not {kind!r}")
-    if conn.dialect.name == "postgresql":  # one worker enters at a time (SQLite: BEGIN IMMEDIATE)
-        conn.execute(select(store_clock.c.id).where(store_clock.c.id == 1).with_for_update()).all()
     now = time.time()
     conn.execute(delete(workers).where(workers.c.expires_at < now))
     rows = conn.execute(select(workers.c.name, workers.c.kind, workers.c.expires_at)).all()
@@ -72,6 +70,14 @@ def enter(conn: Connection, name: str, kind: str, ttl: float) -> None:
             + f"; entered until {first.expires_at - now:.0f} s from now unless it keeps beating): plain and "
             f"Temporal workers cannot share a store; {_HOW[kind]}"
         )
+
+
+def enter(conn: Connection, name: str, kind: str, ttl: float) -> None:
+    """Enter worker ``name`` of ``kind`` for ``ttl`` seconds, or raise :class:`WorkerKindError`."""
+    if conn.dialect.name == "postgresql":  # one worker enters at a time (SQLite: BEGIN IMMEDIATE)
+        conn.execute(select(store_clock.c.id).where(store_clock.c.id == 1).with_for_update()).all()
+    check(conn, kind)
+    now = time.time()
     conn.execute(delete(workers).where(workers.c.name == name))
     conn.execute(insert(workers).values(name=name, kind=kind, started_at=now, expires_at=now + ttl))
 
