@@ -247,6 +247,9 @@ def test_the_board_serves_a_temporal_store_end_to_end(cluster: Cluster, tmp_path
             finally:
                 events.close()
                 board.close()
+            # An interrupt through the API when no turn runs: refused, the task as it was.
+            late = http.post(f"/api/tasks/{task_id}/interrupt")
+            assert late.status_code == 409 and late.json()["error"]["code"] == "invalid_state", late.text
     finally:
         server.stop()
     assert any(m.event == "patch" and "hello from fake claude" in json.dumps(m.data) for m in seen)
