@@ -94,10 +94,14 @@ async def board_stream(
         if parsed is None:
             raise ApiError("invalid_request", "a board event id is a change number")
         start = parsed
-    _opened(svc)
-    fetch = board_fetcher(svc.store)
     store = svc.store
     now = await svc.call(lambda: newest_task_key(store))
+    if start > now:
+        # Not a number this store gave (the store was replaced): waiting for it would hide every
+        # change until then, so the board gets every task once more instead.
+        start = 0
+    _opened(svc)
+    fetch = board_fetcher(svc.store)
 
     async def frames() -> AsyncGenerator[bytes, None]:
         svc.streams += 1
