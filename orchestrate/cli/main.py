@@ -88,7 +88,20 @@ def _translate(exc: OrchestrateError) -> CliError:
 
 
 _TASK_COMMANDS = frozenset(
-    {"submit", "tasks", "show", "follow", "cancel", "retry", "send", "approvals", "approve", "deny", "worker"}
+    {
+        "submit",
+        "tasks",
+        "show",
+        "follow",
+        "cancel",
+        "interrupt",
+        "retry",
+        "send",
+        "approvals",
+        "approve",
+        "deny",
+        "worker",
+    }
 )
 
 

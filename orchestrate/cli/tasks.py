@@ -1,6 +1,6 @@
 """The commands over the store and the engine: ``submit``, ``tasks``, ``show``, ``follow``, ``cancel``,
-``retry``, ``send``, ``approvals``, ``approve``, ``deny`` and ``worker``; and the hook that records an
-``orchestrate run`` in the store.  Each command opens the store (``--store URL``, or
+``interrupt``, ``retry``, ``send``, ``approvals``, ``approve``, ``deny`` and ``worker``; and the hook that
+records an ``orchestrate run`` in the store.  Each command opens the store (``--store URL``, or
 ``$ORCHESTRATE_STORE``, default SQLite under ``$ORCHESTRATE_HOME``), does one thing and exits; only
 ``worker`` and ``follow`` stay.  Every listing and showing command takes ``--json``.
 
@@ -446,6 +446,27 @@ def cancel(task_ids: tuple[int, ...], url: str | None) -> None:
 
 
 @click.command()
+@click.argument("task_id", type=int, metavar="TASK")
+@click.argument("message", required=False)
+@store_option
+def interrupt(task_id: int, message: str | None, url: str | None) -> None:
+    """Interrupt TASK's running turn the agent's own way, by the worker that runs it (any process, a
+    Temporal worker too): the turn ends, the task does not.  MESSAGE (`-`: stdin), sent first, is its
+    next turn, in the same session, as are messages sent meanwhile (`orchestrate send`); without one
+    it rests, done, until one is sent."""
+    with _store(url) as store:
+        if message is not None:
+            text = sys.stdin.read() if message == "-" else message
+            _, message_id, starts = store.send(task_id, text)
+            if starts:  # the turn ended meanwhile: nothing to interrupt, the message is the next turn
+                click.echo(f"task {task_id}: no turn running; message {message_id} queued as a follow-up run")
+                return
+        store.interrupt(task_id)
+    then = "then the message" if message is not None else "the task rests"
+    click.echo(f"task {task_id}: interrupt requested (its worker interrupts the turn; {then})")
+
+
+@click.command()
 @click.argument("task_ids", type=int, nargs=-1, required=True, metavar="TASK...")
 @store_option
 def retry(task_ids: tuple[int, ...], url: str | None) -> None:
@@ -602,7 +623,8 @@ def _worker_approvals(spec: str) -> ApprovalService | None:
     "--temporal",
     "temporal",
     metavar="ADDRESS",
-    help="Run turns as Temporal activities (the temporal extra); namespace, TLS, API key from TEMPORAL_*.",
+    help="Run each task as a Temporal workflow and its turns as activities on this machine (the "
+    "temporal extra); namespace, TLS, API key from TEMPORAL_*.",
 )
 @click.option("--namespace", help="Temporal namespace (default: $TEMPORAL_NAMESPACE, then default).")
 @click.option(
@@ -642,13 +664,20 @@ def worker(
     heartbeat_timeout: float,
     url: str | None,
 ) -> None:
-    """Run queued tasks until SIGINT or SIGTERM.  Any number of workers share one store's queue.
-    With --temporal, each task is a Temporal workflow and each turn an activity run on this machine; a
-    signal stops the worker at once, and Temporal hands its live turns to another worker, which resumes
-    the agents' sessions.
+    """Run queued tasks until SIGTERM or SIGINT (Ctrl-C).  Any number of workers share one store's
+    queue, but plain and Temporal workers never share a store: a worker finding the other kind at work
+    on it says so and exits 1.
 
-    The first signal stops taking tasks and lets the live runs end; a second one stops them now (their
-    tasks are then recovered, and retried if they have attempts left, by the next worker)."""
+    Plain (no --temporal): this process claims queued tasks and runs their agents here.  The first
+    SIGTERM or SIGINT stops taking tasks and lets the live turns finish; a second one stops them now
+    (their tasks are recovered by the next worker, and retried, the agent's session resumed, if they
+    have attempts left).
+
+    --temporal ADDRESS (the temporal extra): each task is a Temporal workflow and each of its turns an
+    activity, run by a worker polling --queue (the machine that holds the task's files).  SIGTERM or
+    SIGINT stops this worker at once and hands its live turns back, not finished: their agents are
+    stopped, no end is recorded, and Temporal retries each turn on another worker of the queue, which
+    resumes the agent's session (a rolling restart loses no work)."""
     limits = Limits(
         total=total,
         per_executor=_pairs(per_executor, "--per-executor"),
@@ -720,30 +749,47 @@ async def _work_temporal(url: str | None, options: dict[str, Any], where: dict[s
 
 
 async def _work(url: str | None, options: dict[str, Any]) -> None:
-    async with Engine.open(url, **options) as engine, anyio.create_task_group() as tg:
+    async with Engine.open(url, **options) as engine:
+        await engine.enter()  # refused before anything starts when Temporal workers work the store
+        async with anyio.create_task_group() as tg:
 
-        async def on_signals(*, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-            with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-                task_status.started()  # the handlers are in place: "worker ... on" may be said
-                count = 0
-                async for _ in signals:
-                    count += 1
-                    if count == 1:
-                        click.echo(f"worker {engine.worker}: stopping once live runs end", err=True)
-                        engine.stop()
-                    else:
-                        click.echo(f"worker {engine.worker}: stopping now", err=True)
-                        tg.cancel_scope.cancel()
+            async def on_signals(
+                *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
+            ) -> None:
+                with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+                    task_status.started()  # the handlers are in place: "worker ... on" may be said
+                    count = 0
+                    async for _ in signals:
+                        count += 1
+                        if count == 1:
+                            click.echo(f"worker {engine.worker}: stopping once live runs end", err=True)
+                            engine.stop()
+                        else:
+                            click.echo(f"worker {engine.worker}: stopping now", err=True)
+                            tg.cancel_scope.cancel()
 
-        await tg.start(on_signals)
-        click.echo(f"worker {engine.worker} on {engine.store.engine.url!r}", err=True)
-        await engine.work()
-        tg.cancel_scope.cancel()
+            await tg.start(on_signals)
+            click.echo(f"worker {engine.worker} on {engine.store.engine.url!r}", err=True)
+            await engine.work()
+            tg.cancel_scope.cancel()
 
 
 # --- registration ---------------------------------------------------------------------------------
 
-COMMANDS = (submit, tasks_command, show, follow, cancel, retry, send, approvals, approve, deny, worker)
+COMMANDS = (
+    submit,
+    tasks_command,
+    show,
+    follow,
+    cancel,
+    interrupt,
+    retry,
+    send,
+    approvals,
+    approve,
+    deny,
+    worker,
+)
 
 
 def register(group: click.Group) -> None:

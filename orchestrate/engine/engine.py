@@ -105,6 +105,7 @@ class Engine:
         self._stop = anyio.Event()
         self._idle = anyio.Event()
         self._owns_store = False
+        self._entered = False
 
     @classmethod
     def open(cls, url: str | None = None, *, busy_timeout: float = 5.0, **options: Any) -> Engine:
@@ -121,6 +122,7 @@ class Engine:
         self, et: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+        await self._leave()
         await anyio.to_thread.run_sync(self.writer.close)
         if self._owns_store:
             self.store.close()
@@ -155,6 +157,14 @@ class Engine:
         for live in self.live.values():
             if live.task.id == task_id:
                 live.cancel.set()
+        return task
+
+    async def interrupt(self, task_id: int) -> TaskRecord:
+        """Interrupt the task's running turn, wherever it runs (the task goes on: see Store.interrupt)."""
+        task = await self._call(self.store.interrupt, task_id)
+        for live in self.live.values():
+            if live.task.id == task_id:
+                live.interrupt.set()
         return task
 
     async def retry(self, task_id: int) -> TaskRecord:
@@ -288,6 +298,27 @@ class Engine:
     async def work(self) -> None:
         """Run the queue until :meth:`stop` (or cancellation, which stops the live agents)."""
         self._stop = anyio.Event()
+        await self.enter()
+        try:
+            await self._work()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._leave()
+
+    async def enter(self) -> None:
+        """Enter this worker on the store (done by :meth:`work`; early, to be refused before anything
+        else): :class:`~orchestrate.store.WorkerKindError` while Temporal workers work the store (see
+        store/workers.py)."""
+        if not self._entered:
+            await self._call(self.store.enter_worker, self.worker, "plain", self.lease)
+            self._entered = True
+
+    async def _leave(self) -> None:
+        if self._entered:
+            self._entered = False
+            await self._guard(functools.partial(self.store.leave_worker, self.worker))
+
+    async def _work(self) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._heartbeats)
             if self.steer:
@@ -325,12 +356,14 @@ class Engine:
     async def _heartbeats(self) -> None:
         while True:
             await anyio.sleep(self.lease / 3)
+            await self._guard(functools.partial(self.store.worker_seen, self.worker, self.lease))
             ids = list(self.live)
             held = await self._guard(functools.partial(self.store.heartbeat, self.worker, ids, self.lease))
             if held is None:
                 continue  # the store is unavailable: try again; leases outlast a few misses
             tasks = [live.task.id for live in self.live.values()]
             flagged = await self._guard(functools.partial(self.store.cancel_requested, tasks)) or set()
+            stop_turn = await self._guard(functools.partial(self.store.interrupt_requested, tasks)) or set()
             for run_id in ids:
                 live = self.live.get(run_id)
                 if live is None:
@@ -340,6 +373,8 @@ class Engine:
                     live.cancel.set()
                 elif live.task.id in flagged:
                     live.cancel.set()
+                elif live.task.id in stop_turn:
+                    live.interrupt.set()
 
     async def _steering(self) -> None:
         """Waiting follow-ups go into this worker's live agents that take messages mid-turn, at once

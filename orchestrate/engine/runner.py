@@ -73,6 +73,8 @@ class LiveRun:
     handle: Run | None = None
     lease_lost: bool = False
     cancel: anyio.Event = field(default_factory=anyio.Event)
+    interrupt: anyio.Event = field(default_factory=anyio.Event)
+    """Set when a client asked the store to interrupt this turn (not the task)."""
     notices: list[str] = field(default_factory=list)
     tail: _Tail = field(default_factory=_Tail)
     session_id: str | None = None
@@ -131,6 +133,7 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_tail, writer, live, log)
                 tg.start_soon(_cancel_on_request, live, run)
+                tg.start_soon(_interrupt_on_request, live, run)
                 if settings.watchdogs.any:
                     tg.start_soon(_watch, live, run, settings.watchdogs)
                 observers = settings.observers
@@ -280,6 +283,14 @@ async def _cancel_on_request(live: LiveRun, run: Run) -> None:
     run.cancel()
 
 
+async def _interrupt_on_request(live: LiveRun, run: Run) -> None:
+    await live.interrupt.wait()
+    try:
+        await run.interrupt()  # the agent's own way: the turn ends, the session stays resumable
+    except OrchestrateError as exc:  # its channel is gone already (the turn was ending anyway)
+        live.notices.append(f"the interrupt could not be delivered ({exc})")
+
+
 async def _finish(
     store: Store,
     writer: EventWriter,
@@ -344,6 +355,9 @@ def _decide(
         return end, "done", None
     if live.cancel.is_set():
         return end, "cancelled", "cancelled by request"
+    if live.interrupt.is_set() and end["status"] == "interrupted":
+        # The turn, not the task: waiting follow-up messages are the next turn (store.finish_run).
+        return end, "done", f"run {live.run.id} interrupted by request"
     if task.attempts < task.max_attempts:
         return end, "queued", f"run {live.run.id} {end['status']}; retrying (attempt {task.attempts + 1})"
     return end, "failed", f"run {live.run.id} {end['status']}"

@@ -9,7 +9,7 @@ import click
 from pydantic import ValidationError
 
 from ..errors import ConfigError
-from ..store import home
+from ..store import WorkerKindError, home
 
 __all__ = ["serve_command"]
 
@@ -112,5 +112,5 @@ def serve_command(
                 settings[key] = [*settings.get(key, []), *values]
         config = ServeConfig(**settings)
         serve(config, say=lambda line: click.echo(line, err=True), log_level=log_level)
-    except (ConfigError, ValidationError) as exc:
+    except (ConfigError, ValidationError, WorkerKindError) as exc:
         raise click.ClickException(str(exc)) from exc

@@ -34,7 +34,7 @@ pages keep the memory a burst of big events costs small."""
 
 @dataclass(frozen=True, slots=True)
 class Item(Generic[K]):
-    """One event as a ready-to-send SSE frame; ``key`` orders them (a seq, or (updated_at, id))."""
+    """One event as a ready-to-send SSE frame; ``key`` orders them (a task's seq, or a change number)."""
 
     key: K
     kind: str

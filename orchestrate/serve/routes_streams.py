@@ -88,16 +88,20 @@ async def board_stream(
     """Every task as it changes: first each task's present state (or, resuming, each that changed
     since), then changes as they happen."""
     given = last_event_id or after
-    start = (0.0, 0)
+    start = 0
     if given is not None:
         parsed = parse_board_id(given)
         if parsed is None:
-            raise ApiError("invalid_request", "a board event id is UPDATED_AT:TASK_ID")
+            raise ApiError("invalid_request", "a board event id is a change number")
         start = parsed
-    _opened(svc)
-    fetch = board_fetcher(svc.store)
     store = svc.store
     now = await svc.call(lambda: newest_task_key(store))
+    if start > now:
+        # Not a number this store gave (the store was replaced): waiting for it would hide every
+        # change until then, so the board gets every task once more instead.
+        start = 0
+    _opened(svc)
+    fetch = board_fetcher(svc.store)
 
     async def frames() -> AsyncGenerator[bytes, None]:
         svc.streams += 1

@@ -160,6 +160,13 @@ async def cancel_task(task_id: ID, svc: Svc) -> TaskRecord:
     return await svc.engine.cancel(task_id)
 
 
+@router.post("/tasks/{task_id}/interrupt", response_model=TaskRecord)
+async def interrupt_task(task_id: ID, svc: Svc) -> TaskRecord:
+    """Interrupt the running turn (not the task) by its worker (``interrupt_requested``); waiting
+    follow-up messages are the next turn.  409 when no turn is running."""
+    return await svc.engine.interrupt(task_id)
+
+
 @router.post("/tasks/{task_id}/retry", response_model=TaskRecord)
 async def retry_task(task_id: ID, svc: Svc) -> TaskRecord:
     """Queue a task that ended without success for one more attempt (409 otherwise)."""

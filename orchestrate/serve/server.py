@@ -9,6 +9,7 @@ from typing import Any
 import uvicorn
 
 from ..errors import ConfigError
+from ..store import Store
 from .app import create_app
 from .config import ServeConfig, is_loopback, load_or_create_token
 
@@ -55,6 +56,10 @@ class _Server(uvicorn.Server):
 def serve(config: ServeConfig, *, say: Callable[[str], Any] = print, log_level: str = "info") -> None:
     """Serve until SIGINT or SIGTERM."""
     config = prepare(config)
+    if config.worker:
+        # Refused before anything starts when Temporal workers work the store (--no-worker serves it).
+        with Store.open(config.store) as store:
+            store.check_worker_kind("plain")
     app = create_app(config)
     logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
     host = f"[{config.host}]" if ":" in config.host else config.host

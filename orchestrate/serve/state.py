@@ -24,7 +24,7 @@ class Services:
     config: ServeConfig
     engine: Engine
     tasks: FeedHub[int]
-    board: FeedHub[tuple[float, int]]
+    board: FeedHub[int]
     executors: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Each executor's availability, filled in the background (see routes_misc.availability)."""
     check_executors: Callable[[], None] = lambda: None

@@ -11,9 +11,10 @@ where ``data`` of a ``patch`` is exactly a line of ``orchestrate run --output js
 that event, nothing missed, nothing twice.
 
 The board's stream: one ``task`` message per task each time it changes (the task as ``GET
-/api/tasks/{id}`` has it), ``id`` ``UPDATED_AT:TASK_ID``.  A client that resumes gets the latest state
-of every task that changed meanwhile (changes in between are coalesced: a board needs where each
-task is, not every step it took).
+/api/tasks/{id}`` has it), ``id`` the change's number in the store-wide change sequence (store/clock.py:
+numbers become visible in order, whatever the number of writers and machines).  A client that resumes
+gets the latest state of every task that changed meanwhile, each once (changes in between are
+coalesced: a board needs where each task is, not every step it took), and misses none.
 """
 
 from __future__ import annotations
@@ -24,11 +25,8 @@ from typing import Any
 
 import anyio
 import orjson
-from sqlalchemy import and_, desc, or_, select
 
 from ..store import Event, Store, TaskRecord
-from ..store.rows import read_tasks
-from ..store.schema import tasks
 from .feeds import Item
 
 __all__ = [
@@ -57,25 +55,26 @@ def task_item(event: Event) -> Item[int]:
     return Item(event.seq, event.kind, _frame(str(event.seq), event.kind, data))
 
 
-def board_item(task: TaskRecord) -> Item[tuple[float, int]]:
-    key = (task.updated_at, task.id)
-    return Item(key, "task", _frame(f"{task.updated_at!r}:{task.id}", "task", task_json(task)))
+def board_item(change: int, task: TaskRecord) -> Item[int]:
+    return Item(change, "task", _frame(str(change), "task", task_json(task)))
 
 
 def task_json(task: TaskRecord) -> bytes:
     return orjson.dumps(task.model_dump(mode="json"))
 
 
-def parse_board_id(value: str) -> tuple[float, int] | None:
-    """``UPDATED_AT:TASK_ID`` as a key; None if it is not one."""
+def parse_board_id(value: str) -> int | None:
+    """A board event id as the change number to resume after; None if it is not one.  An id of the
+    form the board used before change numbers (``UPDATED_AT:TASK_ID``) resumes from the start: every
+    task's state once more, rather than a gap."""
+    if value.isascii() and value.isdigit():
+        return int(value)
     stamp, sep, task = value.partition(":")
     try:
-        key = (float(stamp), int(task))
+        float(stamp), int(task)
     except ValueError:
         return None
-    if not sep or key[0] < 0 or key[1] < 0 or key[0] != key[0] or key[0] == float("inf"):
-        return None
-    return key
+    return 0 if sep else None
 
 
 def task_fetcher(store: Store, task_id: int) -> Callable[[int, int], Awaitable[list[Item[int]]]]:
@@ -88,29 +87,21 @@ def task_fetcher(store: Store, task_id: int) -> Callable[[int, int], Awaitable[l
     return fetch
 
 
-def changed_tasks(store: Store, after: tuple[float, int], limit: int) -> list[TaskRecord]:
-    """Tasks changed after the board key ``after``, in key order (read-only; a worker thread's)."""
-    stamp, task_id = after
-    later = or_(tasks.c.updated_at > stamp, and_(tasks.c.updated_at == stamp, tasks.c.id > task_id))
-    with store.engine.connect() as conn:
-        return read_tasks(conn, later, order=[tasks.c.updated_at, tasks.c.id], limit=limit)
+def changed_tasks(store: Store, after: int, limit: int) -> list[tuple[int, TaskRecord]]:
+    """Tasks changed after change number ``after``, with their numbers, in order (read-only; a
+    worker thread's)."""
+    return store.changes(after, limit)
 
 
-def newest_task_key(store: Store) -> tuple[float, int]:
+def newest_task_key(store: Store) -> int:
     """The board's key now: what changes after it is news."""
-    query = select(tasks.c.updated_at, tasks.c.id).order_by(desc(tasks.c.updated_at), desc(tasks.c.id))
-    with store.engine.connect() as conn:
-        row = conn.execute(query).first()
-    return (0.0, 0) if row is None else (float(row[0]), int(row[1]))
+    return store.last_change()
 
 
-BoardKey = tuple[float, int]
-
-
-def board_fetcher(store: Store) -> Callable[[BoardKey, int], Awaitable[list[Item[BoardKey]]]]:
-    async def fetch(after: BoardKey, limit: int) -> list[Item[BoardKey]]:
+def board_fetcher(store: Store) -> Callable[[int, int], Awaitable[list[Item[int]]]]:
+    async def fetch(after: int, limit: int) -> list[Item[int]]:
         found = await anyio.to_thread.run_sync(lambda: changed_tasks(store, after, limit))
-        return [board_item(t) for t in found]
+        return [board_item(n, t) for n, t in found]
 
     return fetch
 

@@ -161,8 +161,8 @@ class Webhooks:
                 if approval.status == "open":
                     task = await anyio.to_thread.run_sync(self.store.get, approval.task_id)
                     self._send("needs_approval", task, approval)
-            for task in changed:
-                tasks_after = (task.updated_at, task.id)
+            for number, task in changed:
+                tasks_after = number
                 self._task_changed(task)
             if len(changed) < 500:
                 await anyio.sleep(self.poll)
@@ -191,7 +191,7 @@ class Webhooks:
         for sender in self.senders:
             sender.put(Delivery(event, body))
 
-    def _start(self) -> tuple[tuple[float, int], int]:
+    def _start(self) -> tuple[int, int]:
         with self.store.engine.connect() as conn:
             last_approval = conn.execute(select(func.max(approvals.c.id))).scalar()
         return newest_task_key(self.store), int(last_approval or 0)

@@ -16,6 +16,7 @@ from .errors import (
     StoreFullError,
     StoreReadOnlyError,
     StoreVersionError,
+    WorkerKindError,
 )
 from .records import TERMINAL, ApprovalRecord, Event, Limits, RunRecord, TaskRecord, TaskSpec
 from .store import RunEnd, Store
@@ -39,6 +40,7 @@ __all__ = [
     "StoreVersionError",
     "TaskRecord",
     "TaskSpec",
+    "WorkerKindError",
     "WriteTrouble",
     "connect",
     "current_revision",

@@ -7,7 +7,8 @@
         ├── StoreReadOnlyError      the database file or its directory cannot be written
         ├── StoreVersionError       the database's schema is newer or older than this code
         ├── NotFoundError           no task, run or approval by that id
-        └── AlreadyAnsweredError    an approval another client answered first (or that was withdrawn)
+        ├── AlreadyAnsweredError    an approval another client answered first (or that was withdrawn)
+        └── WorkerKindError         a worker of the other kind (plain or Temporal) works the store
 
 The busy, full and read-only errors are *transient* for the engine: a run keeps going, its events wait
 in memory (bounded), and the task says what happened.  The raw log on disk stays the source of truth.
@@ -31,6 +32,7 @@ __all__ = [
     "StoreFullError",
     "StoreReadOnlyError",
     "StoreVersionError",
+    "WorkerKindError",
     "map_db_errors",
 ]
 
@@ -55,6 +57,13 @@ class StoreReadOnlyError(StoreError):
 
 class StoreVersionError(StoreError):
     code = "store_version"
+
+
+class WorkerKindError(StoreError):
+    """A plain worker on a store Temporal workers work, or the other way round: both would run its tasks
+    (and recover each other's runs) by different rules."""
+
+    code = "worker_kind_conflict"
 
 
 class NotFoundError(StoreError):

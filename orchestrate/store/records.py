@@ -117,6 +117,8 @@ class TaskRecord(_Frozen):
     cost_usd: float | None = None
     workspace: dict[str, Any] | None = None
     """The workspace made for the task (orchestrate.workspace.WorkspaceInfo); None: it runs in cwd."""
+    interrupt_requested: bool = False
+    """A client asked to interrupt the current turn; cleared when that turn ends."""
 
     @property
     def finished(self) -> bool:

@@ -14,7 +14,15 @@ from .postgres import notify
 from .records import Event, RunRecord, TaskRecord
 from .schema import events, runs, task_deps, task_labels, tasks
 
-__all__ = ["NewEvent", "insert_events", "read_events", "read_runs", "read_tasks", "task_event"]
+__all__ = [
+    "NewEvent",
+    "insert_events",
+    "read_changes",
+    "read_events",
+    "read_runs",
+    "read_tasks",
+    "task_event",
+]
 
 NewEvent = tuple[int, int | None, str, bytes | str, float]
 """(task id, run id or None, kind, JSON data, time) of an event to insert."""
@@ -93,6 +101,17 @@ def read_tasks(
     return [_task(r, labels.get(r.id, []), deps.get(r.id, []), sums.get(r.id)) for r in found]
 
 
+def read_changes(conn: Connection, after: int, limit: int) -> list[tuple[int, TaskRecord]]:
+    """Tasks whose latest change is numbered after ``after`` (store/clock.py), with that number, in
+    number order: what a board that has seen every change up to ``after`` has not seen yet."""
+    found = read_tasks(conn, tasks.c.change_seq > after, order=[tasks.c.change_seq], limit=limit)
+    if not found:
+        return []
+    query = select(tasks.c.id, tasks.c.change_seq).where(tasks.c.id.in_([t.id for t in found]))
+    numbers = {int(i): int(n) for i, n in conn.execute(query)}
+    return sorted(((numbers[t.id], t) for t in found), key=lambda pair: pair[0])
+
+
 def _grouped(conn: Connection, query: Any) -> dict[int, list[Any]]:
     out: dict[int, list[Any]] = {}
     for key, value in conn.execute(query):
@@ -113,7 +132,10 @@ def _sums(conn: Connection, ids: Iterable[int]) -> dict[int, dict[str, Any]]:
 
 
 def _task(row: Row[Any], labels: list[str], deps: list[int], sums: dict[str, Any] | None) -> TaskRecord:
-    values = dict(row._mapping) | {"labels": labels, "depends_on": deps}
+    # The change number is the board's (read_changes): a record a write returns is read before its
+    # transaction numbers it, so the number is kept out of the record rather than shown stale.
+    values = {k: v for k, v in row._mapping.items() if k != "change_seq"}
+    values |= {"labels": labels, "depends_on": deps}
     if sums:
         values |= {k: (v or 0) for k, v in sums.items() if k in _SUMS} | {"cost_usd": sums["cost_usd"]}
     return TaskRecord(**values)

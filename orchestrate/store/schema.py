@@ -22,7 +22,18 @@ from sqlalchemy import (
     false,
 )
 
-__all__ = ["approvals", "events", "messages", "metadata", "runs", "task_deps", "task_labels", "tasks"]
+__all__ = [
+    "approvals",
+    "events",
+    "messages",
+    "metadata",
+    "runs",
+    "store_clock",
+    "task_deps",
+    "task_labels",
+    "tasks",
+    "workers",
+]
 
 metadata = MetaData()
 
@@ -58,7 +69,35 @@ tasks = Table(
     Column("attempts_per_turn", Integer, nullable=False, default=1, server_default="1"),
     # The workspace made for the task (orchestrate.workspace.WorkspaceInfo as JSON); None: it runs in cwd.
     Column("workspace", JSON),
+    # The store-wide number of the task's latest change (from ``store_clock``): what the board resumes after.
+    Column("change_seq", Integer, nullable=False, default=0, server_default="0"),
+    # A client asked to interrupt the current turn (not the task); cleared when that turn ends.
+    Column("interrupt_requested", Boolean, nullable=False, default=False, server_default=false()),
     Index("ix_tasks_queue", "status", "priority", "id"),
+    Index("ix_tasks_change_seq", "change_seq"),
+)
+
+# The workers on the store now, each of a kind (``plain``: orchestrate worker, serve's worker, an Engine;
+# ``temporal``: orchestrate worker --temporal): the two kinds run and recover tasks by different rules,
+# so a worker of one kind refuses a store a live worker of the other kind works.  A row lives until
+# ``expires_at`` (moved on by the worker's heartbeats), or until its worker says it is leaving.
+workers = Table(
+    "workers",
+    metadata,
+    Column("name", String(200), primary_key=True),
+    Column("kind", String(16), nullable=False),
+    Column("started_at", Float, nullable=False),
+    Column("expires_at", Float, nullable=False),
+)
+
+# One row (id 1): the last change number given to a task.  A transaction that changes tasks takes the
+# next numbers from it just before it commits, holding the row's lock to the commit, so changes commit
+# in the order of their numbers: a reader that saw number N has seen every change numbered below N.
+store_clock = Table(
+    "store_clock",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=False),
+    Column("last", Integer, nullable=False),
 )
 
 task_labels = Table(

@@ -20,12 +20,13 @@ from sqlalchemy import Connection, Engine, and_, exists, func, insert, or_, sele
 from sqlalchemy.orm import aliased
 from sqlalchemy.pool import NullPool
 
-from . import database
+from . import clock, database
+from . import workers as worker_rows
 from .errors import NotFoundError, StoreError, map_db_errors
 from .postgres import EventNotifier, lock_runs, lock_tasks, task_of_run
 from .records import LIVE_RUN, TERMINAL, ApprovalRecord, Event, Limits, RunRecord, TaskRecord, TaskSpec
-from .rows import NewEvent, insert_events, read_events, read_runs, read_tasks, task_event
-from .schema import approvals, events, messages, runs, task_deps, task_labels, tasks
+from .rows import NewEvent, insert_events, read_changes, read_events, read_runs, read_tasks, task_event
+from .schema import approvals, events, messages, runs, store_clock, task_deps, task_labels, tasks
 
 __all__ = ["RunEnd", "Store"]
 
@@ -91,12 +92,20 @@ class Store:
     @contextmanager
     def _write(self, doing: str) -> Iterator[Connection]:
         with map_db_errors(doing), self.engine.begin() as conn:
-            yield conn
+            clock.forget(conn)
+            try:
+                yield conn
+                clock.stamp(conn)  # the tasks it changed are numbered last, just before the commit
+            finally:
+                clock.forget(conn)
 
     @contextmanager
-    def _read(self, doing: str) -> Iterator[Connection]:
+    def _read(self, doing: str, *, snapshot: bool = False) -> Iterator[Connection]:
         with map_db_errors(doing), self.engine.connect() as raw:
             conn = raw.execution_options(readonly=True)
+            if snapshot and self.engine.dialect.name == "postgresql":
+                # Every statement sees the same commits (SQLite's read transactions always do).
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
             with conn.begin():
                 yield conn
 
@@ -145,6 +154,19 @@ class Store:
         with self._read("listing tasks") as conn:
             return read_tasks(conn, and_(*where), limit=limit)
 
+    def changes(self, after: int = 0, limit: int = 200) -> list[tuple[int, TaskRecord]]:
+        """Tasks changed after the store-wide change number ``after``, each with its latest change's
+        number, in number order.  Numbers become visible in order (store/clock.py), so a reader that
+        goes on after the last number it got misses no change and gets none twice."""
+        with self._read("reading the tasks' changes", snapshot=True) as conn:
+            return read_changes(conn, after, limit)
+
+    def last_change(self) -> int:
+        """The newest change number committed (0: none yet)."""
+        with self._read("reading the change counter") as conn:
+            found = conn.execute(select(store_clock.c.last).where(store_clock.c.id == 1)).scalar()
+        return int(found or 0)
+
     def runs(self, task_id: int) -> list[RunRecord]:
         with self._read(f"reading the runs of task {task_id}") as conn:
             return read_runs(conn, runs.c.task_id == task_id)
@@ -169,6 +191,29 @@ class Store:
             else:
                 self._end_task(conn, task_id, "cancelled", reason=reason)
             return self._task(conn, task_id)
+
+    def interrupt(self, task_id: int) -> TaskRecord:
+        """Ask the worker running the task's turn (which may be another process, on another machine) to
+        interrupt it the agent's own way: the turn ends, the task does not (its waiting follow-up messages
+        are the next turn, in the same session; else it rests until one is sent).  Only a turn that is
+        running can be interrupted; the request lapses when that turn ends."""
+        with self._write(f"interrupting task {task_id}") as conn:
+            lock_tasks(conn, [task_id])
+            task = self._task(conn, task_id)
+            if task.status not in _LIVE_TASK:
+                raise StoreError(f"task {task_id} is {task.status}: only a running turn can be interrupted")
+            if task.cancel_requested:
+                raise StoreError(f"task {task_id} is being cancelled")
+            _set_task(conn, task_id, interrupt_requested=True)
+            return self._task(conn, task_id)
+
+    def interrupt_requested(self, task_ids: Sequence[int]) -> set[int]:
+        """Which of ``task_ids`` some client asked to interrupt the current turn of."""
+        if not task_ids:
+            return set()
+        with self._read("reading interrupt requests") as conn:
+            query = select(tasks.c.id).where(tasks.c.id.in_(list(task_ids)), tasks.c.interrupt_requested)
+            return set(conn.execute(query).scalars())
 
     def retry(self, task_id: int) -> TaskRecord:
         """Queue a finished task again for one more attempt; dependents it had blocked wait for it again."""
@@ -466,6 +511,28 @@ class Store:
                 run = _start_run(conn, task, worker, lease, kind=kind, prompt=prompt, parent=parent)
             return self._task(conn, task_id), run
 
+    def enter_worker(self, worker: str, kind: str, ttl: float) -> None:
+        """Enter ``worker`` (``plain`` or ``temporal``) on the store for ``ttl`` seconds (its heartbeats
+        extend it); :class:`WorkerKindError` if a live worker of the other kind is on it (workers.py)."""
+        with self._write(f"entering worker {worker}") as conn:
+            worker_rows.enter(conn, worker, kind, ttl)
+
+    def check_worker_kind(self, kind: str) -> None:
+        """:class:`WorkerKindError` if a live worker of the other kind than ``kind`` is on the store (what
+        :meth:`enter_worker` would refuse; to refuse early, before starting anything)."""
+        with self._write("checking the store's workers") as conn:
+            worker_rows.check(conn, kind)
+
+    def worker_seen(self, worker: str, ttl: float) -> None:
+        """``worker`` is alive: keep it entered ``ttl`` seconds more."""
+        with self._write(f"renewing worker {worker}") as conn:
+            worker_rows.seen(conn, worker, ttl)
+
+    def leave_worker(self, worker: str) -> None:
+        """``worker`` stopped: a worker of the other kind may use the store now."""
+        with self._write(f"removing worker {worker}") as conn:
+            worker_rows.leave(conn, worker)
+
     def heartbeat(self, worker: str, run_ids: Sequence[int], lease: float) -> set[int]:
         """Extend ``worker``'s leases on ``run_ids``; returns the ids it still holds (a run another
         worker has since declared lost is not among them, and its agent must stop)."""
@@ -507,6 +574,7 @@ class Store:
             lock_tasks(conn, [task_id])
             conn.execute(update(runs).where(runs.c.id == run_id).values(session_id=session_id))
             conn.execute(update(tasks).where(tasks.c.id == task_id).values(session_id=session_id))
+            clock.changed(conn, [task_id])
 
     def queued(self, limit: int = 100) -> list[int]:
         """Ids of queued tasks in the order the queue would take them (priority, then age)."""
@@ -540,11 +608,14 @@ class Store:
         in one transaction; a task that fails for good blocks the tasks waiting for it."""
         with self._write(f"finishing run {run_id}") as conn:
             lock_tasks(conn, [task_of_run(conn, run_id) or 0])
+            if task_status not in ("done", "queued"):
+                _lock_downstream(conn, task_of_run(conn, run_id) or 0)  # tasks before the run
             run = read_runs(conn, runs.c.id == run_id)[0]
             live = and_(runs.c.id == run_id, runs.c.status.in_(LIVE_RUN))
             if not conn.execute(update(runs).where(live).values(ended_at=time.time(), **end)).rowcount:
                 # Declared lost meanwhile (its worker missed its lease): the recovering worker owns the task.
                 return self._task(conn, run.task_id)
+            _set_task(conn, run.task_id, interrupt_requested=False)  # asked of this turn, which is over
             if end.get("session_id"):
                 _set_task(conn, run.task_id, session_id=end["session_id"])
             if notice:
@@ -590,7 +661,10 @@ class Store:
         None if the run is not expired any more (its worker came back, or another worker took it)."""
         now = time.time()
         with self._write(f"recovering run {run_id}") as conn:
-            lock_tasks(conn, [task_of_run(conn, run_id) or 0])
+            task_id = task_of_run(conn, run_id) or 0
+            lock_tasks(conn, [task_id])
+            if task_id and _may_end(self._task(conn, task_id)):
+                _lock_downstream(conn, task_id)  # the task may end: its downstream before the run
             taken = conn.execute(
                 update(runs)
                 .where(runs.c.id == run_id, runs.c.status.in_(LIVE_RUN), runs.c.lease_expires_at < now)
@@ -616,6 +690,8 @@ class Store:
         now = time.time()
         with self._write(f"taking over task {task_id}") as conn:
             lock_tasks(conn, [task_id])
+            if _may_end(self._task(conn, task_id)):
+                _lock_downstream(conn, task_id)  # the task may end: its downstream before the runs
             live = read_runs(conn, and_(runs.c.task_id == task_id, runs.c.status.in_(LIVE_RUN)))
             for run in live:
                 error = f"{why}; taken over by {by}"
@@ -686,13 +762,15 @@ class Store:
         task_event(conn, task_id, status, reason=reason, run_id=run_id, error=extra.get("error"))
         if status == "done":
             return
-        # Block every task downstream, breadth first; each says which task stopped it.
+        # Every task downstream is locked first, all at once in ascending order (see _lock_downstream);
+        # then each is blocked, depth first, saying which task stopped it.
+        _lock_downstream(conn, task_id)
         frontier = [(task_id, status)]
         while frontier:
             upstream, up_status = frontier.pop()
             why = _blocked_reason(upstream, up_status)
             deps = _dependents(conn, upstream)
-            lock_tasks(conn, deps)
+            lock_tasks(conn, deps)  # held already, unless submitted since _lock_downstream looked
             for dep in deps:
                 if self._task(conn, dep).status == "queued":
                     _set_task(conn, dep, status="blocked", reason=why)
@@ -730,6 +808,7 @@ def _insert_task(conn: Connection, spec: TaskSpec) -> int:
         )
     ).inserted_primary_key
     task_id = int(key[0]) if key else 0
+    clock.changed(conn, [task_id])
     if spec.labels:
         conn.execute(insert(task_labels), [{"task_id": task_id, "label": lb} for lb in spec.labels])
     if spec.depends_on:
@@ -773,7 +852,10 @@ def _start_run(
     ).inserted_primary_key
     assert key is not None
     run_id = int(key[0])
-    _set_task(conn, task.id, status="running", reason=None, attempts=task.attempts + 1)
+    # An interrupt asked of an earlier turn is not this one's.
+    _set_task(
+        conn, task.id, status="running", reason=None, attempts=task.attempts + 1, interrupt_requested=False
+    )
     task_event(conn, task.id, "running", run_id=run_id, attempt=task.attempts + 1, worker=worker, kind=kind)
     return read_runs(conn, runs.c.id == run_id)[0]
 
@@ -805,10 +887,38 @@ def _approval(conn: Connection, approval_id: int) -> ApprovalRecord:
 
 def _set_task(conn: Connection, task_id: int, **values: Any) -> None:
     conn.execute(update(tasks).where(tasks.c.id == task_id).values(updated_at=time.time(), **values))
+    clock.changed(conn, [task_id])
+
+
+def _lock_downstream(conn: Connection, task_id: int) -> None:
+    """Lock every task downstream of ``task_id`` (its dependents, theirs, ...) in one ascending pass, for
+    a transaction about to end ``task_id``.  Locking them level by level as the cascade reaches them
+    took a higher id before a lower one (a deep branch before a shallow one), and a writer ending one of
+    those tasks at the same time, holding the lower and wanting the higher, deadlocked with it.  Called
+    before the transaction touches a run, which comes after every task in the lock order."""
+    if conn.dialect.name != "postgresql":
+        return  # SQLite: one writer at a time, no row locks
+    found: set[int] = set()
+    frontier = [task_id]
+    while frontier:
+        deps = [d for d in _dependents_of(conn, frontier) if d not in found]
+        found.update(deps)
+        frontier = deps
+    lock_tasks(conn, found)
+
+
+def _dependents_of(conn: Connection, task_ids: list[int]) -> list[int]:
+    query = select(task_deps.c.task_id).where(task_deps.c.depends_on.in_(task_ids)).distinct()
+    return list(conn.execute(query).scalars())
 
 
 def _dependents(conn: Connection, task_id: int) -> list[int]:
     return list(conn.execute(select(task_deps.c.task_id).where(task_deps.c.depends_on == task_id)).scalars())
+
+
+def _may_end(task: TaskRecord) -> bool:
+    """Whether losing ``task``'s run ends it (cancelled, or no attempt left): see Store._lost."""
+    return task.cancel_requested or task.attempts >= task.max_attempts
 
 
 def _blocked_reason(task_id: int, status: str) -> str:

@@ -4,9 +4,10 @@ agent through the engine's runner, heartbeat while it works) and the store side 
 Out of band: the turn's entry patches and raw log records go to the store through the batching event
 writer, as in the embedded engine; only a small :class:`TurnResult` goes back into workflow history.
 Approvals wait in the store (the engine's :class:`StoreApprovals`): any client, on any machine, answers
-them there, the first answer wins and a timeout denies.  Cancels (``orchestrate cancel``) and follow-ups
-(``orchestrate send``) go through the store as well; a cancel through Temporal arrives as the activity's
-cancellation, at the next heartbeat.
+them there, the first answer wins and a timeout denies.  Cancels (``orchestrate cancel``), interrupts of
+the current turn (``orchestrate interrupt``) and follow-ups (``orchestrate send``) go through the store as
+well, seen at the turn's next heartbeat by the worker that runs it; a cancel through Temporal arrives as
+the activity's cancellation, at the next heartbeat.
 """
 
 from __future__ import annotations
@@ -139,6 +140,8 @@ class TurnActivities:
                     live.cancel.set()
                 if task_id in await self._call(self.store.cancel_requested, [task_id]):
                     live.cancel.set()
+                elif task_id in await self._call(self.store.interrupt_requested, [task_id]):
+                    live.interrupt.set()  # the turn only: the workflow goes on to the task's next turn
             await asyncio.sleep(self.beat)
 
     async def _wake_waiting(self) -> None:

@@ -108,9 +108,12 @@ class TemporalWorker:
         return f"{self.options.prefix}-workflows"
 
     async def __aenter__(self) -> TemporalWorker:
-        """Connect, and kill what dead workers on this machine left running."""
+        """Connect, enter this worker on the store, and kill what dead workers on this machine left
+        running."""
         if self.client is None:
             self.client = await connect(self.options.address, self.options.namespace)
+        # Refused (WorkerKindError) while plain workers work the store: see store/workers.py.
+        await anyio.to_thread.run_sync(self.store.enter_worker, self.worker, "temporal", self.lease)
         reaped = await anyio.to_thread.run_sync(reap_dead_workers, self.store)
         self.reaped = [run.id for run in reaped]
         self.writer.start()
@@ -118,6 +121,8 @@ class TemporalWorker:
 
     async def __aexit__(self, *exc: object) -> None:
         await anyio.to_thread.run_sync(self.writer.close)
+        with contextlib.suppress(StoreError):  # else its entry expires after a lease
+            await anyio.to_thread.run_sync(self.store.leave_worker, self.worker)
 
     def stop(self) -> None:
         """Stop polling for new turns; :meth:`run` returns once the running ones have ended."""
@@ -157,8 +162,16 @@ class TemporalWorker:
         )
         async with turns, workflows, anyio.create_task_group() as tg:
             tg.start_soon(self._dispatch_loop, client)
+            tg.start_soon(self._still_here)
             await self._stop.wait()
             tg.cancel_scope.cancel()
+
+    async def _still_here(self) -> None:
+        """Keep this worker entered on the store (a plain worker is refused meanwhile)."""
+        while True:
+            await anyio.sleep(self.lease / 3)
+            with contextlib.suppress(StoreError):
+                await anyio.to_thread.run_sync(self.store.worker_seen, self.worker, self.lease)
 
     async def _dispatch_loop(self, client: Client) -> None:
         while True:
