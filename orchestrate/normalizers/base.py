@@ -140,7 +140,10 @@ class EntryLog:
         if extra:
             extra = {camel_key(k): v for k, v in extra.items() if v is not None}
         if extra:
-            return EntryMetadata(session_id=self.session_id, model=self.model, extra=extra)
+            # Built, not validated: the id and model are strings (the normalizers set them with
+            # ``text``), the keys are camelCase already, and ``extra`` holds any value by design;
+            # the constructor would only run its JSON-form hook and copy the dict.
+            return build(EntryMetadata, session_id=self.session_id, model=self.model, extra=extra)
         meta = self._metadata
         if meta is None or meta.session_id != self.session_id or meta.model != self.model:
             meta = self._metadata = build(
