@@ -42,8 +42,16 @@ def test_normalizer_throughput_reports_every_protocol_whole_and_in_pipe_chunks()
 
 def test_normalizer_throughput_decomposes_where_the_time_goes() -> None:
     out = bench(
-        "normalizer_throughput.py", "--mb", "0.02", "--repeat", "1", "--answers", "", "--decompose",
-        "--protocol", "codex-exec",
+        "normalizer_throughput.py",
+        "--mb",
+        "0.02",
+        "--repeat",
+        "1",
+        "--answers",
+        "",
+        "--decompose",
+        "--protocol",
+        "codex-exec",
     )
     stages = r" +".join(rf"{stage} +{RATIO}" for stage in ("frame", "parse", "1 entry", "full"))
     assert re.search(rf"codex-exec +decomposed .*{stages}", out), out
