@@ -7,7 +7,16 @@ one piece between the client's writes) and in 64 KiB pieces (what a pipe read gi
 synthetic answer of 1 MB and 5 MB streamed in 20-byte deltas (the text-growth check).  Rounds
 alternate floor and normalizer, best of ``--repeat``, so a busy machine slows both alike.
 
+``--clock cpu`` times with this process's CPU time instead of the wall clock: on a machine shared
+with other work, time spent waiting for a core then counts for neither side.
+
+``--decompose`` also runs each protocol's fixtures with its line handler replaced, to show where
+the time goes: ``frame`` (the handler does nothing: framing, the normalizer's creation and
+``finish``, notes, drains), ``parse`` (it only parses the line), ``1 entry`` (it parses the line
+and adds one plain entry for it, so one entry model and one patch per line), then ``full``.
+
     python bench/normalizer_throughput.py [--mb 10] [--repeat 5] [--answers 1,5] [--protocol NAME]
+                                          [--decompose] [--clock wall|cpu]
 """
 
 from __future__ import annotations
@@ -15,24 +24,57 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Callable
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus import PIPE_CHUNK, PROTOCOLS, Corpus, Segment, chunks, floor, load, normalize
+from corpus import PIPE_CHUNK, PROTOCOLS, Corpus, Segment, chunks, floor, load, normalize, normalizer
 from synthetic import STREAMS, stream
+
+from orchestrate.normalizers.kinds import SYSTEM
+from orchestrate.normalizers.values import json_object
+
+Handler = Callable[[Any, str, str, "datetime | None"], None]
+
+
+def _frame(self: Any, line: str, stream: str, ts: datetime | None) -> None:
+    pass
+
+
+def _parse(self: Any, line: str, stream: str, ts: datetime | None) -> None:
+    json_object(line)
+
+
+def _one_entry(self: Any, line: str, stream: str, ts: datetime | None) -> None:
+    json_object(line)
+    self.log.add(SYSTEM, "", ts)
+
+
+STAGES: list[tuple[str, Handler | None]] = [
+    ("frame", _frame),
+    ("parse", _parse),
+    ("1 entry", _one_entry),
+    ("full", None),
+]
+
+
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = time.perf_counter
 
 
 def ratio(protocol: str, pieces: list[Segment], repeat: int) -> tuple[float, float]:
     """(floor seconds, normalizer seconds), each the best of ``repeat`` alternating rounds."""
     best_floor = best_norm = float("inf")
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = clock()
         floor(pieces)
-        best_floor = min(best_floor, time.perf_counter() - start)
-        start = time.perf_counter()
+        best_floor = min(best_floor, clock() - start)
+        start = clock()
         normalize(protocol, pieces)
-        best_norm = min(best_norm, time.perf_counter() - start)
+        best_norm = min(best_norm, clock() - start)
     return best_floor, best_norm
 
 
@@ -44,17 +86,54 @@ def report(label: str, corpus: Corpus, repeat: int) -> None:
     print(f"{corpus.protocol:19} {label:16} {corpus.size / 1e6:6.1f} MB  " + "   ".join(cells), flush=True)
 
 
+def decompose(corpus: Corpus, repeat: int) -> None:
+    """The fixtures through the normalizer with its line handler replaced by each stage's."""
+    cls = type(normalizer(corpus.protocol))
+    own = cls.__dict__.get("feed_line")  # (None: the class inherits it)
+    pieces = list(chunks(corpus, None))
+    cells = []
+    try:
+        for label, handler in STAGES:
+            if handler is not None:
+                cls.feed_line = handler
+            elif own is not None:
+                cls.feed_line = own
+            else:
+                del cls.feed_line
+            f, n = ratio(corpus.protocol, pieces, repeat)
+            cells.append(f"{label} {n / f:5.2f}x")
+    finally:
+        if own is not None:
+            cls.feed_line = own
+        elif "feed_line" in cls.__dict__:
+            del cls.feed_line
+    size = f"{corpus.size / 1e6:6.1f} MB"
+    print(f"{corpus.protocol:19} {'decomposed':16} {size}  " + "   ".join(cells), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mb", type=float, default=10.0, help="size of the fixture corpus per protocol")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--answers", default="1,5", help="synthetic answer sizes in MB ('' for none)")
     parser.add_argument("--protocol", action="append", choices=sorted(PROTOCOLS))
+    parser.add_argument("--decompose", action="store_true", help="where the time goes, per protocol")
+    parser.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        default="wall",
+        help="cpu: this process's CPU time, steadier than wall time on a machine shared with other work",
+    )
     args = parser.parse_args()
+    global clock
+    clock = CLOCKS[args.clock]
     protocols = args.protocol or list(PROTOCOLS)
     print("time as a multiple of the floor (split lines + orjson.loads each); lower is better")
     for protocol in protocols:
-        report("fixtures", load(protocol, int(args.mb * 1e6)), args.repeat)
+        corpus = load(protocol, int(args.mb * 1e6))
+        report("fixtures", corpus, args.repeat)
+        if args.decompose:
+            decompose(corpus, args.repeat)
     for mb in [float(x) for x in args.answers.split(",") if x]:
         for protocol in protocols:
             if protocol in STREAMS:

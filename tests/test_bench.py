@@ -40,6 +40,23 @@ def test_normalizer_throughput_reports_every_protocol_whole_and_in_pipe_chunks()
     assert re.search(rf"claude-stream-json +0.01 MB answer .*whole +{RATIO}", out), out
 
 
+def test_normalizer_throughput_decomposes_where_the_time_goes() -> None:
+    out = bench(
+        "normalizer_throughput.py",
+        "--mb",
+        "0.02",
+        "--repeat",
+        "1",
+        "--answers",
+        "",
+        "--decompose",
+        "--protocol",
+        "codex-exec",
+    )
+    stages = r" +".join(rf"{stage} +{RATIO}" for stage in ("frame", "parse", "1 entry", "full"))
+    assert re.search(rf"codex-exec +decomposed .*{stages}", out), out
+
+
 def test_scaling_reports_a_doubling_ratio_per_dimension() -> None:
     out = bench("scaling.py", "--scale", "0.005", "--repeat", "1")
     assert re.search(r"claude-stream-json( +\d+\.\d+){5}$", out, re.M), out

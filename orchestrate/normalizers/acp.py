@@ -55,7 +55,7 @@ from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .claude_tools import plan_items
 from .codex_items import display_command
 from .diffs import diff_texts
-from .evolve import evolve
+from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count, json_object, obj, rpc_id, text
 
@@ -319,15 +319,18 @@ class AcpNormalizer(LineNormalizer):
         output = content_text(call.get("content"))
         known = previous.result if previous is not None else None
         if status in ("success", "failed") and (output is not None or known is None):
-            changes["result"] = ToolResult(
+            changes["result"] = make(
+                ToolResult,
                 success=status == "success",
                 data=output if status == "success" else None,
                 error=output if status == "failed" else None,
             )
         if index is None:
-            tool = ToolUseEntry(tool_name=name, action=changes["action"], status=status, tool_call_id=tool_id)
+            tool = make(
+                ToolUseEntry, tool_name=name, action=changes["action"], status=status, tool_call_id=tool_id
+            )
             self._tools[tool_id] = self.log.add(
-                ToolUse(tool=evolve(tool, **changes)), describe(changes["action"], self._cwd), ts
+                make(ToolUse, tool=evolve(tool, **changes)), describe(changes["action"], self._cwd), ts
             )
         else:
             self.log.update_tool(index, content=describe(changes["action"], self._cwd), **changes)
@@ -387,7 +390,7 @@ class AcpNormalizer(LineNormalizer):
             self.log.update_tool(
                 index,
                 status=advance(before, "pending_approval", progress=True),  # (never back)
-                approval=ApprovalInfo(request_id=str(request_id)),
+                approval=make(ApprovalInfo, request_id=str(request_id)),
             )
         elif method == "elicitation/create":
             question = text(params.get("message")) or "The agent asks for input"
@@ -416,9 +419,10 @@ class AcpNormalizer(LineNormalizer):
             decision, status = "cancelled", "cancelled"
         else:
             decision, status = "denied", "denied"
-        approval = ApprovalInfo(
+        approval = make(
+            ApprovalInfo,
             request_id=str(request_id),
-            decision=decision,  # type: ignore[arg-type]
+            decision=decision,
             for_session=kind == "allow_always",
             # The person's reason (from the run's note, which comes first): ACP has no field to
             # carry it to the agent, so the entry is where it is kept.
@@ -440,7 +444,8 @@ class AcpNormalizer(LineNormalizer):
         tool_id = self._permissions[request_id][0] if request_id in self._permissions else ""
         index = self._tools.get(tool_id)
         if index is not None and event.get("decision") == "timed_out":
-            approval = ApprovalInfo(
+            approval = make(
+                ApprovalInfo,
                 request_id=text(event.get("request_id")),
                 decision="timed_out",
                 reason=text(event.get("reason")) or None,
@@ -464,21 +469,22 @@ class AcpNormalizer(LineNormalizer):
         items = plan_items(raw) if isinstance(raw.get("todos"), list) else ()
         if items:
             self._open = None
-            self._plan = self.log.put(self._plan, Plan(items=items), "Plan", ts)
+            self._plan = self.log.put(self._plan, make(Plan, items=items), "Plan", ts)
         return True
 
     def _plan_update(self, update: dict[str, Any], ts: datetime | None) -> None:
         self._open = None
         items = tuple(
-            PlanItem(
+            make(
+                PlanItem,
                 content=text(e.get("content")),
-                status=_PLAN_STATUS.get(text(e.get("status")), "pending"),  # type: ignore[arg-type]
+                status=_PLAN_STATUS.get(text(e.get("status")), "pending"),
                 priority=text(e.get("priority")) or None,
             )
             for e in update.get("entries") or []
             if isinstance(e, dict)
         )
-        self._plan = self.log.put(self._plan, Plan(items=items), "Plan", ts)
+        self._plan = self.log.put(self._plan, make(Plan, items=items), "Plan", ts)
 
     # --- our side: requests, notifications, answers -------------------------------------------
 
@@ -583,7 +589,7 @@ class AcpNormalizer(LineNormalizer):
                 context_window=usage.context_window or self._context_window,
                 total_cost_usd=usage.total_cost_usd if usage.total_cost_usd is not None else cost,
             )
-        self.log.add(TokenUsageEntry(usage=usage), "", ts, stop_reason=stop)
+        self.log.add(make(TokenUsageEntry, usage=usage), "", ts, stop_reason=stop)
         self._usage = {}
         if stop == "cancelled":
             self.log.error("The turn was interrupted", "interrupted", ts)
@@ -597,19 +603,22 @@ class AcpNormalizer(LineNormalizer):
         quota = obj(obj(obj(res.get("_meta")).get("quota")).get("token_count"))  # Gemini
         usage = obj(res.get("usage"))  # the protocol's own field, where agents send it
         if quota:
-            return TokenUsage(
+            return make(
+                TokenUsage,
                 input_tokens=count(quota.get("input_tokens")),
                 output_tokens=count(quota.get("output_tokens")),
             )
         if usage:
-            return TokenUsage(
+            return make(
+                TokenUsage,
                 input_tokens=count(usage.get("inputTokens")),
                 output_tokens=count(usage.get("outputTokens")),
                 cache_read_tokens=count(usage.get("cachedReadTokens")),
                 cache_write_tokens=count(usage.get("cachedWriteTokens")),
             )
         u = self._usage  # Qwen, summed over the turn's model calls
-        return TokenUsage(
+        return make(
+            TokenUsage,
             input_tokens=u.get("inputTokens", 0),
             output_tokens=u.get("outputTokens", 0),
             cache_read_tokens=u.get("cachedReadTokens", 0),
@@ -686,7 +695,8 @@ def _diffs(call: dict[str, Any]) -> list[FileChange]:
             # Gemini marks a new file with _meta.kind "add"; Qwen sends oldText "" (or none).
             created = not old or kind == "add"
             out.append(
-                FileChange(
+                make(
+                    FileChange,
                     type="create" if created else "delete" if kind == "delete" else "edit",
                     unified_diff=diff_texts(path, text(old), new, created=created),
                 )
@@ -702,28 +712,31 @@ def _action(call: dict[str, Any], raw: dict[str, Any], previous: ToolUseEntry | 
             command = _command(raw.get("command")) or (title if title and title != "Shell" else "")
             if not command and previous is not None and isinstance(previous.action, CommandRun):
                 command = previous.action.command
-            return CommandRun(command=command)
+            return make(CommandRun, command=command)
         case "read":
-            return FileRead(path=_path(call, raw, previous))
+            return make(FileRead, path=_path(call, raw, previous))
         case "edit" | "delete":
             changes = _diffs(call)
             path = _path(call, raw, previous)
             if not changes and previous is not None and isinstance(previous.action, FileEdit):
                 changes = list(previous.action.changes)
             if kind == "delete" and not changes:
-                changes = [FileChange(type="delete")]
-            return FileEdit(path=path, changes=tuple(changes))
+                changes = [make(FileChange, type="delete")]
+            return make(FileEdit, path=path, changes=tuple(changes))
         case "search":
-            return Search(
+            return make(
+                Search,
                 query=text(raw.get("pattern") or raw.get("query")) or title,
                 path=_path(call, raw, previous) or None,
             )
         case "fetch":
-            return WebFetch(url=text(raw.get("url")) or title, prompt=text(raw.get("prompt")) or None)
+            return make(WebFetch, url=text(raw.get("url")) or title, prompt=text(raw.get("prompt")) or None)
     if previous is not None and not call.get("kind"):
         return previous.action
-    return GenericTool(
-        tool_name=text(obj(call.get("_meta")).get("toolName")) or title or kind or "tool", args=raw or None
+    return make(
+        GenericTool,
+        tool_name=text(obj(call.get("_meta")).get("toolName")) or title or kind or "tool",
+        args=raw or None,
     )
 
 

@@ -22,7 +22,7 @@ from ..entries import (
     ToolUseEntry,
     camel_key,
 )
-from .evolve import build, evolve
+from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private, build, evolve
 from .framing import DEFAULT_MAX_LINE_BYTES, FramedLine, LineFramer, LineTooLong
 from .shape import shape_content, shape_tool
 from .text import TextBuffer
@@ -140,7 +140,10 @@ class EntryLog:
         if extra:
             extra = {camel_key(k): v for k, v in extra.items() if v is not None}
         if extra:
-            return EntryMetadata(session_id=self.session_id, model=self.model, extra=extra)
+            # Built, not validated: the id and model are strings (the normalizers set them with
+            # ``text``), the keys are camelCase already, and ``extra`` holds any value by design;
+            # the constructor would only run its JSON-form hook and copy the dict.
+            return build(EntryMetadata, session_id=self.session_id, model=self.model, extra=extra)
         meta = self._metadata
         if meta is None or meta.session_id != self.session_id or meta.model != self.model:
             meta = self._metadata = build(
@@ -565,18 +568,16 @@ class LineNormalizer(Normalizer):
 
 
 _PATCH_FIELDS = {"op", "index", "entry"}
-_new_patch = EntryPatch.__new__
-_set = object.__setattr__
 
 
 def _patch(op: str, index: int, entry: NormalizedEntry) -> EntryPatch:
     """``build(EntryPatch, ...)`` for the one model made for every entry of every drain: the
     field set is shared (pydantic never changes it in place, and nothing here reads it)."""
-    new = _new_patch(EntryPatch)
-    _set(new, "__dict__", {"op": op, "index": index, "entry": entry})
-    _set(new, "__pydantic_fields_set__", _PATCH_FIELDS)
-    _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_private__", None)
+    new = _new(EntryPatch)
+    _set_dict(new, {"op": op, "index": index, "entry": entry})
+    _set_fields_set(new, _PATCH_FIELDS)
+    _set_extra(new, None)
+    _set_private(new, None)
     return new
 
 

@@ -17,22 +17,29 @@ from pydantic_core import PydanticUndefined
 __all__ = ["build", "evolve", "make"]
 
 M = TypeVar("M", bound=BaseModel)
-_set = object.__setattr__
+
+# A model's four slots, set through their descriptors: what ``object.__setattr__(m, name, v)``
+# does, without looking the name up each time (these run several times per line: about half of
+# a model's cost here).  ``object.__new__``: pydantic models have no ``__new__`` of their own.
+_new = object.__new__
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 def evolve(model: M, /, **changes: Any) -> M:
     """``model`` with ``changes`` applied: what ``model.model_copy(update=changes)`` returns (but
     for ``model_fields_set``, see below)."""
-    cls = type(model)
-    new = cls.__new__(cls)
+    new = _new(type(model))
     fields = model.__dict__.copy()
     fields.update(changes)
-    _set(new, "__dict__", fields)
+    _set_dict(new, fields)
     # The set of fields given explicitly only matters to ``exclude_unset`` dumps, which nothing
     # here makes; pydantic never changes it in place, so the copy shares the original's.
-    _set(new, "__pydantic_fields_set__", model.__pydantic_fields_set__)
-    _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_private__", None)
+    _set_fields_set(new, model.__pydantic_fields_set__)
+    _set_extra(new, None)
+    _set_private(new, None)
     return new
 
 
@@ -40,11 +47,11 @@ def build(cls: type[M], /, **fields: Any) -> M:
     """An instance of ``cls`` from values already of the right types, every field given (in the
     order the model declares them).  For the log's own wrappers (entry, patch, metadata) around
     parts that were validated when built."""
-    new = cls.__new__(cls)
-    _set(new, "__dict__", fields)
-    _set(new, "__pydantic_fields_set__", set(fields))
-    _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_private__", None)
+    new = _new(cls)
+    _set_dict(new, fields)
+    _set_fields_set(new, set(fields))
+    _set_extra(new, None)
+    _set_private(new, None)
     return new
 
 
@@ -65,11 +72,11 @@ def make(cls: type[M], /, **fields: Any) -> M:
     values.update(fields)
     if len(values) != len(defaults) or not required.issubset(fields):
         raise TypeError(f"{cls.__name__}: unknown or missing fields in {sorted(fields)}")
-    new = cls.__new__(cls)
-    _set(new, "__dict__", values)
-    _set(new, "__pydantic_fields_set__", set(fields))
-    _set(new, "__pydantic_extra__", None)
-    _set(new, "__pydantic_private__", None)
+    new = _new(cls)
+    _set_dict(new, values)
+    _set_fields_set(new, set(fields))
+    _set_extra(new, None)
+    _set_private(new, None)
     return new
 
 
