@@ -92,16 +92,22 @@ class Cluster:
         self.store.close()
 
 
-def workflow_states(cluster: Cluster, ids: list[int]) -> set[str]:
+def workflow_states(cluster: Cluster, ids: list[int], settle: float = 30.0) -> set[str]:
+    """The states of the tasks' workflows once none is still running (or ``settle`` seconds have
+    passed): the store says a task ended before its workflow returns, a moment later."""
     from orchestrate.engine.temporal import connect, workflow_id
 
     async def states() -> set[str]:
         client = await connect(cluster.address)
-        found = set()
-        for t in ids:
-            described = await client.get_workflow_handle(workflow_id(t, cluster.prefix)).describe()
-            found.add(described.status.name if described.status else "?")
-        return found
+        deadline = time.monotonic() + settle
+        while True:
+            found = set()
+            for t in ids:
+                described = await client.get_workflow_handle(workflow_id(t, cluster.prefix)).describe()
+                found.add(described.status.name if described.status else "?")
+            if "RUNNING" not in found or time.monotonic() > deadline:
+                return found
+            await anyio.sleep(0.1)
 
     return anyio.run(states)
 
