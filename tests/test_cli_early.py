@@ -31,6 +31,8 @@ from orchestrate.task import Task
 from .helpers import FAKE_CLAUDE, pid_alive
 
 FAKE = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLAUDE))}"
+CLI = [sys.executable, "-m", "orchestrate", "run", "-e", "claude-code"]
+JSONL = ["--approvals", "deny", "--output", "jsonl"]
 
 
 class _Captured(Exception):
@@ -61,7 +63,8 @@ def early_names() -> list[str]:
     names = []
     for name in _BUILTINS:
         cls = default_registry.get(name)
-        if cls.transport == "pipes" and cls.prepare is Executor.prepare and cls.policy_args is Executor.policy_args:
+        plain = cls.prepare is Executor.prepare and cls.policy_args is Executor.policy_args
+        if cls.transport == "pipes" and plain:
             names.append(name)
     return names
 
@@ -223,8 +226,7 @@ def test_a_refused_run_kills_its_early_agent_before_it_is_sent_anything(tmp_path
     already started is dead afterwards and never received a byte."""
     command, pid_file, got = recorder(tmp_path)
     done = subprocess.run(
-        [sys.executable, "-m", "orchestrate", "run", "-e", "claude-code", "--base-command", command]
-        + ["--cwd", str(tmp_path), "--approvals", "ask", "hello"],
+        [*CLI, "--base-command", command, "--cwd", str(tmp_path), "--approvals", "ask", "hello"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -240,10 +242,9 @@ def test_a_refused_run_kills_its_early_agent_before_it_is_sent_anything(tmp_path
 def test_the_agent_of_a_killed_cli_dies_even_before_adoption(tmp_path: Path) -> None:
     """SIGKILL to the CLI the moment its early agent runs: the supervisor sees its control socket
     close and kills the agent, adopted or not."""
-    command, pid_file, got = recorder(tmp_path)
+    command, pid_file, _ = recorder(tmp_path)
     cli = subprocess.Popen(
-        [sys.executable, "-m", "orchestrate", "run", "-e", "claude-code", "--base-command", command]
-        + ["--cwd", str(tmp_path), "--approvals", "deny", "--output", "jsonl", "hello"],
+        [*CLI, "--base-command", command, "--cwd", str(tmp_path), "--approvals", "deny", "hello"],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -263,15 +264,15 @@ def test_an_early_run_is_a_run(tmp_path: Path) -> None:
         "import runpy, sys\n"
         "def hook(event, args):\n"
         "    if event == 'subprocess.Popen' and not hasattr(hook, 'seen'):\n"
-        "        hook.seen = sorted(m for m in ('click', 'pydantic', 'anyio', 'asyncio') if m in sys.modules)\n"
+        "        heavy = ('click', 'pydantic', 'anyio', 'asyncio')\n"
+        "        hook.seen = sorted(m for m in heavy if m in sys.modules)\n"
         "        sys.stderr.write(f'loaded at the spawn: {hook.seen}\\n')\n"
         "sys.addaudithook(hook)\n"
         "sys.argv = ['orchestrate', *sys.argv[1:]]\n"
         "runpy.run_module('orchestrate', run_name='__main__', alter_sys=True)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", probe, "run", "-e", "claude-code", "--base-command", FAKE]
-        + ["--cwd", str(tmp_path), "--approvals", "deny", "--output", "jsonl", "plain"],
+        [sys.executable, "-c", probe, *CLI[3:], "--base-command", FAKE, "--cwd", str(tmp_path), *JSONL, "hi"],
         capture_output=True,
         text=True,
         timeout=60,
