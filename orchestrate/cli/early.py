@@ -132,13 +132,13 @@ def _parse(args: list[str]) -> dict[str, Any] | None:
 def early_spec(args: list[str]) -> ProcessSpec | None:
     """The agent's command line, directory and environment for ``orchestrate ARGS...``, built by its
     executor's own ``process_spec``; None when the early start does not apply."""
+    given = _parse(args)
+    if given is None:  # before any import: every other command goes on at once
+        return None
     from ..executors.base import Executor
     from ..process.env import parse_env_overrides
     from ..registry import default_registry
 
-    given = _parse(args)
-    if given is None:
-        return None
     name = given["executor"]
     if default_registry.sources.get(name) != "builtin":  # a plugin loads with the rest
         return None
