@@ -186,10 +186,20 @@ def test_the_early_spec_is_the_full_paths_for_every_combination(
         ["run", "-e", "cursor", "hi"],  # its permission flags come from the approval service
         ["run", "-e", "no-such-agent", "hi"],
         ["run", "-e", "claude-code", "--cwd", "/nonexistent/dir", "hi"],
+        ["run", "-e", "claude-code", "--approvals", "ask", "hi"],  # no terminal here (new session)
+        ["run", "-e", "claude-code", "hi"],  # the same: ask is the default
     ],
 )
-def test_what_the_early_start_leaves_to_the_full_path(programs: Path, args: list[str]) -> None:
+def test_what_the_early_start_leaves_to_the_full_path(
+    programs: Path, args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(early, "_has_terminal", lambda: False)
     assert early.early_spec(args) is None
+
+
+def test_ask_with_a_terminal_starts_early(programs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(early, "_has_terminal", lambda: True)
+    assert early.early_spec(["run", "-e", "claude-code", "hi"]) is not None
 
 
 # --- real processes ------------------------------------------------------------------------------
@@ -221,17 +231,27 @@ def dies(pid: int, seconds: float = 10.0) -> bool:
     return True
 
 
-def test_a_refused_run_kills_its_early_agent_before_it_is_sent_anything(tmp_path: Path) -> None:
-    """`--approvals ask` without a terminal is refused by the full path (exit 2): the agent it had
-    already started is dead afterwards and never received a byte."""
+@pytest.mark.parametrize(
+    "refused",
+    [
+        ["--timeout", "soon"],  # not a number: click's usage error
+        ["--approvals", "no-such-policy.toml"],  # neither auto, deny, ask nor a file
+        ["--approval-timeout", "x"],
+        ["--output", "xml"],
+    ],
+)
+def test_a_refused_run_kills_its_early_agent_before_it_is_sent_anything(
+    tmp_path: Path, refused: list[str]
+) -> None:
+    """Options the early start does not check, which the full path refuses (exit 2): the agent it
+    had already started is dead afterwards and never received a byte."""
     command, pid_file, got = recorder(tmp_path)
     done = subprocess.run(
-        [*CLI, "--base-command", command, "--cwd", str(tmp_path), "--approvals", "ask", "hello"],
+        [*CLI, "--base-command", command, "--cwd", str(tmp_path), "--approvals", "deny", *refused, "hello"],
         capture_output=True,
         text=True,
         timeout=60,
         stdin=subprocess.DEVNULL,
-        start_new_session=True,  # no controlling terminal to ask on
     )
     assert done.returncode == 2, done.stderr
     pid = wait_for(pid_file)  # it was started early

@@ -13,7 +13,8 @@ anything (its input is written by the run alone, after adoption).
 
 Only what this module is sure to read the way click does is started early: the options below, one
 PROMPT (not ``-``), an executor of ours over pipes whose ``prepare`` and ``policy_args`` are the
-defaults.  Anything else (``--interactive``, a workspace, ``-c``, ``--mcp-config``, ``--help``, an
+defaults, and not ``--approvals ask`` (the default) without a terminal to ask on, which the full
+path refuses at once.  Anything else (``--interactive``, a workspace, ``-c``, ``--mcp-config``, ``--help``, an
 option this module does not know) takes the ordinary path, unchanged.  ``ORCHESTRATE_EARLY=0`` turns
 the early start off.
 """
@@ -43,7 +44,7 @@ _VALUED: dict[str, str | None] = {
     "--executor": "executor",
     "--cwd": "cwd",
     "--model": "model",
-    "--approvals": None,
+    "--approvals": "approvals",
     "--approval-timeout": None,
     "--resume": "resume",
     "--permission-mode": "permission_mode",
@@ -125,8 +126,20 @@ def _parse(args: list[str]) -> dict[str, Any] | None:
             prompts.append(arg)
     if len(prompts) != 1 or prompts[0] == "-" or not prompts[0].strip() or "executor" not in given:
         return None
+    if given.get("approvals", "ask") == "ask" and not _has_terminal():
+        return None  # refused at once by the full path (a usage error): nothing to start
     given["prompt"] = prompts[0]
     return given
+
+
+def _has_terminal() -> bool:
+    """Whether ``--approvals ask`` has a terminal to ask on, as the terminal prompt decides
+    (approvals/prompt.py): ``/dev/tty`` opens, or stdin is a terminal."""
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC))
+    except OSError:
+        return os.isatty(0)
+    return True
 
 
 def early_spec(args: list[str]) -> ProcessSpec | None:
