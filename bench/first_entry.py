@@ -15,7 +15,13 @@ The figure is the difference of the medians (the issue's target: within 0.1 s) a
     python bench/first_entry.py [--executor claude-code] [--rounds 7] [--orchestrate PATH ...]
 
 With ``--orchestrate`` (repeatable) each checkout's ``orchestrate run`` is timed in the same rounds,
-against the same CLI-alone times: two branches compared back to back on a noisy machine.
+against the same CLI-alone times: two branches compared back to back on a noisy machine.  With
+``--late``, each checkout is also timed with its early start off (``ORCHESTRATE_EARLY=0``: the agent
+spawned only once the CLI, the models and the event loop are loaded), in the same rounds.
+
+The CPU time each ``orchestrate run`` used up to its first entry is reported too (its median): on a
+machine with no free core, our work and the agent's start-up take turns, and the wall time follows
+the sum.
 """
 
 from __future__ import annotations
@@ -48,8 +54,9 @@ _OWN_PROMPT = b'"kind":"user_message"'
 
 def first_line(
     argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes | None, skip: bytes = b""
-) -> float:
-    """Seconds from spawn to the first stdout line without ``skip`` in it (the process is then killed)."""
+) -> tuple[float, float]:
+    """Seconds from spawn to the first stdout line without ``skip`` in it (the process is then
+    killed), and the CPU seconds the process itself had used by then (from /proc)."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv,
@@ -67,11 +74,22 @@ def first_line(
     while skip and skip in line:
         line = proc.stdout.readline()
     took = time.perf_counter() - start
+    cpu = _cpu_seconds(proc.pid)
     proc.kill()
     proc.wait()
     if not line:
         raise SystemExit(f"no output from {argv[0]}")
-    return took
+    return took, cpu
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` itself (not its children), from /proc/PID/stat."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return float("nan")
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def cli_alone(executor: str, task: Task) -> tuple[list[str], dict[str, str], bytes]:
@@ -86,6 +104,7 @@ def main() -> None:
     )
     parser.add_argument("--executor", default="claude-code")
     parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--late", action="store_true", help="also time with ORCHESTRATE_EARLY=0")
     parser.add_argument(
         "--orchestrate",
         type=Path,
@@ -105,26 +124,38 @@ def main() -> None:
         ours = [sys.executable, "-m", "orchestrate", "run", "-e", args.executor, "--output", "jsonl"]
         ours += ["--approvals", "deny", "--cwd", str(scratch.work), PROMPT]
         alone: list[float] = []
-        through: dict[Path, list[float]] = {c: [] for c in checkouts}
+        variants = [(c, early) for c in checkouts for early in (("1", "0") if args.late else ("1",))]
+        through: dict[tuple[Path, str], list[tuple[float, float]]] = {v: [] for v in variants}
         with tempfile.TemporaryDirectory() as home:
             for _ in range(args.rounds):
-                alone.append(first_line(argv, env, scratch.work, stdin))
-                for checkout in checkouts:
+                alone.append(first_line(argv, env, scratch.work, stdin)[0])
+                for checkout, early in variants:
                     ours_env = {
                         **os.environ,
                         **agent_env,
                         "ORCHESTRATE_HOME": home,
                         "PYTHONPATH": str(checkout),
+                        "ORCHESTRATE_EARLY": early,
                     }
-                    through[checkout].append(first_line(ours, ours_env, scratch.work, None, _OWN_PROMPT))
+                    through[checkout, early].append(
+                        first_line(ours, ours_env, scratch.work, None, _OWN_PROMPT)
+                    )
     a = statistics.median(alone)
     print(f"executor: {args.executor}, rounds: {args.rounds}, load average: {os.getloadavg()[0]:.1f}")
     print(f"cli alone, first line:        median {a * 1000:7.0f} ms  (min {min(alone) * 1000:.0f})")
-    for checkout, times in through.items():
+    for (checkout, early), runs in through.items():
+        times = [t for t, _ in runs]
         t = statistics.median(times)
-        if len(checkouts) > 1:
-            print(f"{checkout}:")
-        print(f"orchestrate run, first entry: median {t * 1000:7.0f} ms  (min {min(times) * 1000:.0f})")
+        cpu = statistics.median(c for _, c in runs)
+        label = "" if len(checkouts) == 1 else f"{checkout}"
+        if args.late:
+            label += " early start" if early == "1" else " early start off (ORCHESTRATE_EARLY=0)"
+        if label:
+            print(f"{label.strip()}:")
+        print(
+            f"orchestrate run, first entry: median {t * 1000:7.0f} ms  (min {min(times) * 1000:.0f}), "
+            f"CPU {cpu * 1000:.0f} ms"
+        )
         print(f"added: {(t - a) * 1000:+.0f} ms   ratio: {t / a:.2f}x")
 
 

@@ -52,6 +52,16 @@ runpy.run_module("orchestrate", run_name="__main__", alter_sys=True)
 """
 # Loaded before the spawn, they would delay the agent: each is loaded after it, or never on this path.
 HEAVY = (
+    # the early start (cli/early.py) spawns the agent before the CLI itself, the models and the
+    # event loop are loaded: they load while the agent starts up
+    "click",
+    "pydantic",
+    "anyio",
+    "asyncio",
+    "orchestrate.cli.main",
+    "orchestrate.run",
+    "orchestrate.approvals",
+    "orchestrate.process.rawlog",
     "acp",
     "pyte",
     "orchestrate.testing",

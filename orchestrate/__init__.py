@@ -16,13 +16,11 @@ anyio.run(main)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
 from .lazy import lazy_exports
-
-# Imported here, not when first asked for: the function has its module's name, and importing the
-# module later would set the package's ``replay`` to the module.
-from .replay import replay
 
 if TYPE_CHECKING:
     from .approvals import (
@@ -43,8 +41,10 @@ if TYPE_CHECKING:
         RunClosedError,
         UnknownExecutorError,
     )
-    from .executors.base import Availability, Capabilities, Executor, ExecutorOptions
+    from .executors.base import Availability, Capabilities, Executor
+    from .executors.options import ExecutorOptions
     from .registry import default_registry, get_executor, register
+    from .replay import replay
     from .run import Run, RunResult
     from .task import Task
 
@@ -109,11 +109,29 @@ _WHERE = {
         ),
         ".errors",
     ),
-    **dict.fromkeys(("Availability", "Capabilities", "Executor", "ExecutorOptions"), ".executors.base"),
+    **dict.fromkeys(("Availability", "Capabilities", "Executor"), ".executors.base"),
+    "ExecutorOptions": ".executors.options",
     **dict.fromkeys(("default_registry", "get_executor", "register"), ".registry"),
     **dict.fromkeys(("Run", "RunResult"), ".run"),
     "Task": ".task",
+    "replay": ".replay",
 }
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE, globals(), __all__)
+
+
+class _Package(ModuleType):
+    """The package's ``replay`` is the function, not its module.  Importing the module
+    ``orchestrate.replay`` (first, by anyone) makes the import system set the package's attribute
+    to the module; this keeps the function there instead.  (``replay`` is imported when first asked
+    for, like every name here: its module loads the raw log's writer and the redactor, which a run
+    needs only once its agent is started.)"""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "replay" and isinstance(value, ModuleType):
+            value = value.replay
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

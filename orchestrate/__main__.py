@@ -1,5 +1,5 @@
 from __future__ import annotations
 
-from .cli.main import main
+from .cli.early import main
 
 main()

@@ -5,9 +5,13 @@ from __future__ import annotations
 import importlib
 import warnings
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .errors import ConfigError, UnknownExecutorError
-from .executors.base import Executor, ExecutorOptions
+from .executors.base import Executor
+
+if TYPE_CHECKING:  # not loaded by a lookup: `orchestrate run` starts its agent before pydantic loads
+    from .executors.options import ExecutorOptions
 
 __all__ = ["ENTRY_POINT_GROUP", "Registry", "default_registry", "get_executor", "register"]
 

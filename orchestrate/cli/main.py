@@ -381,6 +381,11 @@ def run(
             made = RunWorkspace.prepare(task)
             task = made.task
         live = Run(executor, task, service)
+        from .early import take
+
+        early = take()  # the agent cli/early.py started, if it did: adopted if it is this run's
+        if early is not None:
+            live.adopt(early)
         stored: dict[str, int] | None = None
         try:
             # Recorded in the store as a task (`orchestrate tasks`); a store failure only warns.

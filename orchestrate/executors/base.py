@@ -12,17 +12,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import anyio
-from pydantic import BaseModel, ConfigDict, Field
-
 from ..errors import ExecutorUnavailableError
 from ..process.env import NESTING_VARIABLES, build_env
-from ..process.pipes import ProcessSpec
-from ..task import Task
+from ..process.spec import ProcessSpec
 
+# No pydantic and no anyio here: the CLI's early start (cli/early.py) builds the command line with
+# the executor's own code before either is loaded, so that the agent starts first.  The options
+# model lives in options.py and is imported from here when first asked for.
 if TYPE_CHECKING:  # types only: an executor is described before its normalizer is loaded
     from ..approvals.base import ApprovalService
     from ..normalizers.base import Normalizer
+    from ..task import Task
+    from .options import ExecutorOptions
 
 __all__ = ["Availability", "Capabilities", "Executor", "ExecutorOptions", "find_program"]
 
@@ -71,33 +72,6 @@ class Availability:
     credentials_source: str | None = None
 
 
-class ExecutorOptions(BaseModel):
-    """Options every executor understands; unset ones keep the CLI's defaults."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    model: str | None = None
-    permission_mode: str | None = None
-    base_command: str | list[str] | None = Field(
-        default=None, description="the CLI to run: a path, or e.g. 'npx -y @anthropic-ai/claude-code@2.1.330'"
-    )
-    extra_args: list[str] = Field(default_factory=list)
-    env: dict[str, str] = Field(default_factory=dict, description="added to the caller's environment")
-    sandbox: str | None = Field(
-        default=None, description="Codex: read-only, workspace-write, danger-full-access"
-    )
-    approval_policy: str | None = Field(default=None, description="Codex: untrusted, on-request, never")
-    config: dict[str, Any] = Field(
-        default_factory=dict, description="CLI configuration overrides (Codex: -c k=v)"
-    )
-    mcp_servers: dict[str, dict[str, Any]] = Field(
-        default_factory=dict, description="MCP servers by name: {command, args, env} (or {url})"
-    )
-    stable_seconds: float | None = Field(
-        default=None, gt=0, description="Terminal agents: how long the screen is still before a turn is over"
-    )
-
-
 def find_program(program: str) -> str | None:
     """``program`` on $ORCHESTRATE_BIN_PATH, then beside the running interpreter (a virtualenv's
     ``bin``, where a project-local install links the CLIs), then on $PATH."""
@@ -127,7 +101,11 @@ class Executor(abc.ABC):
     remove_env: ClassVar[tuple[str, ...]] = NESTING_VARIABLES
 
     def __init__(self, options: ExecutorOptions | None = None, **kwargs: Any) -> None:
-        self.options = options or ExecutorOptions(**kwargs)
+        if options is None:
+            from .options import ExecutorOptions
+
+            options = ExecutorOptions(**kwargs)
+        self.options = options
 
     def base_command(self) -> list[str]:
         """The command that starts the CLI, before our arguments."""
@@ -185,6 +163,8 @@ class Executor(abc.ABC):
             argv = self.base_command()
         except ExecutorUnavailableError as exc:
             return Availability(self.name, False, reason=exc.reason)
+        import anyio
+
         try:
             with anyio.fail_after(20):
                 done = await anyio.run_process([*argv, "--version"], check=False, stdin=subprocess.DEVNULL)
@@ -232,3 +212,12 @@ class Executor(abc.ABC):
     @staticmethod
     def parse_version(first_line: str) -> str:
         return first_line.split()[0] if first_line.split() else first_line
+
+
+def __getattr__(name: str) -> Any:
+    # ``from orchestrate.executors.base import ExecutorOptions`` as before, without pydantic at import
+    if name == "ExecutorOptions":
+        from .options import ExecutorOptions
+
+        return ExecutorOptions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

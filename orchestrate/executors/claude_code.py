@@ -6,13 +6,13 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..task import Task
 from .base import Capabilities, Executor
 
 if TYPE_CHECKING:  # loaded when first used: a run starts the CLI before it needs them
     from ..approvals.base import ApprovalRequest
     from ..normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
     from ..peers.claude_control import CanUseTool
+    from ..task import Task
 
 __all__ = ["ClaudeCodeExecutor"]
 

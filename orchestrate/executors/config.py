@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,10 @@ def parse_config_overrides(pairs: Iterable[str]) -> dict[str, Any]:
     """``['effort="high"', "a.b=1"]`` -> ``{"effort": "high", "a": {"b": 1}}``.  A value is read as
     TOML; one that is not valid TOML is kept as a plain string (as Codex does)."""
     out: dict[str, Any] = {}
+    if not pairs:
+        return out
+    import tomllib  # only with -c: every run builds its options here, while its agent starts
+
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep or not key.strip():

@@ -14,6 +14,9 @@ Three mechanisms, the strongest the machine allows (see SAFETY in the README):
 
 ``ORCHESTRATE_CGROUPS=0`` turns the cgroup off (the supervisor alone).  Signals to one process go
 through pidfds, so a number that the kernel has given to another process is never signalled.
+
+Starting (:func:`prepare`) needs no event loop: the CLI's early start (cli/early.py) spawns the
+supervisor before anyio is imported, so anyio is imported by the async methods that use it.
 """
 
 from __future__ import annotations
@@ -28,8 +31,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from signal import Signals
 from typing import Literal, Protocol
-
-import anyio
 
 from ..errors import SpawnError
 from . import supervisor
@@ -96,6 +97,8 @@ class Supervised:
         self._signal_supervisor(signal.SIGCONT)
 
     async def release(self) -> None:
+        import anyio
+
         _LIVE.discard(self)
         self.kill()  # a supervisor still there (a caller gave up waiting) ends the tree now
         self._ctl.close()
@@ -115,6 +118,8 @@ class Supervised:
         here, then the supervisor.  While it lives nothing of its tree is re-parented away (it is
         their subreaper), and what we kill stays a zombie it has not reaped, so no number in the
         walk can be reused meanwhile; each kill goes through a pidfd after a parent check."""
+        import anyio
+
         self._signal_supervisor(signal.SIGSTOP)  # it cannot reap (and free numbers) while we walk
         with anyio.move_on_after(_RELEASE_SECONDS):
             while True:
@@ -142,6 +147,8 @@ class Supervised:
 
 async def _remove_cgroup(path: str) -> None:
     """What a supervisor that was killed could not do: kill what is left, remove the cgroup."""
+    import anyio
+
     if supervisor.cgroup_remove(path, 0):  # the common case: the supervisor removed it already
         return
     supervisor.cgroup_kill(path)
@@ -228,6 +235,20 @@ class Launch:
         _LIVE.add(contained)
         return contained
 
+    @property
+    def supervised(self) -> bool:
+        """Whether :attr:`argv` starts the agent under a supervisor (else in a process group)."""
+        return self._ours is not None
+
+    @property
+    def cgroup(self) -> str | None:
+        return self._cgroup
+
+    def spawned(self) -> None:
+        """The spawn succeeded: close our copy of the supervisor's end of the control socket, so
+        that its death is an end of file on ours (:meth:`started` does it too)."""
+        self._close_theirs()
+
     def abandon(self) -> None:
         self._close_theirs()
         if self._ours is not None:
@@ -241,6 +262,8 @@ class Launch:
             os.set_inheritable(fd, True)
 
     async def _handshake(self) -> Supervised:
+        import anyio
+
         assert self._ours is not None
         answer = b""
         with anyio.move_on_after(_HANDSHAKE_SECONDS):

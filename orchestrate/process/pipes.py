@@ -8,6 +8,7 @@ at the moment it hands them to the normalizer, so the log's order is the order t
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import subprocess
 import time
@@ -15,29 +16,24 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import IO, TYPE_CHECKING, Protocol
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
+from anyio.abc import ByteReceiveStream, ByteSendStream, Process
 from anyio.streams.memory import MemoryObjectSendStream
 
 from ..errors import ProcessExitedError, SpawnError
 from .containment import Containment, prepare
 from .rawlog import StreamName
+from .spec import ProcessSpec
+
+if TYPE_CHECKING:
+    from .prestart import Prestarted
 
 __all__ = ["AgentProcess", "Chunk", "ProcessSpec", "ShutdownPolicy", "climb_ladder"]
 
 _READ_SIZE = 1 << 16
 _STDERR_TAIL_BYTES = 8192
-
-
-@dataclass(frozen=True)
-class ProcessSpec:
-    """What to run: argv, working directory, full environment."""
-
-    argv: list[str]
-    cwd: Path
-    env: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -78,6 +74,21 @@ class AgentProcess:
             spec.argv, spec.cwd, spec.env, stdin=subprocess.PIPE, stderr=subprocess.PIPE
         )
         return cls(process, spec, contained)
+
+    @classmethod
+    async def adopt(cls, prestarted: Prestarted) -> AgentProcess:
+        """Take over an agent started before the event loop existed (prestart.py), as if
+        :meth:`spawn` had started it: the supervisor's answer is awaited here, so an agent that
+        could not be started raises SpawnError here too."""
+        started = prestarted.take()
+        process = _PrestartedProcess(started.popen)
+        try:
+            contained = await started.launch.started(process.pid, lambda: process.returncode is not None)
+        except BaseException:
+            with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+                await process.aclose()  # the supervisor is exiting: our socket end is closed
+            raise
+        return cls(process, started.spec, contained)
 
     @property
     def pid(self) -> int:
@@ -251,3 +262,136 @@ async def open_contained(
         with anyio.CancelScope(shield=True), anyio.move_on_after(5):
             await process.aclose()  # the supervisor is exiting: our socket end is closed
         raise
+
+
+# --- a process spawned before the event loop ------------------------------------------------------
+
+
+class _FdReceive(ByteReceiveStream):
+    """The read end of a pipe, non-blocking, read when the event loop says it is readable."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self._file = file
+        self._fd = file.fileno()
+        os.set_blocking(self._fd, False)
+        self._closed = False
+
+    async def receive(self, max_bytes: int = _READ_SIZE) -> bytes:
+        while True:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            try:
+                data = os.read(self._fd, max_bytes)
+            except BlockingIOError:
+                await anyio.wait_readable(self._fd)
+                continue
+            except OSError as exc:
+                raise anyio.BrokenResourceError from exc
+            if not data:
+                raise anyio.EndOfStream
+            return data
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            anyio.notify_closing(self._fd)  # a reader waiting on it wakes with ClosedResourceError
+            self._file.close()
+
+
+class _FdSend(ByteSendStream):
+    """The write end of a pipe, non-blocking, written as the event loop says it has room."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self._file = file
+        self._fd = file.fileno()
+        os.set_blocking(self._fd, False)
+        self._closed = False
+
+    async def send(self, item: bytes) -> None:
+        view = memoryview(item)
+        while view:
+            if self._closed:
+                raise anyio.ClosedResourceError
+            try:
+                written = os.write(self._fd, view)
+            except BlockingIOError:
+                await anyio.wait_writable(self._fd)
+                continue
+            except OSError as exc:  # EPIPE: the agent is gone (SIGPIPE is ignored in Python)
+                raise anyio.BrokenResourceError from exc
+            view = view[written:]
+
+    async def aclose(self) -> None:
+        if not self._closed:
+            self._closed = True
+            anyio.notify_closing(self._fd)
+            with contextlib.suppress(OSError):
+                self._file.close()
+
+
+class _PrestartedProcess(Process):
+    """anyio's view of a process that ``subprocess.Popen`` started before the event loop existed
+    (prestart.py): its pipes read and written through the loop, its exit seen through a pidfd."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
+        self._popen = popen
+        self._stdin = _FdSend(popen.stdin)
+        self._stdout = _FdReceive(popen.stdout)
+        self._stderr = _FdReceive(popen.stderr)
+        self._pidfd: int | None = None
+        self._waiting = False
+        with contextlib.suppress(AttributeError, OSError):
+            self._pidfd = os.pidfd_open(popen.pid)  # not reaped yet (only we reap it): it is ours
+
+    async def wait(self) -> int:
+        while (code := self._popen.poll()) is None:
+            if self._pidfd is not None and not self._waiting:  # one waiter per fd in anyio
+                self._waiting = True
+                try:
+                    await anyio.wait_readable(self._pidfd)  # readable once the process has exited
+                finally:
+                    self._waiting = False
+            else:
+                await anyio.sleep(0.01)  # another task waits on the pidfd, or a kernel before 5.3
+        return code
+
+    async def aclose(self) -> None:
+        for stream in (self._stdin, self._stdout, self._stderr):
+            await stream.aclose()
+        try:
+            await self.wait()
+        finally:
+            if self._pidfd is not None:
+                anyio.notify_closing(self._pidfd)
+                os.close(self._pidfd)
+                self._pidfd = None
+
+    def terminate(self) -> None:
+        self._popen.terminate()
+
+    def kill(self) -> None:
+        self._popen.kill()
+
+    def send_signal(self, signal: int) -> None:
+        self._popen.send_signal(signal)
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._popen.poll()  # reaps it if it has exited: no watcher does it for us
+
+    @property
+    def stdin(self) -> ByteSendStream:
+        return self._stdin
+
+    @property
+    def stdout(self) -> ByteReceiveStream:
+        return self._stdout
+
+    @property
+    def stderr(self) -> ByteReceiveStream:
+        return self._stderr

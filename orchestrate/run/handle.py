@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ..entries import EntryPatch, NormalizedEntry, TokenUsage
     from ..normalizers.base import Normalizer
     from ..process.base import AgentIO
+    from ..process.prestart import Prestarted
     from .driver import Driver
     from .result import Outcome, RunResult
 
@@ -69,6 +70,7 @@ class Run:
         self.approvals: ApprovalService = ApprovalPipeline.around(approvals or AutoDeny())
         self.shutdown_policy = shutdown or ShutdownPolicy()
         self._normalizer: Normalizer | None = None  # made just after the spawn (see normalizer)
+        self._prestarted: Prestarted | None = None
         self.raw_log_path = task.raw_log or default_log_dir() / _log_name(executor.name)
         self._spec = executor.process_spec(task, self.approvals)  # fails early: unknown binary, bad options
         self._patches = PatchQueue()
@@ -86,6 +88,19 @@ class Run:
         self.pids: list[int] = []
         """The agent process of each attempt; each leads its own process group."""
 
+    def adopt(self, prestarted: Prestarted) -> bool:
+        """Let the first attempt take over an agent process already started (the CLI's early
+        start, process/prestart.py) instead of spawning one: only if it runs exactly this run's
+        command line, directory and environment, and the executor prepares nothing before a
+        start.  Otherwise it is discarded, killed before anything was written to it, and the run
+        spawns its own.  True when adopted."""
+        plain = type(self.executor).prepare is Executor.prepare and self.executor.transport == "pipes"
+        if self._prestarted is not None or not plain or prestarted.spec != self._spec:
+            prestarted.discard()
+            return False
+        self._prestarted = prestarted
+        return True
+
     # --- the handle ---------------------------------------------------------------------------
 
     async def __aenter__(self) -> Run:
@@ -95,7 +110,12 @@ class Run:
             "cwd": str(self._spec.cwd),
             "started": datetime.now(UTC).isoformat(),
         }
-        self._rawlog = self._open_log(header)
+        try:
+            self._rawlog = self._open_log(header)
+        except BaseException:
+            if self._prestarted is not None:
+                self._prestarted.discard()
+            raise
         self._logged()
         try:
             self._prepare(self._spec, self.task)
@@ -104,6 +124,8 @@ class Run:
             self.normalizer  # noqa: B018 - its modules load now, while the agent starts up
         except BaseException:
             self._rawlog.close()
+            if self._prestarted is not None:
+                self._prestarted.discard()
             raise
         self._stack = AsyncExitStack()
         tg = await self._stack.enter_async_context(anyio.create_task_group())
@@ -236,6 +258,9 @@ class Run:
             self._done.set()
 
     async def _spawn(self) -> AgentIO:
+        if self._prestarted is not None:  # started before the event loop: taken over, not spawned
+            prestarted, self._prestarted = self._prestarted, None
+            return await AgentProcess.adopt(prestarted)
         if self.executor.transport == "pty":
             from ..process.pty import PtyAgentProcess  # ptyprocess: only for terminal agents
 

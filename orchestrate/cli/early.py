@@ -1,0 +1,222 @@
+"""The ``orchestrate`` command's entry point: ``orchestrate run`` starts its agent first.
+
+A Node CLI takes a few hundred milliseconds to start, and so does loading the CLI, pydantic, anyio
+and the run before we could spawn it: one after the other, the agent's first entry came that much
+later than from the CLI alone.  Here, before any of that is imported, a plain ``orchestrate run``
+has its command line and environment built by the executor's own code (``process_spec``, the same
+that the run calls; executors/base.py imports neither pydantic nor anyio) and its agent started,
+contained, under its supervisor (process/prestart.py).  The CLI then loads and checks everything as
+it always did, and the run adopts the process (:meth:`Run.adopt <orchestrate.run.handle.Run.adopt>`)
+only if it was started with exactly the command line, directory and environment the run computed
+itself; else, and when the options are refused, the agent is killed before it has been sent
+anything (its input is written by the run alone, after adoption).
+
+Only what this module is sure to read the way click does is started early: the options below, one
+PROMPT (not ``-``), an executor of ours over pipes whose ``prepare`` and ``policy_args`` are the
+defaults, and not ``--approvals ask`` (the default) without a terminal to ask on, which the full
+path refuses at once.  Anything else (``--interactive``, a workspace, ``-c``, ``--mcp-config``, ``--help``, an
+option this module does not know) takes the ordinary path, unchanged.  ``ORCHESTRATE_EARLY=0`` turns
+the early start off.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from ..executors.options import ExecutorOptions
+    from ..process.prestart import Prestarted
+    from ..process.spec import ProcessSpec
+    from ..task import Task
+
+__all__ = ["EARLY_ENV", "discard", "early_spec", "main", "take"]
+
+EARLY_ENV = "ORCHESTRATE_EARLY"
+
+# `run`'s options that take a value, by the name of the parameter that matters here (None: it does
+# not change the command line; the full path checks its value).
+_VALUED: dict[str, str | None] = {
+    "-e": "executor",
+    "--executor": "executor",
+    "--cwd": "cwd",
+    "--model": "model",
+    "--approvals": "approvals",
+    "--approval-timeout": None,
+    "--resume": "resume",
+    "--permission-mode": "permission_mode",
+    "--base-command": "base_command",
+    "--command": "base_command",
+    "--env": "env",
+    "--timeout": None,
+    "--startup-timeout": None,
+    "--output": None,
+    "--record": None,
+}
+_FLAGS: dict[str, str | None] = {
+    "--fork": "fork",
+    "--resume-fallback": None,
+    "--no-redact": None,
+    "--verbose": None,
+    "-v": None,
+}
+
+
+@dataclass(frozen=True)
+class _Options:
+    """:class:`ExecutorOptions`' fields with their defaults (a test holds them equal), without
+    pydantic: what ``build_argv`` reads."""
+
+    model: str | None = None
+    permission_mode: str | None = None
+    base_command: str | list[str] | None = None
+    extra_args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    sandbox: str | None = None
+    approval_policy: str | None = None
+    config: dict[str, Any] = field(default_factory=dict)
+    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stable_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class _Task:
+    """The fields of :class:`Task` a command line is built from, as ``run`` fills them.  A field
+    not here that an executor reads raises AttributeError: no early start then."""
+
+    prompt: str
+    cwd: Path
+    model: str | None = None
+    resume: str | None = None
+    fork: bool = False
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def _parse(args: list[str]) -> dict[str, Any] | None:
+    """``run``'s arguments as click would read them, or None for anything this module does not
+    read with certainty."""
+    if not args or args[0] != "run":
+        return None
+    given: dict[str, Any] = {"env": []}
+    prompts: list[str] = []
+    rest = iter(args[1:])
+    for arg in rest:
+        if arg.startswith("-") and arg != "-":
+            name, eq, value = arg.partition("=")
+            if name in _VALUED and (not eq or name.startswith("--")):
+                if not eq:
+                    value = next(rest, None)  # type: ignore[assignment]  # None: checked below
+                    if value is None:
+                        return None
+                key = _VALUED[name]
+                if key == "env":
+                    given["env"].append(value)
+                elif key is not None:
+                    given[key] = value  # the last one given wins, as in click
+            elif arg in _FLAGS:
+                key = _FLAGS[arg]
+                if key is not None:
+                    given[key] = True
+            else:
+                return None  # `--`, -h, a short option with its value attached, one we do not know
+        else:
+            prompts.append(arg)
+    if len(prompts) != 1 or prompts[0] == "-" or not prompts[0].strip() or "executor" not in given:
+        return None
+    if given.get("approvals", "ask") == "ask" and not _has_terminal():
+        return None  # refused at once by the full path (a usage error): nothing to start
+    given["prompt"] = prompts[0]
+    return given
+
+
+def _has_terminal() -> bool:
+    """Whether ``--approvals ask`` has a terminal to ask on, as the terminal prompt decides
+    (approvals/prompt.py): ``/dev/tty`` opens, or stdin is a terminal."""
+    try:
+        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC))
+    except OSError:
+        return os.isatty(0)
+    return True
+
+
+def early_spec(args: list[str]) -> ProcessSpec | None:
+    """The agent's command line, directory and environment for ``orchestrate ARGS...``, built by its
+    executor's own ``process_spec``; None when the early start does not apply."""
+    given = _parse(args)
+    if given is None:  # before any import: every other command goes on at once
+        return None
+    from ..executors.base import Executor
+    from ..process.env import parse_env_overrides
+    from ..registry import default_registry
+
+    name = given["executor"]
+    if default_registry.sources.get(name) != "builtin":  # a plugin loads with the rest
+        return None
+    cls = default_registry.get(name)
+    if cls.transport != "pipes" or cls.prepare is not Executor.prepare:
+        return None
+    if cls.policy_args is not Executor.policy_args:  # it depends on the approval service
+        return None
+    cwd = Path(given["cwd"]) if given.get("cwd") else Path.cwd()
+    if not cwd.is_dir():
+        return None
+    options = _Options(
+        model=given.get("model"),
+        permission_mode=given.get("permission_mode"),
+        base_command=given.get("base_command"),
+    )
+    task = _Task(
+        prompt=given["prompt"],
+        cwd=cwd.resolve(),
+        resume=given.get("resume"),
+        fork=given.get("fork", False),
+        env=parse_env_overrides(given["env"]),
+    )
+    executor = cls(cast("ExecutorOptions", options))
+    return executor.process_spec(cast("Task", task), None)
+
+
+_pending: list[Prestarted] = []
+
+
+def begin(args: list[str]) -> Prestarted | None:
+    """Start the agent of ``orchestrate ARGS...`` now, if the early start applies."""
+    if os.environ.get(EARLY_ENV, "1") == "0":
+        return None
+    try:
+        spec = early_spec(args)
+    except Exception:  # anything at all: the ordinary path says what is wrong
+        return None
+    if spec is None:
+        return None
+    from ..process.prestart import prestart
+
+    started = prestart(spec)
+    if started is not None:
+        _pending.append(started)
+    return started
+
+
+def take() -> Prestarted | None:
+    """The agent started early, for the run to adopt (once)."""
+    return _pending.pop() if _pending else None
+
+
+def discard() -> None:
+    """End an early start nobody adopted (the options were refused, or another command ran)."""
+    while _pending:
+        _pending.pop().discard()
+
+
+def main() -> None:
+    """``orchestrate``: the early start, then the click command."""
+    begin(sys.argv[1:])
+    try:
+        from .main import main as cli
+
+        cli()
+    finally:
+        discard()

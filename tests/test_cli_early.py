@@ -1,0 +1,328 @@
+"""`orchestrate run`'s early start (cli/early.py): the agent is spawned before the CLI loads, with the
+command line, directory and environment the full path would give it (and only then adopted), and an
+agent whose run is refused is killed before it is sent anything."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from orchestrate.cli import early
+from orchestrate.cli import main as cli_main
+from orchestrate.errors import OrchestrateError
+from orchestrate.executors.base import Executor
+from orchestrate.executors.options import ExecutorOptions
+from orchestrate.process.spec import ProcessSpec
+from orchestrate.registry import _BUILTINS, default_registry
+from orchestrate.run.handle import Run
+from orchestrate.task import Task
+
+from .helpers import FAKE_CLAUDE, pid_alive
+
+FAKE = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLAUDE))}"
+CLI = [sys.executable, "-m", "orchestrate", "run", "-e", "claude-code"]
+JSONL = ["--approvals", "deny", "--output", "jsonl"]
+
+
+class _Captured(Exception):
+    def __init__(self, spec: ProcessSpec) -> None:
+        self.spec = spec
+
+
+class _Capture(Run):
+    """The full path's run, stopped as soon as it has computed its process spec."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        raise _Captured(self._spec)
+
+
+def full_spec(args: list[str], monkeypatch: pytest.MonkeyPatch) -> ProcessSpec | None:
+    """The spec `orchestrate ARGS...` would run, through click and pydantic (None: it refused)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(cli_main, "Run", _Capture)
+        result = CliRunner().invoke(cli_main.main, args)
+    if isinstance(result.exception, _Captured):
+        return result.exception.spec
+    return None
+
+
+def early_names() -> list[str]:
+    """The built-in executors the early start takes on (over pipes, nothing prepared, no policy args)."""
+    names = []
+    for name in _BUILTINS:
+        cls = default_registry.get(name)
+        plain = cls.prepare is Executor.prepare and cls.policy_args is Executor.policy_args
+        if cls.transport == "pipes" and plain:
+            names.append(name)
+    return names
+
+
+@pytest.fixture
+def programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Every executor's program on $ORCHESTRATE_BIN_PATH (empty scripts: nothing is run here)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in _BUILTINS:
+        program = default_registry.get(name).program
+        if program:
+            script = bin_dir / program
+            script.write_text("#!/bin/sh\n")
+            script.chmod(0o755)
+    monkeypatch.setenv("ORCHESTRATE_BIN_PATH", str(bin_dir))
+    return tmp_path
+
+
+def test_the_early_start_covers_claude_code() -> None:
+    assert "claude-code" in early_names()
+
+
+def test_the_stand_ins_hold_the_models_defaults() -> None:
+    """The early start builds with plain stand-ins for ExecutorOptions and Task: a field the models
+    grow or a default they change shows here, before it can make the two paths differ."""
+    options = {f.name: f for f in dataclasses.fields(early._Options)}
+    assert set(options) == set(ExecutorOptions.model_fields)
+    defaults = ExecutorOptions()
+    stand_in = early._Options()
+    for name in options:
+        assert getattr(stand_in, name) == getattr(defaults, name), name
+    task = Task(prompt="p", cwd=Path("/"))
+    for f in dataclasses.fields(early._Task):
+        assert f.name in Task.model_fields
+        if f.name not in ("prompt", "cwd"):
+            assert getattr(early._Task("p", Path("/")), f.name) == getattr(task, f.name), f.name
+
+
+_WORDS = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12)
+_OPTION = st.one_of(
+    st.tuples(st.sampled_from(["--model"]), st.sampled_from(["opus", "sonnet", "x y", "--fork"])),
+    st.tuples(
+        st.sampled_from(["--permission-mode"]),
+        st.sampled_from(["default", "acceptEdits", "plan", "bypassPermissions"]),
+    ),
+    st.tuples(st.sampled_from(["--resume"]), st.sampled_from(["abc-123", "missing", "-x"])),
+    st.tuples(st.sampled_from(["--env"]), st.sampled_from(["A=1", "PATH=/x", "CLAUDECODE=1", "B=", "E=a=b"])),
+    st.tuples(st.sampled_from(["--approvals"]), st.sampled_from(["auto", "deny"])),
+    st.tuples(st.sampled_from(["--output"]), st.sampled_from(["jsonl", "text"])),
+    st.tuples(st.sampled_from(["--timeout", "--startup-timeout", "--approval-timeout"]), st.just("30")),
+    st.tuples(st.sampled_from(["--base-command", "--command"]), st.sampled_from(["/bin/echo", FAKE])),
+    st.tuples(st.sampled_from(["--fork", "--resume-fallback", "--no-redact", "-v", "--verbose"])),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    name=st.sampled_from(early_names()),
+    options=st.lists(_OPTION, max_size=7),
+    equals=st.booleans(),
+    prompt=_WORDS.filter(lambda p: p.strip() and not p.startswith("-")),
+    in_cwd=st.booleans(),
+)
+def test_the_early_spec_is_the_full_paths_for_every_combination(
+    programs: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    options: list[tuple[str, ...]],
+    equals: bool,
+    prompt: str,
+    in_cwd: bool,
+) -> None:
+    """Whatever the options, the early start spawns exactly what the full path would run, or
+    nothing: the approval and permission flags, the model, the session, the environment."""
+    args = ["run", "-e", name, "--approvals", "deny"]  # the default, ask, needs a terminal
+    if in_cwd:
+        args += ["--cwd", str(programs)]
+    for option in options:
+        if len(option) == 2 and equals and option[0].startswith("--"):
+            args.append(f"{option[0]}={option[1]}")
+        else:
+            args += list(option)
+    args.append(prompt)
+    full = full_spec(args, monkeypatch)
+    try:
+        ours = early.early_spec(args)
+    except OrchestrateError:  # begin() starts nothing then; the full path must refuse it too
+        assert full is None, args
+        return
+    assert ours is not None, args  # every combination here is one the early start takes on
+    assert ours == full, args
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["run", "-e", "claude-code", "-i", "hi"],
+        ["run", "-e", "claude-code", "--interactive", "hi"],
+        ["run", "-e", "claude-code", "--worktree", "hi"],
+        ["run", "-e", "claude-code", "--copy", "hi"],
+        ["run", "-e", "claude-code", "-c", "a=1", "hi"],
+        ["run", "-e", "claude-code", "--mcp-config", "m.json", "hi"],
+        ["run", "-e", "claude-code", "--sandbox", "read-only", "hi"],
+        ["run", "-e", "claude-code", "-"],
+        ["run", "-e", "claude-code", "  "],
+        ["run", "-e", "claude-code", "--", "-hi"],
+        ["run", "-e", "claude-code", "--help"],
+        ["run", "-e", "claude-code", "a", "b"],
+        ["run", "-eclaude-code", "hi"],
+        ["run", "-e=claude-code", "hi"],
+        ["run", "-e", "claude-code", "--fork=1", "hi"],
+        ["run", "-e", "claude-code", "--model"],
+        ["run", "hi"],
+        ["chat", "-e", "claude-code", "hi"],
+        ["--version"],
+        ["run", "-e", "claude-code-tui", "hi"],  # a terminal agent
+        ["run", "-e", "gemini", "hi"],  # prepares files before it starts
+        ["run", "-e", "cursor", "hi"],  # its permission flags come from the approval service
+        ["run", "-e", "no-such-agent", "hi"],
+        ["run", "-e", "claude-code", "--cwd", "/nonexistent/dir", "hi"],
+        ["run", "-e", "claude-code", "--approvals", "ask", "hi"],  # no terminal here (new session)
+        ["run", "-e", "claude-code", "hi"],  # the same: ask is the default
+    ],
+)
+def test_what_the_early_start_leaves_to_the_full_path(
+    programs: Path, args: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(early, "_has_terminal", lambda: False)
+    assert early.early_spec(args) is None
+
+
+def test_ask_with_a_terminal_starts_early(programs: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(early, "_has_terminal", lambda: True)
+    assert early.early_spec(["run", "-e", "claude-code", "hi"]) is not None
+
+
+# --- real processes ------------------------------------------------------------------------------
+
+# Writes its pid, then everything it is sent, to files; lives on after its input ends.
+_RECORDER = "echo $$ > {pid}; cat > {got}; exec sleep 30"
+
+
+def recorder(tmp_path: Path) -> tuple[str, Path, Path]:
+    pid, got = tmp_path / "pid", tmp_path / "got"
+    script = _RECORDER.format(pid=shlex.quote(str(pid)), got=shlex.quote(str(got)))
+    return f"/bin/sh -c {shlex.quote(script)} agent", pid, got
+
+
+def wait_for(path: Path, seconds: float = 10.0) -> int:
+    deadline = time.monotonic() + seconds
+    while not (path.exists() and path.read_text().strip()):
+        assert time.monotonic() < deadline, f"{path} never written"
+        time.sleep(0.01)
+    return int(path.read_text())
+
+
+def dies(pid: int, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [
+        ["--timeout", "soon"],  # not a number: click's usage error
+        ["--approvals", "no-such-policy.toml"],  # neither auto, deny, ask nor a file
+        ["--approval-timeout", "x"],
+        ["--output", "xml"],
+    ],
+)
+def test_a_refused_run_kills_its_early_agent_before_it_is_sent_anything(
+    tmp_path: Path, refused: list[str]
+) -> None:
+    """Options the early start does not check, which the full path refuses (exit 2): the agent it
+    had already started is dead afterwards and never received a byte."""
+    command, pid_file, got = recorder(tmp_path)
+    done = subprocess.run(
+        [*CLI, "--base-command", command, "--cwd", str(tmp_path), "--approvals", "deny", *refused, "hello"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode == 2, done.stderr
+    pid = wait_for(pid_file)  # it was started early
+    assert dies(pid)
+    assert got.exists() and got.read_bytes() == b""
+
+
+def test_the_agent_of_a_killed_cli_dies_even_before_adoption(tmp_path: Path) -> None:
+    """SIGKILL to the CLI the moment its early agent runs: the supervisor sees its control socket
+    close and kills the agent, adopted or not."""
+    command, pid_file, _ = recorder(tmp_path)
+    cli = subprocess.Popen(
+        [*CLI, "--base-command", command, "--cwd", str(tmp_path), "--approvals", "deny", "hello"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        pid = wait_for(pid_file)
+        cli.kill()
+    finally:
+        cli.wait(10)
+    assert dies(pid)
+
+
+def test_an_early_run_is_a_run(tmp_path: Path) -> None:
+    """Through the early start, the fake Claude answers and the run ends as it always did; the
+    spawn came before click, pydantic, anyio and asyncio were loaded."""
+    probe = (
+        "import runpy, sys\n"
+        "def hook(event, args):\n"
+        "    if event == 'subprocess.Popen' and not hasattr(hook, 'seen'):\n"
+        "        heavy = ('click', 'pydantic', 'anyio', 'asyncio')\n"
+        "        hook.seen = sorted(m for m in heavy if m in sys.modules)\n"
+        "        sys.stderr.write(f'loaded at the spawn: {hook.seen}\\n')\n"
+        "sys.addaudithook(hook)\n"
+        "sys.argv = ['orchestrate', *sys.argv[1:]]\n"
+        "runpy.run_module('orchestrate', run_name='__main__', alter_sys=True)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *CLI[3:], "--base-command", FAKE, "--cwd", str(tmp_path), *JSONL, "hi"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "ORCHESTRATE_STORE": "off", "ORCHESTRATE_HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "loaded at the spawn: []" in done.stderr
+    assert '"outcome":"success"' in done.stdout.splitlines()[-1]
+
+
+def test_a_start_for_another_command_line_is_not_adopted(tmp_path: Path) -> None:
+    """Run.adopt takes a process only if it runs exactly this run's spec: one started with another
+    environment is killed before it is sent anything."""
+    from orchestrate.executors.claude_code import ClaudeCodeExecutor
+    from orchestrate.process.prestart import prestart
+
+    command, pid_file, got = recorder(tmp_path)
+    executor = ClaudeCodeExecutor(ExecutorOptions(base_command=command))
+    task = Task(prompt="hello", cwd=tmp_path, env={"X": "1"})
+    spec = executor.process_spec(task)
+    other = dataclasses.replace(spec, env={**spec.env, "X": "2"})
+    started = prestart(other)
+    assert started is not None
+    pid = wait_for(pid_file)
+    run = Run(executor, task)
+    assert not run.adopt(started)
+    assert dies(pid) and got.read_bytes() == b""
+    assert started.popen.poll() is not None  # its supervisor reaped, too
+    same = prestart(spec)
+    assert same is not None
+    assert run.adopt(same) and run._prestarted is same
+    same.discard()  # what __aenter__ does when it fails before the spawn
+    assert same.popen.poll() is not None and got.read_bytes() == b""
