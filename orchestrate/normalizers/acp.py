@@ -49,15 +49,16 @@ from ..entries import (
     ToolUseEntry,
     WebFetch,
 )
+from ..wire.lines import WireLine
 from .acp_output import Terminals, advance, command_result, content_text, shows_progress
 from .actions import describe
-from .base import OPEN_STATUSES, LineNormalizer, Stream
+from .base import OPEN_STATUSES, LineNormalizer
 from .claude_tools import plan_items
 from .codex_items import display_command
 from .diffs import diff_texts
 from .evolve import evolve
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
-from .values import count, json_object, obj, rpc_id, text
+from .values import count, obj, rpc_id, text
 
 __all__ = ["AcpNormalizer"]
 
@@ -132,10 +133,11 @@ class AcpNormalizer(LineNormalizer):
 
     # --- dispatch -----------------------------------------------------------------------------
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def feed_line(self, wire: WireLine) -> None:
+        line, stream, ts = wire.text, wire.stream, wire.ts
         if stream == "stderr":
             return
-        msg = json_object(line)
+        msg = wire.object
         if msg is None:
             if stream == "stdout":
                 self.not_json("The agent", line, ts)

@@ -22,8 +22,9 @@ from ..entries import (
     ToolUseEntry,
     camel_key,
 )
+from ..wire.framing import DEFAULT_MAX_LINE_BYTES
+from ..wire.lines import JsonLinesWire, LineDropped, Stream, WireEvent, WireLine
 from .evolve import build, evolve
-from .framing import DEFAULT_MAX_LINE_BYTES, FramedLine, LineFramer, LineTooLong
 from .shape import shape_content, shape_tool
 from .text import TextBuffer
 
@@ -39,7 +40,6 @@ __all__ = [
     "Stream",
 ]
 
-Stream = Literal["stdout", "stderr", "stdin"]
 TurnStatus = str  # "completed", "interrupted", "failed", or the agent's own word for a failure
 OPEN_STATUSES: frozenset[ToolStatus] = frozenset({"created", "pending_approval", "running"})
 SHOWN_LINE_CHARS = 2048
@@ -428,6 +428,14 @@ class Normalizer(abc.ABC):
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
         """Consume one chunk; return the patches it produced."""
 
+    def feed_wire(
+        self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None
+    ) -> tuple[list[WireEvent], list[EntryPatch]]:
+        """:meth:`feed`, also returning the wire events the chunk completed: the live run hands
+        those same events to the peer, so each line is framed and parsed once, and by the very
+        code a replay runs (a normalizer that reads no lines, a screen's, has none)."""
+        return [], self.feed(chunk, stream, ts)
+
     @abc.abstractmethod
     def finish(self, ts: datetime | None = None) -> list[EntryPatch]:
         """End of the run: flush partial lines and close what is still open."""
@@ -482,15 +490,26 @@ class Normalizer(abc.ABC):
 
 
 class LineNormalizer(Normalizer):
-    """A normalizer for a line protocol: one framer per stream, one handler per line."""
+    """A normalizer for a line protocol: its wire frames and parses each line once
+    (:class:`~orchestrate.wire.lines.JsonLinesWire`), one handler per line."""
 
     def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         super().__init__()
         self.max_line_bytes = max_line_bytes
-        self._framers = {s: LineFramer(max_line_bytes) for s in ("stdout", "stderr", "stdin")}
+        self.wire = JsonLinesWire(max_line_bytes)
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
-        self._lines(self._framers[stream].feed(chunk), stream, ts)
+        return self.feed_wire(chunk, stream, ts)[1]
+
+    def feed_wire(
+        self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None
+    ) -> tuple[list[WireEvent], list[EntryPatch]]:
+        events = self.wire.feed(chunk, stream, ts)
+        return events, self.take(events, stream, ts)
+
+    def take(self, events: list[WireEvent], stream: Stream, ts: datetime | None) -> list[EntryPatch]:
+        """The wire events of one chunk of ``stream``; the patches they produced."""
+        self._lines(events)
         return self.log.drain()
 
     def finish(self, ts: datetime | None = None) -> list[EntryPatch]:
@@ -504,32 +523,31 @@ class LineNormalizer(Normalizer):
         return self.log.drain()
 
     def _flush_framers(self, ts: datetime | None) -> None:
-        for stream, framer in self._framers.items():
-            self._lines(framer.finish(), stream, ts)  # type: ignore[arg-type]
+        self._lines(self.wire.finish(ts))
 
-    def _lines(self, lines: list[FramedLine], stream: Stream, ts: datetime | None) -> None:
-        for line in lines:
-            if not isinstance(line, LineTooLong):
-                self._line(line, stream, ts)
-            elif stream == "stdout":
-                message = f"{stream} line of {line.length} bytes exceeds the limit and was dropped"
-                self.log.error(message, "line_too_long", ts, content=line.head)
+    def _lines(self, events: list[WireEvent]) -> None:
+        for event in events:
+            if type(event) is WireLine:
+                self._line(event)
+            elif isinstance(event, LineDropped) and event.stream == "stdout":
+                message = f"{event.stream} line of {event.length} bytes exceeds the limit and was dropped"
+                self.log.error(message, "line_too_long", event.ts, content=event.head)
 
-    def _line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def _line(self, line: WireLine) -> None:
         # The one place every line goes through: whatever one line does to a handler (a field of
         # the wrong type, a shape never seen), it costs that line only, never the run.
         try:
-            self.feed_line(line, stream, ts)
+            self.feed_line(line)
         except EntryReleased as exc:
-            self.released(exc, line, ts)
+            self.released(exc, line.text, line.ts)
         except Exception as exc:
             if self.strict:
                 raise
             self.log.protocol_error(
-                f"A {stream} line could not be handled and was skipped ({_describe(exc)})",
-                line,
-                ts,
-                stream=stream,
+                f"A {line.stream} line could not be handled and was skipped ({_describe(exc)})",
+                line.text,
+                line.ts,
+                stream=line.stream,
                 exception=type(exc).__name__,
             )
 
@@ -552,8 +570,8 @@ class LineNormalizer(Normalizer):
         self.log.protocol_error(f"The agent answered request {request_id!r}, which is not pending", line, ts)
 
     @abc.abstractmethod
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
-        """Handle one complete line of ``stream``."""
+    def feed_line(self, line: WireLine) -> None:
+        """Handle one complete line (its text, its JSON value parsed once, its stream and time)."""
 
     def close(self, ts: datetime | None) -> None:
         """Called once by :meth:`finish` after the last line."""

@@ -28,12 +28,13 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.lines import WireLine
 from .actions import describe
-from .base import OPEN_STATUSES, LineNormalizer, Stream
+from .base import OPEN_STATUSES, LineNormalizer
 from .claude_tools import action_for, apply_tool_result, plan_items, result_text
 from .evolve import evolve
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
-from .values import count, json_object
+from .values import count
 from .values import obj as _dict
 from .values import text as _s
 
@@ -108,10 +109,11 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
 
     # --- dispatch -----------------------------------------------------------------------------
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def feed_line(self, wire: WireLine) -> None:
+        line, stream, ts = wire.text, wire.stream, wire.ts
         if stream == "stderr":
             return  # kept in the raw log and attached to failures, never parsed as protocol
-        obj = json_object(line)
+        obj = wire.object
         if obj is None:
             if stream == "stdout":
                 self.not_json("The CLI", line, ts)

@@ -37,6 +37,7 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.lines import WireEvent, WireLine
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .codex_items import display_command, file_change
@@ -44,7 +45,7 @@ from .evolve import evolve
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .shape import relative
 from .text import TextBuffer
-from .values import count, json_object, rpc_id
+from .values import count, rpc_id
 from .values import obj as _dict
 from .values import text as _s
 
@@ -116,10 +117,11 @@ class CodexAppServerNormalizer(LineNormalizer):
 
     # --- dispatch -----------------------------------------------------------------------------
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def feed_line(self, wire: WireLine) -> None:
+        line, stream, ts = wire.text, wire.stream, wire.ts
         if stream == "stderr":
             return  # tracing output, never protocol (protocols/codex.md §6)
-        obj = json_object(line)
+        obj = wire.object
         if obj is None:
             if stream == "stdout":
                 self.not_json("The agent", line, ts)
@@ -155,8 +157,8 @@ class CodexAppServerNormalizer(LineNormalizer):
                 "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=line
             )
 
-    def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
-        self._lines(self._framers[stream].feed(chunk), stream, ts)
+    def take(self, events: list[WireEvent], stream: Stream, ts: datetime | None) -> list[EntryPatch]:
+        self._lines(events)
         if self._starting and stream == "stdout":
             self._promote(commands_only=True)  # nothing more came with a command's start: it runs
         return self.log.drain()

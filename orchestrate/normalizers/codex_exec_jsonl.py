@@ -36,12 +36,13 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.lines import WireEvent, WireLine
 from .actions import describe
 from .base import LineNormalizer, Stream
 from .codex_items import display_command
 from .evolve import make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
-from .values import count, json_object
+from .values import count
 from .values import obj as _dict
 from .values import text as _s
 
@@ -64,20 +65,23 @@ class CodexExecNormalizer(LineNormalizer):
         self._shown_error: str | None = None
         self.log.track(self._items)
 
-    def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
+    def feed_wire(
+        self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None
+    ) -> tuple[list[WireEvent], list[EntryPatch]]:
         if stream == "stdin":  # the prompt, as plain text: one user message, however it is chunked
             piece = self._stdin_decoder.decode(chunk)
             if self._prompt_index is None or self._prompt_index not in self.log:
                 self._prompt_index = self.log.add(USER, piece, ts)
             else:
                 self.log.append_text(self._prompt_index, piece)
-            return self.log.drain()
-        return super().feed(chunk, stream, ts)
+            return [], self.log.drain()
+        return super().feed_wire(chunk, stream, ts)
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def feed_line(self, wire: WireLine) -> None:
+        line, stream, ts = wire.text, wire.stream, wire.ts
         if stream != "stdout":
             return  # stderr is tracing output, never protocol
-        obj = json_object(line)
+        obj = wire.object
         if obj is None:
             self.not_json("codex exec", line, ts)
             return

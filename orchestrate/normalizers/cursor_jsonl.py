@@ -38,12 +38,13 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.lines import WireLine
 from .actions import describe
-from .base import LineNormalizer, Stream
+from .base import LineNormalizer
 from .diffs import diff_texts
 from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
-from .values import count, json_object, obj, text
+from .values import count, obj, text
 
 __all__ = ["CursorNormalizer"]
 
@@ -70,14 +71,15 @@ class CursorNormalizer(LineNormalizer):
 
     # --- dispatch -----------------------------------------------------------------------------
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def feed_line(self, wire: WireLine) -> None:
+        line, stream, ts = wire.text, wire.stream, wire.ts
         if stream == "stdin":
             return  # the prompt; the CLI echoes it as a `user` event
         if stream == "stderr":
             if _AUTH_MARK in line:
                 self.log.error(line.strip(), "auth_required", ts)
             return
-        event = json_object(line)
+        event = wire.object
         if event is None:
             if line.startswith(_MODEL_MARK):
                 self.log.error(line.strip(), "setup_required", ts, content=line)

@@ -17,6 +17,7 @@ from ..errors import OrchestrateError
 from ..executors.acp import AcpExecutor
 from ..executors.base import Capabilities
 from ..peers.jsonrpc import INVALID_PARAMS, IncomingRequest, JsonRpcPeer
+from ..wire.lines import WireLine
 from . import acp_elicitation
 from .acp_session import model_request, offers, reopen_method
 from .acp_tools import AcpTools
@@ -195,7 +196,7 @@ class AcpDriver(Driver):
         else:
             self.set_idle(True)
 
-    async def on_line(self, line: str) -> None:
+    async def on_line(self, line: WireLine) -> None:
         await self.conn.on_line(line)
 
     def on_eof(self) -> None:

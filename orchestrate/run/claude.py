@@ -19,6 +19,7 @@ from ..peers.claude_control import (
     TurnEnded,
     UnsupportedRequest,
 )
+from ..wire.lines import WireLine
 from .driver import Driver, DriverContext
 
 __all__ = ["ClaudeDriver"]
@@ -61,8 +62,8 @@ class ClaudeDriver(Driver):
         with anyio.move_on_after(_CONTROL_TIMEOUT):
             await answered.wait()
 
-    async def on_line(self, line: str) -> None:
-        for event in self.peer.receive_line(line):
+    async def on_line(self, line: WireLine) -> None:
+        for event in self.peer.receive(line):
             match event:
                 case CanUseTool():
                     self.ctx.task_group.start_soon(self._approve, event)

@@ -8,6 +8,7 @@ from typing import Any
 from ..approvals.base import ApprovalDecision, decide
 from ..executors.codex import CodexExecutor
 from ..peers.jsonrpc import IncomingRequest, JsonRpcPeer
+from ..wire.lines import WireLine
 from .driver import Driver, DriverContext
 from .jsonrpc import JsonRpcConnection
 
@@ -54,7 +55,7 @@ class CodexDriver(Driver):
         result = await self.conn.call("turn/start", params, _CALL_TIMEOUT)
         self.turn_id = str(result["turn"]["id"])
 
-    async def on_line(self, line: str) -> None:
+    async def on_line(self, line: WireLine) -> None:
         await self.conn.on_line(line)
 
     def on_eof(self) -> None:

@@ -15,6 +15,7 @@ from ..errors import ConfigError, OrchestrateError
 from ..executors.base import Capabilities, Executor
 from ..process.base import AgentIO
 from ..task import Task
+from ..wire.lines import WireLine
 
 __all__ = ["Driver", "DriverContext"]
 
@@ -78,8 +79,9 @@ class Driver(abc.ABC):
         """A chunk of what the agent printed, as it came (before lines are cut from it)."""
 
     @abc.abstractmethod
-    async def on_line(self, line: str) -> None:
-        """One complete stdout line.  Must not block on anything slow (approvals run as tasks)."""
+    async def on_line(self, line: WireLine) -> None:
+        """One complete stdout line, parsed once by the wire (the normalizer has seen the same
+        event).  Must not block on anything slow (approvals run as tasks)."""
 
     @abc.abstractmethod
     async def send_message(self, text: str) -> None:

@@ -19,11 +19,11 @@ from ..approvals.pipeline import ApprovalPipeline
 from ..approvals.simple import AutoDeny
 from ..errors import ConfigError, OrchestrateError, ProcessExitedError, RunClosedError, SpawnError
 from ..executors.base import Capabilities, Executor
-from ..normalizers.framing import DEFAULT_MAX_LINE_BYTES, LineFramer, LineTooLong
 from ..process.pipes import AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
 from ..process.rawlog import FLUSH_SECONDS, RAW_LOG_FAILED, RawLogWriter, default_log_dir
 from ..process.redact import Redactor, redaction_enabled
 from ..task import Task
+from ..wire.lines import WireLine
 from .patch_queue import PatchQueue
 
 # What only the live loop needs (the normalizer, the driver, the entry and result models, the pty)
@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ..entries import EntryPatch, NormalizedEntry, TokenUsage
     from ..normalizers.base import Normalizer
     from ..process.base import AgentIO
+    from ..wire.lines import WireEvent
     from .driver import Driver
     from .result import Outcome, RunResult
 
@@ -43,7 +44,7 @@ __all__ = ["Run"]
 
 _EOF_GRACE = 5.0
 _CHUNK_BUFFER = 16  # chunks read but not yet handled: at most 1 MiB with 64 KiB reads
-_T = TypeVar("_T", str, bytes)
+_T = TypeVar("_T", WireLine, bytes)
 
 
 class Run:
@@ -263,7 +264,7 @@ class Run:
                 return
         self._process = process
         self.pids.append(process.pid)
-        process.on_write = lambda data, ts: self._feed(Chunk("stdin", data, ts))
+        process.on_write = self._wrote
         # Bounded: when the read loop falls behind, the pump stops reading, the pipe fills and the
         # agent waits on its writes; a fast agent never grows our memory.
         chunks_in, chunks_out = anyio.create_memory_object_stream[Chunk](_CHUNK_BUFFER)
@@ -356,18 +357,18 @@ class Run:
     async def _consume(
         self, chunks: MemoryObjectReceiveStream[Chunk], driver: Driver, eof: anyio.Event
     ) -> None:
-        # The driver's lines are cut with the normalizer's limit: one bound for a line, not two.
-        framer = LineFramer(getattr(self.normalizer, "max_line_bytes", DEFAULT_MAX_LINE_BYTES))
         try:
             async with chunks:
                 async for chunk in chunks:
-                    self._feed(chunk)
+                    # Framed and parsed once, by the normalizer's wire (the code a replay runs); the
+                    # driver's peer reads those same lines, never the bytes again.
+                    events = self._feed(chunk)
                     self._output_seen = True  # a sign of life, for the start-up watchdog
                     if chunk.stream == "stdout":
                         await self._to_driver(driver.on_output, chunk.data)
-                        for line in framer.feed(chunk.data):
-                            if not isinstance(line, LineTooLong):
-                                await self._to_driver(driver.on_line, line)
+                        for event in events:
+                            if type(event) is WireLine:  # (a line too long is the normalizer's to show)
+                                await self._to_driver(driver.on_line, event)
         finally:
             driver.on_eof()
             eof.set()
@@ -380,7 +381,7 @@ class Run:
         except Exception as exc:
             if self.normalizer.strict:
                 raise
-            shown = data if isinstance(data, str) else data.decode("utf-8", "replace")
+            shown = data.text if isinstance(data, WireLine) else data.decode("utf-8", "replace")
             message = f"the driver could not handle a line and skipped it ({type(exc).__name__}: {exc})"
             self._note(
                 {
@@ -394,12 +395,17 @@ class Run:
     # Everything the normalizer sees goes through these two, which log it first: the raw log's
     # order is the normalizer's order, so a replay reproduces the live entries exactly.
 
-    def _feed(self, chunk: Chunk) -> None:
+    def _feed(self, chunk: Chunk) -> list[WireEvent]:
         if self._rawlog is not None:
             self._rawlog.chunk(chunk.stream, chunk.data, chunk.ts)
         self._last_ts = _ts(chunk.ts)
-        self._emit(self.normalizer.feed(chunk.data, chunk.stream, self._last_ts))
+        events, patches = self.normalizer.feed_wire(chunk.data, chunk.stream, self._last_ts)
+        self._emit(patches)
         self._logged()
+        return events
+
+    def _wrote(self, data: bytes, ts: float) -> None:
+        self._feed(Chunk("stdin", data, ts))  # (what we wrote: the normalizer reads our requests)
 
     def _note(self, event: dict[str, Any]) -> None:
         now = time.time()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 
 from ..errors import ConfigError
+from ..wire.lines import WireLine
 from .driver import Driver
 
 __all__ = ["PromptOnStdinDriver"]
@@ -21,7 +22,7 @@ class PromptOnStdinDriver(Driver):
         await self.end_input()
         # Never idle: the process ends by itself when its turn is over.
 
-    async def on_line(self, line: str) -> None:
+    async def on_line(self, line: WireLine) -> None:
         pass  # nothing to answer: exec has no channel back
 
     async def send_message(self, text: str) -> None:

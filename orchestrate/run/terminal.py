@@ -16,6 +16,7 @@ import pyte
 from ..approvals.base import ApprovalRequest, decide
 from ..errors import ProcessExitedError
 from ..executors.terminal import TerminalExecutor
+from ..wire.lines import WireLine
 from .driver import Driver, DriverContext
 
 __all__ = ["TerminalDriver", "pasteable"]
@@ -59,7 +60,7 @@ class TerminalDriver(Driver):
         if self._turn and not self._asking and not self.input_closed:
             self._check_permission()
 
-    async def on_line(self, line: str) -> None:
+    async def on_line(self, line: WireLine) -> None:
         pass  # a screen is not lines: on_output has it all
 
     async def start(self, prompt: str) -> None:
