@@ -50,6 +50,7 @@ from ..entries import (
     WebFetch,
 )
 from ..wire.lines import WireLine
+from ..wire.notes import Approval, Note, Stopped
 from .acp_output import Terminals, advance, command_result, content_text, shows_progress
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer
@@ -430,28 +431,25 @@ class AcpNormalizer(LineNormalizer):
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
         )
 
-    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
-        if event.get("type") == "stopped":
-            self._system(text(event.get("reason")) or "The client stopped the agent", ts, breaks_text=False)
+    def on_note(self, event: Note, ts: datetime | None) -> None:
+        if isinstance(event, Stopped):
+            self._system(event.reason or "The client stopped the agent", ts, breaks_text=False)
             return
-        if event.get("type") != "approval":
+        if not isinstance(event, Approval):
             super().on_note(event, ts)
             return
         # (by key, not by a scan of the pending ones: an agent may keep thousands pending)
-        request_id = self._permission_ids.get(text(event.get("request_id")))
+        request_id = self._permission_ids.get(event.request_id)
         tool_id = self._permissions[request_id][0] if request_id in self._permissions else ""
         index = self._tools.get(tool_id)
-        if index is not None and event.get("decision") == "timed_out":
-            approval = ApprovalInfo(
-                request_id=text(event.get("request_id")),
-                decision="timed_out",
-                reason=text(event.get("reason")) or None,
-            )
+        if index is not None and event.decision == "timed_out":
+            reason = event.reason or None
+            approval = ApprovalInfo(request_id=event.request_id, decision="timed_out", reason=reason)
             self.log.update_tool(index, status="timed_out", approval=approval)
-        elif index is not None and event.get("reason"):
+        elif index is not None and event.reason:
             tool = self.log.tool(index)
             if tool is not None and tool.approval is not None:
-                self.log.update_tool(index, approval=evolve(tool.approval, reason=event["reason"]))
+                self.log.update_tool(index, approval=evolve(tool.approval, reason=event.reason))
 
     # --- plans --------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from ..entries import (
 )
 from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import JsonLinesWire, LineDropped, Stream, WireEvent, WireLine
+from ..wire.notes import Note, Restart, RunError, parse_note
 from .evolve import build, evolve
 from .shape import shape_content, shape_tool
 from .text import TextBuffer
@@ -440,38 +441,37 @@ class Normalizer(abc.ABC):
     def finish(self, ts: datetime | None = None) -> list[EntryPatch]:
         """End of the run: flush partial lines and close what is still open."""
 
-    def note(self, event: dict[str, Any], ts: datetime | None = None) -> list[EntryPatch]:
-        """A decision or finding of the client's, recorded in the raw log as an event.
+    def note(self, event: Note | dict[str, Any], ts: datetime | None = None) -> list[EntryPatch]:
+        """A decision or finding of the client's (:mod:`orchestrate.wire.notes`), recorded in the
+        raw log as an event; a raw log's JSON form (a replay) is read into its type first.
 
-        Shared kinds: ``run_error`` (the run's own verdict: timeout, the process died ...) becomes an
-        error entry; ``restart`` (a new process continues the run) flushes partial lines."""
+        Shared kinds: :class:`RunError` (the run's own verdict: timeout, the process died ...)
+        becomes an error entry; :class:`Restart` (a new process continues the run) flushes partial
+        lines."""
+        note = parse_note(event) if isinstance(event, dict) else event
         try:
-            self.on_note(event, ts)
+            self.on_note(note, ts)
         except EntryReleased as exc:
-            self.released(exc, _event_text(event), ts)
+            self.released(exc, _event_text(note.to_json()), ts)
         except Exception as exc:
             if self.strict:
                 raise
             self.log.protocol_error(
                 f"A client event could not be handled ({_describe(exc)})",
-                _event_text(event),
+                _event_text(note.to_json()),
                 ts,
                 exception=type(exc).__name__,
             )
         return self.log.drain()
 
-    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
-        match event.get("type"):
-            case "run_error":
+    def on_note(self, event: Note, ts: datetime | None) -> None:
+        match event:
+            case RunError():
                 self.log.error(
-                    str(event.get("message")),
-                    str(event.get("code")),
-                    ts,
-                    content=str(event["line"]) if "line" in event else None,
-                    stderr_tail=event.get("stderr_tail"),
+                    event.message, event.code, ts, content=event.line, stderr_tail=event.stderr_tail
                 )
-            case "restart":
-                self.restart(str(event.get("reason") or "restarting the agent"), ts)
+            case Restart():
+                self.restart(event.reason, ts)
 
     def restart(self, reason: str, ts: datetime | None) -> None:
         self.log.add(SystemMessage(), reason, ts)

@@ -29,6 +29,7 @@ from ..entries import (
     ToolUseEntry,
 )
 from ..wire.lines import WireLine
+from ..wire.notes import Approval, Note
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer
 from .claude_tools import action_for, apply_tool_result, plan_items, result_text
@@ -473,14 +474,13 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
         )
 
-    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
-        if event.get("type") != "approval":
+    def on_note(self, event: Note, ts: datetime | None) -> None:
+        if not isinstance(event, Approval):
             super().on_note(event, ts)
-        elif event.get("decision") == "timed_out":
-            reason = _s(event.get("reason")) or None
-            self._approval_update(_s(event.get("request_id")), "timed_out", "timed_out", reason)
-        elif event.get("for_session"):
-            self._approval_update(_s(event.get("request_id")), "approved", "running", None, True)
+        elif event.decision == "timed_out":
+            self._approval_update(event.request_id, "timed_out", "timed_out", event.reason or None)
+        elif event.for_session:
+            self._approval_update(event.request_id, "approved", "running", None, True)
 
     # --- the client's own lines (stdin) -------------------------------------------------------
 

@@ -38,6 +38,7 @@ from ..entries import (
     ToolUseEntry,
 )
 from ..wire.lines import WireEvent, WireLine
+from ..wire.notes import Approval, Note
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .codex_items import display_command, file_change
@@ -305,29 +306,26 @@ class CodexAppServerNormalizer(LineNormalizer):
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
         )
 
-    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
-        if event.get("type") != "approval":
+    def on_note(self, event: Note, ts: datetime | None) -> None:
+        if not isinstance(event, Approval):
             super().on_note(event, ts)
             return
-        index = self._items.get(self._server_requests.get(_request_key(event.get("request_id")), ""))
+        index = self._items.get(self._server_requests.get(_request_key(event.request_id), ""))
         tool = self.log.tool(index) if index is not None else None
-        if tool is not None and index is not None and event.get("decision") == "timed_out":
-            approval = ApprovalInfo(
-                request_id=_s(event.get("request_id")),
-                decision="timed_out",
-                reason=_s(event.get("reason")) or None,
-            )
+        if tool is not None and index is not None and event.decision == "timed_out":
+            reason = event.reason or None
+            approval = ApprovalInfo(request_id=event.request_id, decision="timed_out", reason=reason)
             self.log.update_tool(index, status="timed_out", approval=approval)
         elif (
             tool is not None
             and index is not None
             and tool.approval is not None
-            and event.get("reason")
-            and event.get("decision") != "approved"
+            and event.reason
+            and event.decision != "approved"
         ):
             # The person's reason for a refusal: Codex's answer has no field for it, so the agent
             # never hears it; the entry keeps it (it comes before our answer, which carries it on).
-            self.log.update_tool(index, approval=evolve(tool.approval, reason=_s(event["reason"])))
+            self.log.update_tool(index, approval=evolve(tool.approval, reason=event.reason))
 
     # --- items --------------------------------------------------------------------------------
 

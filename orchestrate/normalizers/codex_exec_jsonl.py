@@ -37,6 +37,7 @@ from ..entries import (
     ToolUseEntry,
 )
 from ..wire.lines import WireEvent, WireLine
+from ..wire.notes import Cwd, Note, ResumedThread
 from .actions import describe
 from .base import LineNormalizer, Stream
 from .codex_items import display_command
@@ -110,11 +111,11 @@ class CodexExecNormalizer(LineNormalizer):
                 label = _s(obj.get("type")) or "unknown"
                 self.log.add(SYSTEM, f"`{label}` event", ts, raw=obj)
 
-    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
-        if event.get("type") == "resumed_thread":
+    def on_note(self, event: Note, ts: datetime | None) -> None:
+        if isinstance(event, ResumedThread):
             self._resumed = True
-        elif event.get("type") == "cwd":
-            self._cwd = _s(event.get("cwd")) or None
+        elif isinstance(event, Cwd):
+            self._cwd = event.cwd or None
             self.agent_cwd(self._cwd)
         else:
             super().on_note(event, ts)

@@ -39,6 +39,7 @@ from ..entries import (
     ToolUseEntry,
 )
 from ..wire.lines import WireLine
+from ..wire.notes import Note, RunError
 from .actions import describe
 from .base import LineNormalizer
 from .diffs import diff_texts
@@ -241,8 +242,8 @@ class CursorNormalizer(LineNormalizer):
             self.log.error(text(event.get("result")) or "the turn failed", "agent_error", ts)
         self.log.close_open_tools("cancelled")
 
-    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
-        if event.get("type") == "run_error" and event.get("code") == "process_exited":
+    def on_note(self, event: Note, ts: datetime | None) -> None:
+        if isinstance(event, RunError) and event.code == "process_exited":
             self._exit_reported = True
         super().on_note(event, ts)
 

@@ -20,6 +20,7 @@ from ..peers.claude_control import (
     UnsupportedRequest,
 )
 from ..wire.lines import WireLine
+from ..wire.notes import ApprovalWithdrawn, RunError
 from .driver import Driver, DriverContext
 
 __all__ = ["ClaudeDriver"]
@@ -91,7 +92,7 @@ class ClaudeDriver(Driver):
             request = executor.approval_request(event, self.ctx.task, self.ctx.session_id())
         except Exception as exc:  # a request we cannot read is refused: the CLI must not wait on it
             reason = f"orchestrate could not read this permission request ({type(exc).__name__}: {exc})"
-            self.ctx.note({"type": "run_error", "code": "protocol_error", "message": reason})
+            self.ctx.note(RunError("protocol_error", reason))
             await self._write(self.peer.deny(event.request_id, reason))
             return
         decision: ApprovalDecision | None = None
@@ -123,7 +124,7 @@ class ClaudeDriver(Driver):
         scope = self._asking.get(request_id)
         if scope is not None:
             scope.cancel()
-            self.ctx.note({"type": "approval_withdrawn", "request_id": request_id})
+            self.ctx.note(ApprovalWithdrawn(request_id))
 
     def _reply(self, event: CanUseTool, decision: ApprovalDecision) -> bytes:
         if decision.status == "approved":

@@ -9,6 +9,7 @@ from ..approvals.base import ApprovalDecision, decide
 from ..executors.codex import CodexExecutor
 from ..peers.jsonrpc import IncomingRequest, JsonRpcPeer
 from ..wire.lines import WireLine
+from ..wire.notes import ApprovalWithdrawn
 from .driver import Driver, DriverContext
 from .jsonrpc import JsonRpcConnection
 
@@ -118,7 +119,7 @@ class CodexDriver(Driver):
         for method in _APPROVALS:
             for request_id in self.conn.serving(method):
                 if which(request_id) and self.conn.withdraw(request_id):
-                    self.ctx.note({"type": "approval_withdrawn", "request_id": str(request_id)})
+                    self.ctx.note(ApprovalWithdrawn(str(request_id)))
 
 
 def codex_decision(decision: ApprovalDecision) -> str:

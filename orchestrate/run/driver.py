@@ -5,7 +5,6 @@ from __future__ import annotations
 import abc
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -16,6 +15,7 @@ from ..executors.base import Capabilities, Executor
 from ..process.base import AgentIO
 from ..task import Task
 from ..wire.lines import WireLine
+from ..wire.notes import Approval, Note, RunError
 
 __all__ = ["Driver", "DriverContext"]
 
@@ -29,7 +29,7 @@ class DriverContext:
     process: AgentIO
     approvals: ApprovalService
     task_group: TaskGroup
-    note: Callable[[dict[str, Any]], None]
+    note: Callable[[Note], None]
     session_id: Callable[[], str | None]
 
 
@@ -57,18 +57,28 @@ class Driver(abc.ABC):
         while not self.is_idle:
             await self._idle_changed.wait()
 
-    def note_decision(self, request_id: str, decision: ApprovalDecision, **extra: Any) -> None:
-        """Record how a permission request was answered: the raw log's ``approval`` note."""
+    def note_decision(
+        self,
+        request_id: str,
+        decision: ApprovalDecision,
+        *,
+        question: str | None = None,
+        path: str | None = None,
+        command: str | None = None,
+    ) -> None:
+        """Record how a permission request (or, with ``question``, another question to the person)
+        was answered: the raw log's ``approval`` note."""
         self.ctx.note(
-            {
-                "type": "approval",
-                "request_id": request_id,
-                "decision": decision.status,
-                "reason": decision.reason,
-                "for_session": decision.for_session,
-                "interrupt": decision.interrupt,
-                **extra,
-            }
+            Approval(
+                request_id,
+                decision.status,
+                decision.reason,
+                decision.for_session,
+                decision.interrupt,
+                question=question,
+                path=path,
+                command=command,
+            )
         )
 
     @abc.abstractmethod
@@ -104,7 +114,7 @@ class Driver(abc.ABC):
                 await work()
             except Exception as exc:
                 detail = str(exc) if isinstance(exc, OrchestrateError) else f"{type(exc).__name__}: {exc}"
-                self.ctx.note({"type": "run_error", "code": "protocol_error", "message": f"{what}: {detail}"})
+                self.ctx.note(RunError("protocol_error", f"{what}: {detail}"))
                 self.set_idle(True)
 
         self.ctx.task_group.start_soon(guarded)

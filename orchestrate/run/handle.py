@@ -24,6 +24,7 @@ from ..process.rawlog import FLUSH_SECONDS, RAW_LOG_FAILED, RawLogWriter, defaul
 from ..process.redact import Redactor, redaction_enabled
 from ..task import Task
 from ..wire.lines import WireLine
+from ..wire.notes import Exit, Note, Prepared, Restart, RunError
 from .patch_queue import PatchQueue
 
 # What only the live loop needs (the normalizer, the driver, the entry and result models, the pty)
@@ -220,13 +221,8 @@ class Run:
             if self._should_fall_back():
                 fresh = self.task.model_copy(update={"resume": None, "fork": False})
                 self._spec = self.executor.process_spec(fresh, self.approvals)
-                self._note(
-                    {
-                        "type": "restart",
-                        "argv": self._spec.argv,
-                        "reason": f"Session {self.task.resume} was not found; starting a fresh session",
-                    }
-                )
+                reason = f"Session {self.task.resume} was not found; starting a fresh session"
+                self._note(Restart(tuple(self._spec.argv), reason))
                 await self._attempt(fresh, None)
         finally:  # no await in here: it runs to the end even when the run is being cancelled
             self._rawlog.close()
@@ -249,7 +245,7 @@ class Run:
         except OSError as exc:
             done = [f"could not prepare: {exc}"]
         if done:
-            self._note({"type": "prepared", "actions": done})
+            self._note(Prepared(tuple(done)))
 
     async def _attempt(self, task: Task, process: AgentIO | None) -> None:
         from .driver import DriverContext
@@ -260,7 +256,7 @@ class Run:
             try:
                 process = await self._spawn()
             except SpawnError as exc:
-                self._note({"type": "run_error", "code": "spawn_failed", "message": str(exc)})
+                self._note(RunError("spawn_failed", str(exc)))
                 return
         self._process = process
         self.pids.append(process.pid)
@@ -315,7 +311,7 @@ class Run:
                 except Exception as exc:  # an answer of the wrong shape, too, ends the conversation
                     detail = str(exc) if isinstance(exc, OrchestrateError) else f"{type(exc).__name__}: {exc}"
                     message = f"starting the conversation failed: {detail}"
-                    self._note({"type": "run_error", "code": "protocol_error", "message": message})
+                    self._note(RunError("protocol_error", message))
                     driver.set_idle(True)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._close_when_idle, driver, task, eof)
@@ -323,13 +319,7 @@ class Run:
                     tg.cancel_scope.cancel()
         except TimeoutError:
             self._stop_reason = "timed_out"
-            self._note(
-                {
-                    "type": "run_error",
-                    "code": "timeout",
-                    "message": f"the run exceeded its time limit of {task.timeout:g} s",
-                }
-            )
+            self._note(RunError("timeout", f"the run exceeded its time limit of {task.timeout:g} s"))
 
     async def _startup_watchdog(self, seconds: float) -> None:
         """No output at all within ``seconds`` of the spawn (a CLI stuck before it says anything: a
@@ -340,7 +330,7 @@ class Run:
             return
         self._stop_reason = "timed_out"
         message = f"the agent printed nothing within {seconds:g} s of starting"
-        self._note({"type": "run_error", "code": "startup_timeout", "message": message})
+        self._note(RunError("startup_timeout", message))
         self._scope.cancel()
 
     async def _close_when_idle(self, driver: Driver, task: Task, eof: anyio.Event) -> None:
@@ -383,14 +373,7 @@ class Run:
                 raise
             shown = data.text if isinstance(data, WireLine) else data.decode("utf-8", "replace")
             message = f"the driver could not handle a line and skipped it ({type(exc).__name__}: {exc})"
-            self._note(
-                {
-                    "type": "run_error",
-                    "code": "protocol_error",
-                    "message": message[:500],
-                    "line": shown[:2048],
-                }
-            )
+            self._note(RunError("protocol_error", message[:500], line=shown[:2048]))
 
     # Everything the normalizer sees goes through these two, which log it first: the raw log's
     # order is the normalizer's order, so a replay reproduces the live entries exactly.
@@ -407,10 +390,10 @@ class Run:
     def _wrote(self, data: bytes, ts: float) -> None:
         self._feed(Chunk("stdin", data, ts))  # (what we wrote: the normalizer reads our requests)
 
-    def _note(self, event: dict[str, Any]) -> None:
+    def _note(self, event: Note) -> None:
         now = time.time()
         if self._rawlog is not None:
-            self._rawlog.event(event, now)
+            self._rawlog.event(event.to_json(), now)
         self._last_ts = _ts(now)
         self._emit(self.normalizer.note(event, self._last_ts))
         self._logged()
@@ -445,7 +428,7 @@ class Run:
             log.flush()
         failure = log.take_failure()
         if failure is not None:  # noted after the log is off: this note is shown, not written
-            self._note({"type": "run_error", "code": RAW_LOG_FAILED, "message": failure})
+            self._note(RunError(RAW_LOG_FAILED, failure))
 
     async def _flush_log(self) -> None:
         # Records wait in memory for a turn's end; a quiet agent's last ones reach the disk anyway.
@@ -463,20 +446,15 @@ class Run:
             self._patches.put(patch)
 
     def _after_exit(self, rc: int | None, stderr_tail: str) -> None:
-        self._note({"type": "exit", "code": rc})
+        self._note(Exit(rc))
         # We ended its input after a failure the entries already show: a clean exit is no news.
         driver = self._driver
         expected = driver is not None and driver.input_closed and (rc == 0 or driver.ended_by_client)
         if self._stop_reason is None and self.normalizer.outcome is None and not expected:
-            self._note(
-                {
-                    "type": "run_error",
-                    "code": "process_exited",
-                    "stderr_tail": stderr_tail or None,
-                    "message": f"the agent exited with code {rc} before finishing its turn"
-                    + (f": {_last_line(stderr_tail)}" if stderr_tail.strip() else ""),
-                }
+            message = f"the agent exited with code {rc} before finishing its turn" + (
+                f": {_last_line(stderr_tail)}" if stderr_tail.strip() else ""
             )
+            self._note(RunError("process_exited", message, stderr_tail=stderr_tail or None))
         self._exit_code, self._stderr_tail = rc, stderr_tail
 
     _exit_code: int | None = None

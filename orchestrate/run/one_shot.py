@@ -7,6 +7,7 @@ import signal
 
 from ..errors import ConfigError
 from ..wire.lines import WireLine
+from ..wire.notes import Cwd, ResumedThread
 from .driver import Driver
 
 __all__ = ["PromptOnStdinDriver"]
@@ -15,8 +16,8 @@ __all__ = ["PromptOnStdinDriver"]
 class PromptOnStdinDriver(Driver):
     async def start(self, prompt: str) -> None:
         if self.ctx.task.resume:
-            self.ctx.note({"type": "resumed_thread", "thread_id": self.ctx.task.resume})
-        self.ctx.note({"type": "cwd", "cwd": str(self.ctx.task.cwd)})
+            self.ctx.note(ResumedThread(self.ctx.task.resume))
+        self.ctx.note(Cwd(str(self.ctx.task.cwd)))
         # Both read stdin to EOF before they start (protocols/codex.md §3, cursor.md): write, then close.
         await self.ctx.process.write(prompt.encode())
         await self.end_input()

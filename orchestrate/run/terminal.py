@@ -17,6 +17,7 @@ from ..approvals.base import ApprovalRequest, decide
 from ..errors import ProcessExitedError
 from ..executors.terminal import TerminalExecutor
 from ..wire.lines import WireLine
+from ..wire.notes import Interrupt, PermissionPrompt, Screen, UserInput
 from .driver import Driver, DriverContext
 
 __all__ = ["TerminalDriver", "pasteable"]
@@ -73,7 +74,7 @@ class TerminalDriver(Driver):
 
     async def send_message(self, text: str) -> None:
         text = pasteable(text)
-        self.ctx.note({"type": "user_input", "text": text})
+        self.ctx.note(UserInput(text))
         self._sent_at = float("inf")  # until it is sent, nothing on the screen answers it
         self._turn = True
         self.set_idle(False)
@@ -83,7 +84,7 @@ class TerminalDriver(Driver):
         self._sent_at = anyio.current_time()
 
     async def interrupt(self) -> None:
-        self.ctx.note({"type": "interrupt"})
+        self.ctx.note(Interrupt())
         await self.ctx.process.write(self.rules.interrupt_keys.encode())
 
     async def end_input(self) -> None:
@@ -117,7 +118,7 @@ class TerminalDriver(Driver):
                 # A screen still since before the message was typed has not answered it yet.
                 answered = self._last_output > self._sent_at
                 done = still and self._turn and answered and not busy
-                self.ctx.note({"type": "screen", "still": still, "idle": done})
+                self.ctx.note(Screen(still, done))
                 if done:
                     self._turn = False
                     self.set_idle(True)
@@ -150,15 +151,7 @@ class TerminalDriver(Driver):
                 executor=self.executor.name,
                 cwd=str(self.ctx.task.cwd),
             )
-            self.ctx.note(
-                {
-                    "type": "permission_prompt",
-                    "request_id": request_id,
-                    "what": what,
-                    "tool": request.tool_name,
-                    "text": match.group(0),
-                }
-            )
+            self.ctx.note(PermissionPrompt(request_id, what, request.tool_name, match.group(0)))
             decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
             self.note_decision(request_id, decision)
             keys = self.rules.approve_keys if decision.status == "approved" else self.rules.deny_keys
