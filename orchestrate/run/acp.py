@@ -43,10 +43,9 @@ def _dump(model: Any) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[no-any-return]
 
 
-class AcpDriver(Driver):
-    def __init__(self, ctx: DriverContext) -> None:
+class AcpDriver(Driver[AcpExecutor]):
+    def __init__(self, ctx: DriverContext[AcpExecutor]) -> None:
         super().__init__(ctx)
-        assert isinstance(ctx.executor, AcpExecutor)
         self.executor = ctx.executor
         # Files and terminals the agent asks for: confined, judged, and stopped with the session.
         self.tools = AcpTools(self, self.executor, lambda: self.session_id)

@@ -28,8 +28,8 @@ __all__ = ["ClaudeDriver"]
 _CONTROL_TIMEOUT = 30.0
 
 
-class ClaudeDriver(Driver):
-    def __init__(self, ctx: DriverContext) -> None:
+class ClaudeDriver(Driver[ClaudeCodeExecutor]):
+    def __init__(self, ctx: DriverContext[ClaudeCodeExecutor]) -> None:
         super().__init__(ctx)
         self.peer = ClaudeControlPeer()
         self._turns_sent = 0
@@ -87,7 +87,6 @@ class ClaudeDriver(Driver):
 
     async def _approve(self, event: CanUseTool) -> None:
         executor = self.ctx.executor
-        assert isinstance(executor, ClaudeCodeExecutor)
         try:
             request = executor.approval_request(event, self.ctx.task, self.ctx.session_id())
         except Exception as exc:  # a request we cannot read is refused: the CLI must not wait on it

@@ -21,10 +21,9 @@ CLIENT_INFO = {"name": "orchestrate", "title": "orchestrate", "version": "0.1.0"
 _APPROVALS = ("item/commandExecution/requestApproval", "item/fileChange/requestApproval")
 
 
-class CodexDriver(Driver):
-    def __init__(self, ctx: DriverContext) -> None:
+class CodexDriver(Driver[CodexExecutor]):
+    def __init__(self, ctx: DriverContext[CodexExecutor]) -> None:
         super().__init__(ctx)
-        assert isinstance(ctx.executor, CodexExecutor)
         self.executor = ctx.executor
         # Codex's own client sends no "jsonrpc" field; we match it (protocols/codex.md §4).
         self.conn = JsonRpcConnection(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -20,11 +21,14 @@ from ..wire.notes import Approval, Note, RunError
 __all__ = ["Driver", "DriverContext"]
 
 
+X = TypeVar("X", bound=Executor)
+
+
 @dataclass
-class DriverContext:
+class DriverContext(Generic[X]):
     """What a driver may use.  ``note`` records a client decision in the raw log and the entries."""
 
-    executor: Executor
+    executor: X
     task: Task
     process: AgentIO
     approvals: ApprovalService
@@ -33,10 +37,11 @@ class DriverContext:
     session_id: Callable[[], str | None]
 
 
-class Driver(abc.ABC):
-    """One agent process's conversation.  Sees every stdout line after the normalizer has."""
+class Driver(abc.ABC, Generic[X]):
+    """One agent process's conversation, for executors of class ``X`` (which the driver receives
+    typed: :mod:`.protocols` checks it once).  Sees every stdout line after the normalizer has."""
 
-    def __init__(self, ctx: DriverContext) -> None:
+    def __init__(self, ctx: DriverContext[X]) -> None:
         self.ctx = ctx
         self.capabilities: Capabilities = ctx.executor.capabilities
         """What the agent can do; a driver may learn more from the agent itself."""
@@ -85,7 +90,7 @@ class Driver(abc.ABC):
     async def start(self, prompt: str) -> None:
         """Open the conversation and send the first prompt."""
 
-    async def on_output(self, data: bytes) -> None:  # noqa: B027 - line protocols need only on_line
+    async def on_output(self, data: bytes) -> None:
         """A chunk of what the agent printed, as it came (before lines are cut from it)."""
 
     @abc.abstractmethod
@@ -101,7 +106,7 @@ class Driver(abc.ABC):
     async def interrupt(self) -> None:
         """Ask the agent to stop the current turn (the protocol's own interrupt)."""
 
-    def on_eof(self) -> None:  # noqa: B027 - most drivers have nothing waiting
+    def on_eof(self) -> None:
         """The agent's stdout closed: nothing more will come (fail what still waits for it)."""
 
     def background(self, work: Callable[[], Awaitable[None]], what: str) -> None:

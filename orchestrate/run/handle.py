@@ -76,7 +76,7 @@ class Run:
         self._patches = PatchQueue()
         self._done = anyio.Event()
         self._result: RunResult | None = None
-        self._driver: Driver | None = None
+        self._driver: Driver[Any] | None = None
         self._process: AgentIO | None = None
         self._scope: anyio.CancelScope | None = None
         self._stack: AsyncExitStack | None = None
@@ -203,7 +203,7 @@ class Run:
         if self._scope is not None:
             self._scope.cancel()
 
-    def _live_driver(self, *, input: bool = True) -> Driver:
+    def _live_driver(self, *, input: bool = True) -> Driver[Any]:
         """The driver of the live process; ``input``: one that still takes messages."""
         process = self._process
         if self._done.is_set() or self._driver is None or process is None or process.returncode is not None:
@@ -249,7 +249,7 @@ class Run:
 
     async def _attempt(self, task: Task, process: AgentIO | None) -> None:
         from .driver import DriverContext
-        from .drivers import driver_for
+        from .protocols import start_driver
 
         if process is None:
             self._prepare(self._spec, task)
@@ -276,7 +276,7 @@ class Run:
                     self._note,
                     lambda: self.normalizer.log.session_id,
                 )
-                driver = self._driver = driver_for(self.executor)(ctx)
+                driver = self._driver = start_driver(ctx)
                 tg.start_soon(process.pump, chunks_in)
                 tg.start_soon(self._consume, chunks_out, driver, eof)
                 self._output_seen = False
@@ -296,7 +296,7 @@ class Run:
             self._scope = None
             self._after_exit(rc, process.stderr_tail)
 
-    async def _converse(self, driver: Driver, task: Task, eof: anyio.Event) -> None:
+    async def _converse(self, driver: Driver[Any], task: Task, eof: anyio.Event) -> None:
         from .jsonrpc import JsonRpcError
 
         remaining = None if task.timeout is None else task.timeout - (time.monotonic() - self._started)
@@ -333,7 +333,7 @@ class Run:
         self._note(RunError("startup_timeout", message))
         self._scope.cancel()
 
-    async def _close_when_idle(self, driver: Driver, task: Task, eof: anyio.Event) -> None:
+    async def _close_when_idle(self, driver: Driver[Any], task: Task, eof: anyio.Event) -> None:
         if task.keep_open:
             return
         await driver.wait_idle()
@@ -345,7 +345,7 @@ class Run:
             self._scope.cancel()
 
     async def _consume(
-        self, chunks: MemoryObjectReceiveStream[Chunk], driver: Driver, eof: anyio.Event
+        self, chunks: MemoryObjectReceiveStream[Chunk], driver: Driver[Any], eof: anyio.Event
     ) -> None:
         try:
             async with chunks:

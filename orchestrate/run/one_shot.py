@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 
 from ..errors import ConfigError
+from ..executors.base import Executor
 from ..wire.lines import WireLine
 from ..wire.notes import Cwd, ResumedThread
 from .driver import Driver
@@ -13,7 +14,7 @@ from .driver import Driver
 __all__ = ["PromptOnStdinDriver"]
 
 
-class PromptOnStdinDriver(Driver):
+class PromptOnStdinDriver(Driver[Executor]):
     async def start(self, prompt: str) -> None:
         if self.ctx.task.resume:
             self.ctx.note(ResumedThread(self.ctx.task.resume))

@@ -34,10 +34,9 @@ def pasteable(text: str) -> str:
     return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) != "Cc")
 
 
-class TerminalDriver(Driver):
-    def __init__(self, ctx: DriverContext) -> None:
+class TerminalDriver(Driver[TerminalExecutor]):
+    def __init__(self, ctx: DriverContext[TerminalExecutor]) -> None:
         super().__init__(ctx)
-        assert isinstance(ctx.executor, TerminalExecutor)
         self.executor = ctx.executor
         self.rules = ctx.executor.rules
         rows, cols = ctx.executor.terminal_size
