@@ -152,7 +152,7 @@ def test_notes_in_the_recorded_logs_read_as_their_types() -> None:
     its type, and writes back as it was read."""
     seen = set()
     for path in sorted(FIXTURES.glob("*/*.jsonl")):
-        header, records = read_raw_log(path)
+        _, records = read_raw_log(path)
         for rec in records:
             if rec.event is None:
                 continue
@@ -204,7 +204,8 @@ class _NotClaude(Executor):
 
 def _context(executor: Executor, tmp_path: Path) -> DriverContext[Executor]:
     nothing: Any = None
-    return DriverContext(executor, Task(prompt="x", cwd=tmp_path), nothing, nothing, nothing, print, lambda: None)
+    task = Task(prompt="x", cwd=tmp_path)
+    return DriverContext(executor, task, nothing, nothing, nothing, print, lambda: None)
 
 
 def test_a_driver_gets_only_the_executor_it_is_written_for(tmp_path: Path) -> None:
@@ -249,7 +250,8 @@ async def test_invalid_ids_get_the_spec_answer_and_unknown_answers_one_entry_eac
     assert "after the bad ids" in texts(result, "assistant_message")
     assert result.raw_log is not None
     records = list(read_raw_log(result.raw_log)[1])
-    sent = [orjson.loads(line) for line in b"".join(r.data for r in records if r.stream == "stdin").splitlines()]
+    stdin = b"".join(r.data for r in records if r.stream == "stdin")
+    sent = [orjson.loads(line) for line in stdin.splitlines()]
     # each of the four bad requests: exactly the spec's answer, id null, code -32600, and no other
     answers = [m for m in sent if "method" not in m and "id" in m and m.get("id") is None]
     assert len(answers) == 4, sent
