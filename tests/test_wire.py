@@ -49,7 +49,7 @@ from .hostile import hostile
 
 def test_a_line_is_parsed_into_one_event() -> None:
     line = parse_line('{"a": [1, 2]}', "stdout", None)
-    assert line == WireLine('{"a": [1, 2]}', {"a": [1, 2]}, "stdout", None, None)
+    assert line == WireLine('{"a": [1, 2]}', {"a": [1, 2]}, {"a": [1, 2]}, "stdout", None, None)
     assert line.object == {"a": [1, 2]}
     broken = parse_line('{"a": ', "stdout", None)
     assert broken.value is NOT_JSON and broken.error == "not JSON" and broken.object is None
@@ -61,18 +61,18 @@ def test_a_line_is_parsed_into_one_event() -> None:
 def test_the_events_do_not_depend_on_chunk_boundaries() -> None:
     data = b'{"n": 1}\r\n\n  \n{"n": "\xc3\xa9"}\nnot json\n{"n": 3}'
     whole = JsonLinesWire()
-    expected = whole.feed(data, "stdout", None) + whole.finish(None)
+    expected = [*whole.feed(data, "stdout", None), *whole.finish(None)]
     for size in (1, 2, 3, 7):
         wire = JsonLinesWire()
         got = [e for i in range(0, len(data), size) for e in wire.feed(data[i : i + size], "stdout", None)]
-        assert got + wire.finish(None) == expected
+        assert [*got, *wire.finish(None)] == expected
     assert [e.value for e in expected if isinstance(e, WireLine)][:2] == [{"n": 1}, {"n": "é"}]
     assert len(expected) == 4
 
 
 def test_a_line_over_the_limit_is_one_dropped_event_and_the_next_is_whole() -> None:
     wire = JsonLinesWire(max_line_bytes=16)
-    events = wire.feed(b'{"x": "' + b"y" * 100 + b'"}\n{"ok": 1}\n', "stdout", None)
+    events = list(wire.feed(b'{"x": "' + b"y" * 100 + b'"}\n{"ok": 1}\n', "stdout", None))
     assert isinstance(events[0], LineDropped) and events[0].length == 109
     assert isinstance(events[1], WireLine) and events[1].value == {"ok": 1}
 
@@ -272,8 +272,17 @@ async def test_invalid_ids_get_the_spec_answer_and_unknown_answers_one_entry_eac
 def test_the_peer_and_the_normalizer_read_the_same_parse() -> None:
     """The live run hands the normalizer's own wire events to the driver: one object per line."""
     normalizer = ClaudeCodeExecutor().create_normalizer()
-    events, _ = normalizer.feed_wire(b'{"type": "result", "subtype": "success"}\n{"x"', "stdout", None)
+    data = b'{"type": "result", "subtype": "success"}\n{"type": "assistant"}\nnot json\n{"x"'
+    seen: list[WireLine] = []
+
+    def keep(line: WireLine) -> bool:
+        seen.append(line)
+        return line.object is not None and line.object.get("type") == "result"
+
+    events, _ = normalizer.feed_wire(data, "stdout", None, keep)
+    assert [line.text for line in seen] == [data.decode().splitlines()[i] for i in range(3)]
     [line] = events
+    assert line is seen[0]  # the very object the normalizer read: not parsed again
     assert isinstance(line, WireLine) and line.object == {"type": "result", "subtype": "success"}
     from orchestrate.peers.claude_control import ClaudeControlPeer, TurnEnded
 

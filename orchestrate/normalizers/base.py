@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -430,11 +430,17 @@ class Normalizer(abc.ABC):
         """Consume one chunk; return the patches it produced."""
 
     def feed_wire(
-        self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None
-    ) -> tuple[list[WireEvent], list[EntryPatch]]:
-        """:meth:`feed`, also returning the wire events the chunk completed: the live run hands
-        those same events to the peer, so each line is framed and parsed once, and by the very
-        code a replay runs (a normalizer that reads no lines, a screen's, has none)."""
+        self,
+        chunk: bytes,
+        stream: Stream = "stdout",
+        ts: datetime | None = None,
+        keep: Callable[[WireLine], bool] | None = None,
+    ) -> tuple[list[WireLine], list[EntryPatch]]:
+        """:meth:`feed`, also returning the lines of the chunk that ``keep`` wants, as the wire
+        parsed them: the live run hands those same events to the peer, so each line is framed
+        and parsed once, and by the very code a replay runs (which keeps none).  A line is kept
+        only if wanted: a chunk's parses held until its end would make the garbage collector's
+        passes dearer.  A normalizer that reads no lines (a screen's) has none."""
         return [], self.feed(chunk, stream, ts)
 
     @abc.abstractmethod
@@ -499,18 +505,27 @@ class LineNormalizer(Normalizer):
         self.wire = JsonLinesWire(max_line_bytes)
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
-        return self.feed_wire(chunk, stream, ts)[1]
+        self._lines(self.wire.feed(chunk, stream, ts))
+        self.chunk_done(stream)
+        return self.log.drain()
 
     def feed_wire(
-        self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None
-    ) -> tuple[list[WireEvent], list[EntryPatch]]:
-        events = self.wire.feed(chunk, stream, ts)
-        return events, self.take(events, stream, ts)
+        self,
+        chunk: bytes,
+        stream: Stream = "stdout",
+        ts: datetime | None = None,
+        keep: Callable[[WireLine], bool] | None = None,
+    ) -> tuple[list[WireLine], list[EntryPatch]]:
+        if keep is None:
+            return [], self.feed(chunk, stream, ts)
+        kept: list[WireLine] = []
+        self._lines(self.wire.feed(chunk, stream, ts), keep, kept)
+        self.chunk_done(stream)
+        return kept, self.log.drain()
 
-    def take(self, events: list[WireEvent], stream: Stream, ts: datetime | None) -> list[EntryPatch]:
-        """The wire events of one chunk of ``stream``; the patches they produced."""
-        self._lines(events)
-        return self.log.drain()
+    def chunk_done(self, stream: Stream) -> None:
+        """After the lines of one chunk of ``stream`` (a protocol whose meaning depends on what
+        came in one write, Codex's, looks here)."""
 
     def finish(self, ts: datetime | None = None) -> list[EntryPatch]:
         self._flush_framers(ts)
@@ -525,10 +540,17 @@ class LineNormalizer(Normalizer):
     def _flush_framers(self, ts: datetime | None) -> None:
         self._lines(self.wire.finish(ts))
 
-    def _lines(self, events: list[WireEvent]) -> None:
+    def _lines(
+        self,
+        events: Iterable[WireEvent],
+        keep: Callable[[WireLine], bool] | None = None,
+        kept: list[WireLine] | None = None,
+    ) -> None:
         for event in events:
             if type(event) is WireLine:
                 self._line(event)
+                if keep is not None and kept is not None and _wanted(keep, event):
+                    kept.append(event)
             elif isinstance(event, LineDropped) and event.stream == "stdout":
                 message = f"{event.stream} line of {event.length} bytes exceeds the limit and was dropped"
                 self.log.error(message, "line_too_long", event.ts, content=event.head)
@@ -596,6 +618,15 @@ def _patch(op: str, index: int, entry: NormalizedEntry) -> EntryPatch:
     _set(new, "__pydantic_extra__", None)
     _set(new, "__pydantic_private__", None)
     return new
+
+
+def _wanted(keep: Callable[[WireLine], bool], line: WireLine) -> bool:
+    # A question the peer cannot answer about a line of the wrong shape: it gets the line, and
+    # the run's guard around the peer turns whatever the line does to it into an entry.
+    try:
+        return keep(line)
+    except Exception:
+        return True
 
 
 def _summary_text(count: int) -> str:

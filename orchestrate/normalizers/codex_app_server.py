@@ -23,7 +23,6 @@ from ..entries import (
     AssistantMessage,
     CommandResult,
     CommandRun,
-    EntryPatch,
     FileEdit,
     GenericTool,
     Plan,
@@ -37,7 +36,7 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
-from ..wire.lines import WireEvent, WireLine
+from ..wire.lines import WireLine
 from ..wire.notes import Approval, Note
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
@@ -158,11 +157,9 @@ class CodexAppServerNormalizer(LineNormalizer):
                 "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=line
             )
 
-    def take(self, events: list[WireEvent], stream: Stream, ts: datetime | None) -> list[EntryPatch]:
-        self._lines(events)
+    def chunk_done(self, stream: Stream) -> None:
         if self._starting and stream == "stdout":
             self._promote(commands_only=True)  # nothing more came with a command's start: it runs
-        return self.log.drain()
 
     def _promote(self, *, commands_only: bool = False) -> None:
         """Items started and not waiting for an approval are running.  Codex starts an item and

@@ -13,6 +13,7 @@ Quirks handled (codex-cli 0.169.0, fixtures/codex-exec, protocols/codex.md §3):
 from __future__ import annotations
 
 import codecs
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -36,7 +37,7 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
-from ..wire.lines import WireEvent, WireLine
+from ..wire.lines import WireLine
 from ..wire.notes import Cwd, Note, ResumedThread
 from .actions import describe
 from .base import LineNormalizer, Stream
@@ -66,17 +67,28 @@ class CodexExecNormalizer(LineNormalizer):
         self._shown_error: str | None = None
         self.log.track(self._items)
 
+    def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
+        return self._prompt(chunk, ts) if stream == "stdin" else super().feed(chunk, stream, ts)
+
     def feed_wire(
-        self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None
-    ) -> tuple[list[WireEvent], list[EntryPatch]]:
-        if stream == "stdin":  # the prompt, as plain text: one user message, however it is chunked
-            piece = self._stdin_decoder.decode(chunk)
-            if self._prompt_index is None or self._prompt_index not in self.log:
-                self._prompt_index = self.log.add(USER, piece, ts)
-            else:
-                self.log.append_text(self._prompt_index, piece)
-            return [], self.log.drain()
-        return super().feed_wire(chunk, stream, ts)
+        self,
+        chunk: bytes,
+        stream: Stream = "stdout",
+        ts: datetime | None = None,
+        keep: Callable[[WireLine], bool] | None = None,
+    ) -> tuple[list[WireLine], list[EntryPatch]]:
+        if stream == "stdin":
+            return [], self._prompt(chunk, ts)
+        return super().feed_wire(chunk, stream, ts, keep)
+
+    def _prompt(self, chunk: bytes, ts: datetime | None) -> list[EntryPatch]:
+        """The prompt, as plain text: one user message, however it is chunked."""
+        piece = self._stdin_decoder.decode(chunk)
+        if self._prompt_index is None or self._prompt_index not in self.log:
+            self._prompt_index = self.log.add(USER, piece, ts)
+        else:
+            self.log.append_text(self._prompt_index, piece)
+        return self.log.drain()
 
     def feed_line(self, wire: WireLine) -> None:
         line, stream, ts = wire.text, wire.stream, wire.ts

@@ -26,6 +26,8 @@ from .driver import Driver, DriverContext
 __all__ = ["ClaudeDriver"]
 
 _CONTROL_TIMEOUT = 30.0
+# The lines the control peer reads (ClaudeControlPeer.receive); the text stream it never needs.
+_PEER_LINES = frozenset({"control_request", "control_cancel_request", "control_response", "result", "system"})
 
 
 class ClaudeDriver(Driver[ClaudeCodeExecutor]):
@@ -62,6 +64,10 @@ class ClaudeDriver(Driver[ClaudeCodeExecutor]):
         await self.ctx.process.write(line)
         with anyio.move_on_after(_CONTROL_TIMEOUT):
             await answered.wait()
+
+    def wants(self, line: WireLine) -> bool:
+        kind = line.object.get("type") if line.object is not None else None
+        return type(kind) is str and kind in _PEER_LINES
 
     async def on_line(self, line: WireLine) -> None:
         for event in self.peer.receive(line):

@@ -18,6 +18,7 @@ __all__ = ["CodexDriver"]
 _HANDSHAKE_TIMEOUT = 30.0
 _CALL_TIMEOUT = 60.0
 CLIENT_INFO = {"name": "orchestrate", "title": "orchestrate", "version": "0.1.0"}
+_NOTICED = frozenset({"turn/started", "item/started", "serverRequest/resolved", "turn/completed"})
 _APPROVALS = ("item/commandExecution/requestApproval", "item/fileChange/requestApproval")
 
 
@@ -54,6 +55,14 @@ class CodexDriver(Driver[CodexExecutor]):
         params = {"threadId": self.thread_id, "input": [{"type": "text", "text": text, "text_elements": []}]}
         result = await self.conn.call("turn/start", params, _CALL_TIMEOUT)
         self.turn_id = str(result["turn"]["id"])
+
+    def wants(self, line: WireLine) -> bool:
+        # Requests and answers, and the few notifications _notified reads; not the streamed text.
+        obj = line.object
+        if obj is None:
+            return False
+        method = obj.get("method")
+        return "id" in obj or (type(method) is str and method in _NOTICED)
 
     async def on_line(self, line: WireLine) -> None:
         await self.conn.on_line(line)

@@ -93,6 +93,11 @@ class Driver(abc.ABC, Generic[X]):
     async def on_output(self, data: bytes) -> None:
         """A chunk of what the agent printed, as it came (before lines are cut from it)."""
 
+    def wants(self, line: WireLine) -> bool:
+        """Whether :meth:`on_line` needs this stdout line (asked as the normalizer reads it: the
+        lines a driver ignores are not held for it).  Every line, unless a driver says less."""
+        return True
+
     @abc.abstractmethod
     async def on_line(self, line: WireLine) -> None:
         """One complete stdout line, parsed once by the wire (the normalizer has seen the same

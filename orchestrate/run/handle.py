@@ -37,7 +37,6 @@ if TYPE_CHECKING:
     from ..entries import EntryPatch, NormalizedEntry, TokenUsage
     from ..normalizers.base import Normalizer
     from ..process.base import AgentIO
-    from ..wire.lines import WireEvent
     from .driver import Driver
     from .result import Outcome, RunResult
 
@@ -352,13 +351,12 @@ class Run:
                 async for chunk in chunks:
                     # Framed and parsed once, by the normalizer's wire (the code a replay runs); the
                     # driver's peer reads those same lines, never the bytes again.
-                    events = self._feed(chunk)
+                    lines = self._feed(chunk, driver.wants if chunk.stream == "stdout" else None)
                     self._output_seen = True  # a sign of life, for the start-up watchdog
                     if chunk.stream == "stdout":
                         await self._to_driver(driver.on_output, chunk.data)
-                        for event in events:
-                            if type(event) is WireLine:  # (a line too long is the normalizer's to show)
-                                await self._to_driver(driver.on_line, event)
+                        for line in lines:
+                            await self._to_driver(driver.on_line, line)
         finally:
             driver.on_eof()
             eof.set()
@@ -378,14 +376,16 @@ class Run:
     # Everything the normalizer sees goes through these two, which log it first: the raw log's
     # order is the normalizer's order, so a replay reproduces the live entries exactly.
 
-    def _feed(self, chunk: Chunk) -> list[WireEvent]:
+    def _feed(self, chunk: Chunk, keep: Callable[[WireLine], bool] | None = None) -> list[WireLine]:
+        """Log ``chunk``, hand it to the normalizer, and return the lines ``keep`` wants, parsed
+        once by the normalizer's wire (for the driver's peer)."""
         if self._rawlog is not None:
             self._rawlog.chunk(chunk.stream, chunk.data, chunk.ts)
         self._last_ts = _ts(chunk.ts)
-        events, patches = self.normalizer.feed_wire(chunk.data, chunk.stream, self._last_ts)
+        lines, patches = self.normalizer.feed_wire(chunk.data, chunk.stream, self._last_ts, keep)
         self._emit(patches)
         self._logged()
-        return events
+        return lines
 
     def _wrote(self, data: bytes, ts: float) -> None:
         self._feed(Chunk("stdin", data, ts))  # (what we wrote: the normalizer reads our requests)

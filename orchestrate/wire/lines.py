@@ -10,6 +10,7 @@ No I/O, no clock: the timestamp comes in with the bytes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any, Literal, NamedTuple
 
@@ -54,16 +55,13 @@ class WireLine(NamedTuple):
     """The line as decoded (invalid UTF-8 replaced), without its line end."""
     value: Any
     """Its JSON value, or :data:`NOT_JSON` (see :attr:`error`)."""
+    object: dict[str, Any] | None
+    """The same value when it is a JSON object, else None: what every protocol here wants (a
+    field, not a property: it is read once per line by every normalizer)."""
     stream: Stream
     ts: datetime | None
     error: str | None = None
     """Why :attr:`value` is :data:`NOT_JSON`: not JSON at all, or not an object or array."""
-
-    @property
-    def object(self) -> dict[str, Any] | None:
-        """The line's JSON object; None when the line is not one (every protocol here wants one)."""
-        value = self.value
-        return value if type(value) is dict else None
 
 
 class LineDropped(NamedTuple):
@@ -80,6 +78,7 @@ WireEvent = WireLine | LineDropped
 
 _loads = orjson.loads
 _DecodeError = orjson.JSONDecodeError
+_new = tuple.__new__  # (a named tuple's own __new__ is a Python function: one call more per line)
 
 
 def parse_line(text: str, stream: Stream = "stdout", ts: datetime | None = None) -> WireLine:
@@ -92,11 +91,12 @@ def parse_line(text: str, stream: Stream = "stdout", ts: datetime | None = None)
     if first != "{" and first != "[":
         first = text.lstrip()[:1]
         if first != "{" and first != "[":
-            return WireLine(text, NOT_JSON, stream, ts, "not a JSON object")
+            return _new(WireLine, (text, NOT_JSON, None, stream, ts, "not a JSON object"))
     try:
-        return WireLine(text, _loads(text), stream, ts)
+        value = _loads(text)
     except _DecodeError:
-        return WireLine(text, NOT_JSON, stream, ts, "not JSON")
+        return _new(WireLine, (text, NOT_JSON, None, stream, ts, "not JSON"))
+    return _new(WireLine, (text, value, value if type(value) is dict else None, stream, ts, None))
 
 
 class JsonLinesWire:
@@ -110,31 +110,37 @@ class JsonLinesWire:
         self.max_line_bytes = max_line_bytes
         self._framers = {s: LineFramer(max_line_bytes) for s in STREAMS}
 
-    def feed(self, data: bytes, stream: Stream, ts: datetime | None) -> list[WireEvent]:
-        """The lines ``data`` completes on ``stream``, in order."""
+    def feed(self, data: bytes, stream: Stream, ts: datetime | None) -> Iterator[WireEvent]:
+        """The lines ``data`` completes on ``stream``, in order.  The lines are cut at once; each
+        is parsed as it is taken from the iterator, so a consumer that handles one line before it
+        takes the next holds one line's parse at a time, not a chunk's (which would keep
+        thousands of young objects alive and make the garbage collector's passes dearer)."""
         return self._events(self._framers[stream].feed(data), stream, ts)
 
-    def finish(self, ts: datetime | None) -> list[WireEvent]:
+    def finish(self, ts: datetime | None) -> Iterator[WireEvent]:
         """The end of every stream (or of one process, when another takes over): a last line with
         no line end, per stream in the order stdout, stderr, stdin."""
-        out: list[WireEvent] = []
         for stream, framer in self._framers.items():
-            out += self._events(framer.finish(), stream, ts)
-        return out
+            yield from self._events(framer.finish(), stream, ts)
 
     @staticmethod
-    def _events(lines: list[str | LineTooLong], stream: Stream, ts: datetime | None) -> list[WireEvent]:
+    def _events(lines: list[str | LineTooLong], stream: Stream, ts: datetime | None) -> Iterator[WireEvent]:
         if stream == "stderr":
-            return [
-                LineDropped(line.length, line.head, stream, ts)
-                if isinstance(line, LineTooLong)
-                else WireLine(line, NOT_JSON, stream, ts, "not parsed")
-                for line in lines
-            ]
-        out: list[WireEvent] = []
-        for line in lines:
-            if isinstance(line, LineTooLong):
-                out.append(LineDropped(line.length, line.head, stream, ts))
+            for line in lines:
+                if isinstance(line, LineTooLong):
+                    yield LineDropped(line.length, line.head, stream, ts)
+                else:
+                    yield _new(WireLine, (line, NOT_JSON, None, stream, ts, "not parsed"))
+            return
+        for line in lines:  # (parse_line inlined for the common line: this loop runs per line)
+            if type(line) is str and line[0] == "{":
+                try:
+                    value = _loads(line)
+                except _DecodeError:
+                    yield _new(WireLine, (line, NOT_JSON, None, stream, ts, "not JSON"))
+                    continue
+                yield _new(WireLine, (line, value, value if type(value) is dict else None, stream, ts, None))
+            elif isinstance(line, LineTooLong):
+                yield LineDropped(line.length, line.head, stream, ts)
             else:
-                out.append(parse_line(line, stream, ts))
-        return out
+                yield parse_line(line, stream, ts)
