@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .process.rawlog import read_raw_log
+from .wire.notes import parse_note
 
 if TYPE_CHECKING:  # types only: ``orchestrate`` imports this module whole (see its __init__)
     from .entries import EntryPatch
@@ -44,7 +45,7 @@ def replay(path: Path, normalizer: Normalizer, *, streaming: bool = False) -> It
     for rec in records:
         last_ts = rec.ts or last_ts
         if rec.event is not None:
-            yield from normalizer.note(rec.event, rec.ts)
+            yield from normalizer.note(parse_note(rec.event), rec.ts)  # typed, as the live run made it
         elif rec.stream is not None:
             yield from normalizer.feed(rec.data, rec.stream, rec.ts)
     yield from normalizer.finish(last_ts)

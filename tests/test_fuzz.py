@@ -30,6 +30,8 @@ from orchestrate.normalizers.claude_stream_json import ClaudeStreamJsonNormalize
 from orchestrate.normalizers.framing import LineFramer
 from orchestrate.peers.jsonrpc import INVALID_REQUEST, InvalidRequest, JsonRpcPeer, MalformedMessage
 from orchestrate.process.rawlog import read_raw_log
+from orchestrate.wire.notes import Approval
+from orchestrate.wire.notes import Note as ClientNote
 
 from .helpers import errors, run_agent, texts
 from .hostile import hostile
@@ -282,8 +284,8 @@ def test_strict_mode_lets_the_exception_through() -> None:
 
 def test_a_client_event_that_breaks_a_handler_is_an_entry() -> None:
     class Brittle(_Brittle):
-        def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
-            if event.get("type") == "approval":
+        def on_note(self, event: ClientNote, ts: datetime | None) -> None:
+            if isinstance(event, Approval):
                 raise TypeError("unhashable")
             super().on_note(event, ts)
 

@@ -20,13 +20,15 @@ PACKAGE = Path(orchestrate.__file__).parent
 BASE = {"errors", "entries", "task", "contract", "lazy"}
 ALLOWED: dict[str, set[str]] = {
     "process": {"errors", "process"},
-    "normalizers": {"errors", "entries", "normalizers"},
+    # Each protocol's bytes framed and parsed once, for the peers and the normalizers alike.
+    "wire": {"errors", "wire"},
+    "normalizers": {"errors", "entries", "wire", "normalizers"},
     # The JSON contract: the entries plus the seed's other data shapes; nothing above them.
     "contract": {"errors", "entries", "contract"},
-    "peers": {"errors", "entries", "peers"},
+    "peers": {"errors", "entries", "wire", "peers"},
     "approvals": {"errors", "lazy", "approvals"},
-    "executors": BASE | {"process", "normalizers", "peers", "approvals", "executors"},
-    "run": BASE | {"process", "normalizers", "peers", "approvals", "executors", "run"},
+    "executors": BASE | {"process", "wire", "normalizers", "peers", "approvals", "executors"},
+    "run": BASE | {"process", "wire", "normalizers", "peers", "approvals", "executors", "run"},
     # The store keeps records and events; it knows no agent, so it sits above the run only by rank.
     # Workspaces know nothing of agents: git, files and the process layer at most.
     "workspace": BASE | {"process", "workspace"},
@@ -34,6 +36,7 @@ ALLOWED: dict[str, set[str]] = {
     "engine": BASE
     | {
         "process",
+        "wire",
         "normalizers",
         "peers",
         "approvals",
@@ -49,6 +52,7 @@ ALLOWED: dict[str, set[str]] = {
     "serve": BASE
     | {
         "process",
+        "wire",
         "normalizers",
         "peers",
         "approvals",
@@ -92,7 +96,7 @@ def test_no_layer_imports_one_above_it(layer: str) -> None:
 
 
 def test_normalizers_are_sans_io() -> None:
-    for path in (PACKAGE / "normalizers").rglob("*.py"):
+    for path in [*(PACKAGE / "normalizers").rglob("*.py"), *(PACKAGE / "wire").rglob("*.py")]:
         text = path.read_text()
         for banned in (
             r"import anyio",

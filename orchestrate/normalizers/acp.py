@@ -49,15 +49,17 @@ from ..entries import (
     ToolUseEntry,
     WebFetch,
 )
+from ..wire.lines import WireLine
+from ..wire.notes import Approval, Note, Stopped
 from .acp_output import Terminals, advance, command_result, content_text, shows_progress
 from .actions import describe
-from .base import OPEN_STATUSES, LineNormalizer, Stream
+from .base import OPEN_STATUSES, LineNormalizer
 from .claude_tools import plan_items
 from .codex_items import display_command
 from .diffs import diff_texts
 from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
-from .values import count, json_object, obj, rpc_id, text
+from .values import count, obj, rpc_id, text
 
 __all__ = ["AcpNormalizer"]
 
@@ -132,10 +134,11 @@ class AcpNormalizer(LineNormalizer):
 
     # --- dispatch -----------------------------------------------------------------------------
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def feed_line(self, wire: WireLine) -> None:
+        line, stream, ts = wire.text, wire.stream, wire.ts
         if stream == "stderr":
             return
-        msg = json_object(line)
+        msg = wire.object
         if msg is None:
             if stream == "stdout":
                 self.not_json("The agent", line, ts)
@@ -432,29 +435,26 @@ class AcpNormalizer(LineNormalizer):
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
         )
 
-    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
-        if event.get("type") == "stopped":
-            self._system(text(event.get("reason")) or "The client stopped the agent", ts, breaks_text=False)
+    def on_note(self, event: Note, ts: datetime | None) -> None:
+        if isinstance(event, Stopped):
+            self._system(event.reason or "The client stopped the agent", ts, breaks_text=False)
             return
-        if event.get("type") != "approval":
+        if not isinstance(event, Approval):
             super().on_note(event, ts)
             return
         # (by key, not by a scan of the pending ones: an agent may keep thousands pending)
-        request_id = self._permission_ids.get(text(event.get("request_id")))
+        request_id = self._permission_ids.get(event.request_id)
         tool_id = self._permissions[request_id][0] if request_id in self._permissions else ""
         index = self._tools.get(tool_id)
-        if index is not None and event.get("decision") == "timed_out":
+        if index is not None and event.decision == "timed_out":
             approval = make(
-                ApprovalInfo,
-                request_id=text(event.get("request_id")),
-                decision="timed_out",
-                reason=text(event.get("reason")) or None,
+                ApprovalInfo, request_id=event.request_id, decision="timed_out", reason=event.reason or None
             )
             self.log.update_tool(index, status="timed_out", approval=approval)
-        elif index is not None and event.get("reason"):
+        elif index is not None and event.reason:
             tool = self.log.tool(index)
             if tool is not None and tool.approval is not None:
-                self.log.update_tool(index, approval=evolve(tool.approval, reason=event["reason"]))
+                self.log.update_tool(index, approval=evolve(tool.approval, reason=event.reason))
 
     # --- plans --------------------------------------------------------------------------------
 

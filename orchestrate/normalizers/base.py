@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -22,8 +22,10 @@ from ..entries import (
     ToolUseEntry,
     camel_key,
 )
+from ..wire.framing import DEFAULT_MAX_LINE_BYTES
+from ..wire.lines import JsonLinesWire, LineDropped, Stream, WireEvent, WireLine
+from ..wire.notes import Note, Restart, RunError, parse_note
 from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private, build, evolve
-from .framing import DEFAULT_MAX_LINE_BYTES, FramedLine, LineFramer, LineTooLong
 from .shape import shape_content, shape_tool
 from .text import TextBuffer
 
@@ -39,7 +41,6 @@ __all__ = [
     "Stream",
 ]
 
-Stream = Literal["stdout", "stderr", "stdin"]
 TurnStatus = str  # "completed", "interrupted", "failed", or the agent's own word for a failure
 OPEN_STATUSES: frozenset[ToolStatus] = frozenset({"created", "pending_approval", "running"})
 SHOWN_LINE_CHARS = 2048
@@ -431,42 +432,55 @@ class Normalizer(abc.ABC):
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
         """Consume one chunk; return the patches it produced."""
 
+    def feed_wire(
+        self,
+        chunk: bytes,
+        stream: Stream = "stdout",
+        ts: datetime | None = None,
+        keep: Callable[[WireLine], bool] | None = None,
+    ) -> tuple[list[WireLine], list[EntryPatch]]:
+        """:meth:`feed`, also returning the lines of the chunk that ``keep`` wants, as the wire
+        parsed them: the live run hands those same events to the peer, so each line is framed
+        and parsed once, and by the very code a replay runs (which keeps none).  A line is kept
+        only if wanted: a chunk's parses held until its end would make the garbage collector's
+        passes dearer.  A normalizer that reads no lines (a screen's) has none."""
+        return [], self.feed(chunk, stream, ts)
+
     @abc.abstractmethod
     def finish(self, ts: datetime | None = None) -> list[EntryPatch]:
         """End of the run: flush partial lines and close what is still open."""
 
-    def note(self, event: dict[str, Any], ts: datetime | None = None) -> list[EntryPatch]:
-        """A decision or finding of the client's, recorded in the raw log as an event.
+    def note(self, event: Note | dict[str, Any], ts: datetime | None = None) -> list[EntryPatch]:
+        """A decision or finding of the client's (:mod:`orchestrate.wire.notes`), recorded in the
+        raw log as an event; a raw log's JSON form (a replay) is read into its type first.
 
-        Shared kinds: ``run_error`` (the run's own verdict: timeout, the process died ...) becomes an
-        error entry; ``restart`` (a new process continues the run) flushes partial lines."""
+        Shared kinds: :class:`RunError` (the run's own verdict: timeout, the process died ...)
+        becomes an error entry; :class:`Restart` (a new process continues the run) flushes partial
+        lines."""
+        note = parse_note(event) if isinstance(event, dict) else event
         try:
-            self.on_note(event, ts)
+            self.on_note(note, ts)
         except EntryReleased as exc:
-            self.released(exc, _event_text(event), ts)
+            self.released(exc, _event_text(note.to_json()), ts)
         except Exception as exc:
             if self.strict:
                 raise
             self.log.protocol_error(
                 f"A client event could not be handled ({_describe(exc)})",
-                _event_text(event),
+                _event_text(note.to_json()),
                 ts,
                 exception=type(exc).__name__,
             )
         return self.log.drain()
 
-    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
-        match event.get("type"):
-            case "run_error":
+    def on_note(self, event: Note, ts: datetime | None) -> None:
+        match event:
+            case RunError():
                 self.log.error(
-                    str(event.get("message")),
-                    str(event.get("code")),
-                    ts,
-                    content=str(event["line"]) if "line" in event else None,
-                    stderr_tail=event.get("stderr_tail"),
+                    event.message, event.code, ts, content=event.line, stderr_tail=event.stderr_tail
                 )
-            case "restart":
-                self.restart(str(event.get("reason") or "restarting the agent"), ts)
+            case Restart():
+                self.restart(event.reason, ts)
 
     def restart(self, reason: str, ts: datetime | None) -> None:
         self.log.add(SystemMessage(), reason, ts)
@@ -485,16 +499,36 @@ class Normalizer(abc.ABC):
 
 
 class LineNormalizer(Normalizer):
-    """A normalizer for a line protocol: one framer per stream, one handler per line."""
+    """A normalizer for a line protocol: its wire frames and parses each line once
+    (:class:`~orchestrate.wire.lines.JsonLinesWire`), one handler per line."""
 
     def __init__(self, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> None:
         super().__init__()
         self.max_line_bytes = max_line_bytes
-        self._framers = {s: LineFramer(max_line_bytes) for s in ("stdout", "stderr", "stdin")}
+        self.wire = JsonLinesWire(max_line_bytes)
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
-        self._lines(self._framers[stream].feed(chunk), stream, ts)
+        self._lines(self.wire.feed(chunk, stream, ts))
+        self.chunk_done(stream)
         return self.log.drain()
+
+    def feed_wire(
+        self,
+        chunk: bytes,
+        stream: Stream = "stdout",
+        ts: datetime | None = None,
+        keep: Callable[[WireLine], bool] | None = None,
+    ) -> tuple[list[WireLine], list[EntryPatch]]:
+        if keep is None:
+            return [], self.feed(chunk, stream, ts)
+        kept: list[WireLine] = []
+        self._lines(self.wire.feed(chunk, stream, ts), keep, kept)
+        self.chunk_done(stream)
+        return kept, self.log.drain()
+
+    def chunk_done(self, stream: Stream) -> None:
+        """After the lines of one chunk of ``stream`` (a protocol whose meaning depends on what
+        came in one write, Codex's, looks here)."""
 
     def finish(self, ts: datetime | None = None) -> list[EntryPatch]:
         self._flush_framers(ts)
@@ -507,32 +541,38 @@ class LineNormalizer(Normalizer):
         return self.log.drain()
 
     def _flush_framers(self, ts: datetime | None) -> None:
-        for stream, framer in self._framers.items():
-            self._lines(framer.finish(), stream, ts)  # type: ignore[arg-type]
+        self._lines(self.wire.finish(ts))
 
-    def _lines(self, lines: list[FramedLine], stream: Stream, ts: datetime | None) -> None:
-        for line in lines:
-            if not isinstance(line, LineTooLong):
-                self._line(line, stream, ts)
-            elif stream == "stdout":
-                message = f"{stream} line of {line.length} bytes exceeds the limit and was dropped"
-                self.log.error(message, "line_too_long", ts, content=line.head)
+    def _lines(
+        self,
+        events: Iterable[WireEvent],
+        keep: Callable[[WireLine], bool] | None = None,
+        kept: list[WireLine] | None = None,
+    ) -> None:
+        for event in events:
+            if type(event) is WireLine:
+                self._line(event)
+                if keep is not None and kept is not None and _wanted(keep, event):
+                    kept.append(event)
+            elif isinstance(event, LineDropped) and event.stream == "stdout":
+                message = f"{event.stream} line of {event.length} bytes exceeds the limit and was dropped"
+                self.log.error(message, "line_too_long", event.ts, content=event.head)
 
-    def _line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def _line(self, line: WireLine) -> None:
         # The one place every line goes through: whatever one line does to a handler (a field of
         # the wrong type, a shape never seen), it costs that line only, never the run.
         try:
-            self.feed_line(line, stream, ts)
+            self.feed_line(line)
         except EntryReleased as exc:
-            self.released(exc, line, ts)
+            self.released(exc, line.text, line.ts)
         except Exception as exc:
             if self.strict:
                 raise
             self.log.protocol_error(
-                f"A {stream} line could not be handled and was skipped ({_describe(exc)})",
-                line,
-                ts,
-                stream=stream,
+                f"A {line.stream} line could not be handled and was skipped ({_describe(exc)})",
+                line.text,
+                line.ts,
+                stream=line.stream,
                 exception=type(exc).__name__,
             )
 
@@ -555,8 +595,8 @@ class LineNormalizer(Normalizer):
         self.log.protocol_error(f"The agent answered request {request_id!r}, which is not pending", line, ts)
 
     @abc.abstractmethod
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
-        """Handle one complete line of ``stream``."""
+    def feed_line(self, line: WireLine) -> None:
+        """Handle one complete line (its text, its JSON value parsed once, its stream and time)."""
 
     def close(self, ts: datetime | None) -> None:
         """Called once by :meth:`finish` after the last line."""
@@ -579,6 +619,15 @@ def _patch(op: str, index: int, entry: NormalizedEntry) -> EntryPatch:
     _set_extra(new, None)
     _set_private(new, None)
     return new
+
+
+def _wanted(keep: Callable[[WireLine], bool], line: WireLine) -> bool:
+    # A question the peer cannot answer about a line of the wrong shape: it gets the line, and
+    # the run's guard around the peer turns whatever the line does to it into an entry.
+    try:
+        return keep(line)
+    except Exception:
+        return True
 
 
 def _summary_text(count: int) -> str:

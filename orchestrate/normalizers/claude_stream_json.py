@@ -28,12 +28,14 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.lines import WireLine
+from ..wire.notes import Approval, Note
 from .actions import describe
-from .base import OPEN_STATUSES, LineNormalizer, Stream
+from .base import OPEN_STATUSES, LineNormalizer
 from .claude_tools import action_for, apply_tool_result, plan_items, result_text
 from .evolve import evolve
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
-from .values import count, json_object
+from .values import count
 from .values import obj as _dict
 from .values import text as _s
 
@@ -108,10 +110,11 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
 
     # --- dispatch -----------------------------------------------------------------------------
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def feed_line(self, wire: WireLine) -> None:
+        line, stream, ts = wire.text, wire.stream, wire.ts
         if stream == "stderr":
             return  # kept in the raw log and attached to failures, never parsed as protocol
-        obj = json_object(line)
+        obj = wire.object
         if obj is None:
             if stream == "stdout":
                 self.not_json("The CLI", line, ts)
@@ -471,14 +474,13 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
         )
 
-    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
-        if event.get("type") != "approval":
+    def on_note(self, event: Note, ts: datetime | None) -> None:
+        if not isinstance(event, Approval):
             super().on_note(event, ts)
-        elif event.get("decision") == "timed_out":
-            reason = _s(event.get("reason")) or None
-            self._approval_update(_s(event.get("request_id")), "timed_out", "timed_out", reason)
-        elif event.get("for_session"):
-            self._approval_update(_s(event.get("request_id")), "approved", "running", None, True)
+        elif event.decision == "timed_out":
+            self._approval_update(event.request_id, "timed_out", "timed_out", event.reason or None)
+        elif event.for_session:
+            self._approval_update(event.request_id, "approved", "running", None, True)
 
     # --- the client's own lines (stdin) -------------------------------------------------------
 

@@ -23,7 +23,6 @@ from ..entries import (
     AssistantMessage,
     CommandResult,
     CommandRun,
-    EntryPatch,
     FileEdit,
     GenericTool,
     Plan,
@@ -37,6 +36,8 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.lines import WireLine
+from ..wire.notes import Approval, Note
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .codex_items import display_command, file_change
@@ -44,7 +45,7 @@ from .evolve import evolve
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .shape import relative
 from .text import TextBuffer
-from .values import count, json_object, rpc_id
+from .values import count, rpc_id
 from .values import obj as _dict
 from .values import text as _s
 
@@ -116,10 +117,11 @@ class CodexAppServerNormalizer(LineNormalizer):
 
     # --- dispatch -----------------------------------------------------------------------------
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def feed_line(self, wire: WireLine) -> None:
+        line, stream, ts = wire.text, wire.stream, wire.ts
         if stream == "stderr":
             return  # tracing output, never protocol (protocols/codex.md §6)
-        obj = json_object(line)
+        obj = wire.object
         if obj is None:
             if stream == "stdout":
                 self.not_json("The agent", line, ts)
@@ -155,11 +157,9 @@ class CodexAppServerNormalizer(LineNormalizer):
                 "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=line
             )
 
-    def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
-        self._lines(self._framers[stream].feed(chunk), stream, ts)
+    def chunk_done(self, stream: Stream) -> None:
         if self._starting and stream == "stdout":
             self._promote(commands_only=True)  # nothing more came with a command's start: it runs
-        return self.log.drain()
 
     def _promote(self, *, commands_only: bool = False) -> None:
         """Items started and not waiting for an approval are running.  Codex starts an item and
@@ -303,29 +303,26 @@ class CodexAppServerNormalizer(LineNormalizer):
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
         )
 
-    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
-        if event.get("type") != "approval":
+    def on_note(self, event: Note, ts: datetime | None) -> None:
+        if not isinstance(event, Approval):
             super().on_note(event, ts)
             return
-        index = self._items.get(self._server_requests.get(_request_key(event.get("request_id")), ""))
+        index = self._items.get(self._server_requests.get(_request_key(event.request_id), ""))
         tool = self.log.tool(index) if index is not None else None
-        if tool is not None and index is not None and event.get("decision") == "timed_out":
-            approval = ApprovalInfo(
-                request_id=_s(event.get("request_id")),
-                decision="timed_out",
-                reason=_s(event.get("reason")) or None,
-            )
+        if tool is not None and index is not None and event.decision == "timed_out":
+            reason = event.reason or None
+            approval = ApprovalInfo(request_id=event.request_id, decision="timed_out", reason=reason)
             self.log.update_tool(index, status="timed_out", approval=approval)
         elif (
             tool is not None
             and index is not None
             and tool.approval is not None
-            and event.get("reason")
-            and event.get("decision") != "approved"
+            and event.reason
+            and event.decision != "approved"
         ):
             # The person's reason for a refusal: Codex's answer has no field for it, so the agent
             # never hears it; the entry keeps it (it comes before our answer, which carries it on).
-            self.log.update_tool(index, approval=evolve(tool.approval, reason=_s(event["reason"])))
+            self.log.update_tool(index, approval=evolve(tool.approval, reason=event.reason))
 
     # --- items --------------------------------------------------------------------------------
 

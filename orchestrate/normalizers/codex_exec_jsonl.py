@@ -13,6 +13,7 @@ Quirks handled (codex-cli 0.169.0, fixtures/codex-exec, protocols/codex.md §3):
 from __future__ import annotations
 
 import codecs
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -36,12 +37,14 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.lines import WireLine
+from ..wire.notes import Cwd, Note, ResumedThread
 from .actions import describe
 from .base import LineNormalizer, Stream
 from .codex_items import display_command
 from .evolve import make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
-from .values import count, json_object
+from .values import count
 from .values import obj as _dict
 from .values import text as _s
 
@@ -65,19 +68,33 @@ class CodexExecNormalizer(LineNormalizer):
         self.log.track(self._items)
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
-        if stream == "stdin":  # the prompt, as plain text: one user message, however it is chunked
-            piece = self._stdin_decoder.decode(chunk)
-            if self._prompt_index is None or self._prompt_index not in self.log:
-                self._prompt_index = self.log.add(USER, piece, ts)
-            else:
-                self.log.append_text(self._prompt_index, piece)
-            return self.log.drain()
-        return super().feed(chunk, stream, ts)
+        return self._prompt(chunk, ts) if stream == "stdin" else super().feed(chunk, stream, ts)
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def feed_wire(
+        self,
+        chunk: bytes,
+        stream: Stream = "stdout",
+        ts: datetime | None = None,
+        keep: Callable[[WireLine], bool] | None = None,
+    ) -> tuple[list[WireLine], list[EntryPatch]]:
+        if stream == "stdin":
+            return [], self._prompt(chunk, ts)
+        return super().feed_wire(chunk, stream, ts, keep)
+
+    def _prompt(self, chunk: bytes, ts: datetime | None) -> list[EntryPatch]:
+        """The prompt, as plain text: one user message, however it is chunked."""
+        piece = self._stdin_decoder.decode(chunk)
+        if self._prompt_index is None or self._prompt_index not in self.log:
+            self._prompt_index = self.log.add(USER, piece, ts)
+        else:
+            self.log.append_text(self._prompt_index, piece)
+        return self.log.drain()
+
+    def feed_line(self, wire: WireLine) -> None:
+        line, stream, ts = wire.text, wire.stream, wire.ts
         if stream != "stdout":
             return  # stderr is tracing output, never protocol
-        obj = json_object(line)
+        obj = wire.object
         if obj is None:
             self.not_json("codex exec", line, ts)
             return
@@ -106,11 +123,11 @@ class CodexExecNormalizer(LineNormalizer):
                 label = _s(obj.get("type")) or "unknown"
                 self.log.add(SYSTEM, f"`{label}` event", ts, raw=obj)
 
-    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
-        if event.get("type") == "resumed_thread":
+    def on_note(self, event: Note, ts: datetime | None) -> None:
+        if isinstance(event, ResumedThread):
             self._resumed = True
-        elif event.get("type") == "cwd":
-            self._cwd = _s(event.get("cwd")) or None
+        elif isinstance(event, Cwd):
+            self._cwd = event.cwd or None
             self.agent_cwd(self._cwd)
         else:
             super().on_note(event, ts)

@@ -15,10 +15,10 @@ from datetime import datetime
 from typing import Any
 
 from ..entries import ToolStatus
-from .base import Stream
+from ..wire.lines import WireLine
 from .jsonl_tools import JsonlToolNormalizer
 from .kinds import SYSTEM, USER
-from .values import json_object, obj, text
+from .values import obj, text
 
 __all__ = ["CopilotNormalizer"]
 
@@ -28,10 +28,11 @@ class CopilotNormalizer(JsonlToolNormalizer):
         super().__init__(max_line_bytes)
         self._failed = False
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def feed_line(self, wire: WireLine) -> None:
+        line, stream, ts = wire.text, wire.stream, wire.ts
         if stream != "stdout":
             return
-        event = json_object(line)
+        event = wire.object
         if event is None:
             self.not_json("copilot", line, ts)
             return

@@ -38,12 +38,14 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.lines import WireLine
+from ..wire.notes import Note, RunError
 from .actions import describe
-from .base import LineNormalizer, Stream
+from .base import LineNormalizer
 from .diffs import diff_texts
 from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
-from .values import count, json_object, obj, text
+from .values import count, obj, text
 
 __all__ = ["CursorNormalizer"]
 
@@ -70,14 +72,15 @@ class CursorNormalizer(LineNormalizer):
 
     # --- dispatch -----------------------------------------------------------------------------
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def feed_line(self, wire: WireLine) -> None:
+        line, stream, ts = wire.text, wire.stream, wire.ts
         if stream == "stdin":
             return  # the prompt; the CLI echoes it as a `user` event
         if stream == "stderr":
             if _AUTH_MARK in line:
                 self.log.error(line.strip(), "auth_required", ts)
             return
-        event = json_object(line)
+        event = wire.object
         if event is None:
             if line.startswith(_MODEL_MARK):
                 self.log.error(line.strip(), "setup_required", ts, content=line)
@@ -239,8 +242,8 @@ class CursorNormalizer(LineNormalizer):
             self.log.error(text(event.get("result")) or "the turn failed", "agent_error", ts)
         self.log.close_open_tools("cancelled")
 
-    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
-        if event.get("type") == "run_error" and event.get("code") == "process_exited":
+    def on_note(self, event: Note, ts: datetime | None) -> None:
+        if isinstance(event, RunError) and event.code == "process_exited":
             self._exit_reported = True
         super().on_note(event, ts)
 

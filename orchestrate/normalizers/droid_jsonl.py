@@ -12,10 +12,10 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..entries import ToolStatus
-from .base import Stream
+from ..wire.lines import WireLine
 from .jsonl_tools import JsonlToolNormalizer
 from .kinds import SYSTEM, USER
-from .values import count, json_object, obj, text
+from .values import count, obj, text
 
 __all__ = ["DroidNormalizer"]
 
@@ -26,10 +26,11 @@ class DroidNormalizer(JsonlToolNormalizer):
         self._names: dict[str, str] = {}  # call id -> tool name (a result names only its toolId)
         self._failed = False
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def feed_line(self, wire: WireLine) -> None:
+        line, stream, ts = wire.text, wire.stream, wire.ts
         if stream != "stdout":
             return
-        event = json_object(line)
+        event = wire.object
         if event is None:
             self.not_json("droid", line, ts)
             return

@@ -11,10 +11,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from .base import Stream
+from ..wire.lines import WireLine
 from .jsonl_tools import JsonlToolNormalizer
 from .kinds import SYSTEM, USER
-from .values import count, json_object, obj, text
+from .values import count, obj, text
 
 __all__ = ["GeminiStreamJsonNormalizer"]
 
@@ -25,10 +25,11 @@ class GeminiStreamJsonNormalizer(JsonlToolNormalizer):
         self._message = 0  # the answer's pieces go into one entry until a tool call breaks it
         self._names: dict[str, str] = {}
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def feed_line(self, wire: WireLine) -> None:
+        line, stream, ts = wire.text, wire.stream, wire.ts
         if stream != "stdout":
             return  # TERM and ripgrep warnings
-        event = json_object(line)
+        event = wire.object
         if event is None:
             self.not_json("gemini", line, ts)
             return

@@ -15,10 +15,10 @@ from datetime import datetime
 from typing import Any
 
 from ..entries import ToolStatus
-from .base import Stream
+from ..wire.lines import WireLine
 from .jsonl_tools import JsonlToolNormalizer
 from .kinds import SYSTEM
-from .values import count, json_object, obj, text
+from .values import count, obj, text
 
 __all__ = ["OpenCodeRunNormalizer"]
 
@@ -37,10 +37,11 @@ class OpenCodeRunNormalizer(JsonlToolNormalizer):
         self._started = False
         self._steps_open = False  # steps finished since the last turn ended
 
-    def feed_line(self, line: str, stream: Stream, ts: datetime | None) -> None:
+    def feed_line(self, wire: WireLine) -> None:
+        line, stream, ts = wire.text, wire.stream, wire.ts
         if stream != "stdout":
             return  # stderr repeats the auto-rejections the tool entries show
-        event = json_object(line)
+        event = wire.object
         if event is None:
             self.not_json("opencode", line, ts)
             return

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 from datetime import datetime
-from typing import Any
 
 import pyte
 
@@ -27,10 +26,10 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.notes import Approval, Interrupt, Note, PermissionPrompt, Screen, UserInput
 from .base import Normalizer, Stream
 from .kinds import ASSISTANT, USER
 from .tui import TuiRules
-from .values import text
 
 __all__ = ["TerminalScreenNormalizer"]
 
@@ -63,17 +62,17 @@ class TerminalScreenNormalizer(Normalizer):
         self.log.close_open_tools("cancelled")
         return self.log.drain()
 
-    def on_note(self, event: dict[str, Any], ts: datetime | None) -> None:
-        match event.get("type"):
-            case "user_input":
-                self._user_input(text(event.get("text")), ts)
-            case "screen":
-                self._stable(ts, idle=bool(event.get("idle")))
-            case "permission_prompt":
+    def on_note(self, event: Note, ts: datetime | None) -> None:
+        match event:
+            case UserInput():
+                self._user_input(event.text, ts)
+            case Screen():
+                self._stable(ts, idle=event.idle)
+            case PermissionPrompt():
                 self._permission(event, ts)
-            case "approval":
+            case Approval():
                 self._approval(event)
-            case "interrupt":
+            case Interrupt():
                 self._interrupted = self._turn_open
             case _:
                 super().on_note(event, ts)
@@ -129,13 +128,11 @@ class TerminalScreenNormalizer(Normalizer):
             bare = bare.removeprefix(prefix.strip()).strip()
         return bare in self._prompt_lines
 
-    def _permission(self, event: dict[str, Any], ts: datetime | None) -> None:
-        request_id, what = text(event.get("request_id")), text(event.get("what"))
-        action = (
-            CommandRun(command=what) if what else GenericTool(tool_name="permission", args=event.get("text"))
-        )
+    def _permission(self, event: PermissionPrompt, ts: datetime | None) -> None:
+        request_id, what = event.request_id, event.what
+        action = CommandRun(command=what) if what else GenericTool(tool_name="permission", args=event.text)
         tool = ToolUseEntry(
-            tool_name=text(event.get("tool")) or "tool",
+            tool_name=event.tool or "tool",
             action=action,
             status="pending_approval",
             approval=ApprovalInfo(request_id=request_id),
@@ -143,16 +140,14 @@ class TerminalScreenNormalizer(Normalizer):
         )
         self._tools[request_id] = self.log.add(ToolUse(tool=tool), f"`{what}`" if what else "permission", ts)
 
-    def _approval(self, event: dict[str, Any]) -> None:
-        index = self._tools.get(text(event.get("request_id")))
+    def _approval(self, event: Approval) -> None:
+        index = self._tools.get(event.request_id)
         if index is None:
             return
-        decision = text(event.get("decision"))
+        decision = event.decision
         outcome: ApprovalOutcome = (
             "approved" if decision == "approved" else ("timed_out" if decision == "timed_out" else "denied")
         )
         status: ToolStatus = {"approved": "running", "timed_out": "timed_out"}.get(outcome, "denied")  # type: ignore[assignment]
-        approval = ApprovalInfo(
-            request_id=text(event.get("request_id")), reason=event.get("reason"), decision=outcome
-        )
+        approval = ApprovalInfo(request_id=event.request_id, reason=event.reason, decision=outcome)
         self.log.update_tool(index, status=status, approval=approval)

@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from ..wire.lines import WireLine, parse_line
+
 __all__ = [
     "CanUseTool",
     "ClaudeControlPeer",
@@ -142,14 +144,14 @@ class ClaudeControlPeer:
     # --- what the CLI writes ------------------------------------------------------------------
 
     def receive_line(self, line: str) -> list[PeerEvent]:
-        # Cheap pre-filter: most lines are content the peer does not care about.
-        if '"control_' not in line and '"result"' not in line and "session_state_changed" not in line:
-            return []
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            return []
-        if not isinstance(obj, dict):
+        """One line as text (tests, tools): parsed here; the live run hands :meth:`receive` the
+        line its wire parsed already."""
+        return self.receive(parse_line(line))
+
+    def receive(self, line: WireLine) -> list[PeerEvent]:
+        """The events in one stdout line, parsed once by the wire (read here, never parsed again)."""
+        obj = line.value
+        if type(obj) is not dict:
             return []
         match obj.get("type"):
             case "control_request":

@@ -16,6 +16,8 @@ from typing import Any
 
 import orjson
 
+from ..wire.lines import WireLine, parse_line
+
 __all__ = [
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
@@ -118,17 +120,17 @@ class JsonRpcPeer:
     # --- incoming -----------------------------------------------------------------------------
 
     def receive_line(self, line: str) -> JsonRpcEvent:
-        if not line.lstrip().startswith("{"):  # (cheaper than the exception a failed parse builds)
-            return MalformedMessage(line, "not a JSON object")
-        try:
-            obj = orjson.loads(line)
-        except orjson.JSONDecodeError:
-            return MalformedMessage(line, "not JSON")
-        if not isinstance(obj, dict):
-            return MalformedMessage(line, "not a JSON object")
-        return self.receive(obj, line)
+        """One line as text (tests, tools): parsed here; the live run hands :meth:`receive` the
+        line its wire parsed already."""
+        return self.receive(parse_line(line))
 
-    def receive(self, obj: dict[str, Any], line: str = "") -> JsonRpcEvent:
+    def receive(self, message: WireLine) -> JsonRpcEvent:
+        """Classify one line of the agent's, parsed once by the wire (its JSON value is read here,
+        never parsed again)."""
+        obj = message.value
+        line = message.text
+        if type(obj) is not dict:
+            return MalformedMessage(line, "not JSON" if message.error == "not JSON" else "not a JSON object")
         method = obj.get("method")
         has_id = "id" in obj and _valid_id(obj["id"])
         if "id" in obj and not has_id:

@@ -17,6 +17,8 @@ from ..errors import OrchestrateError
 from ..executors.acp import AcpExecutor
 from ..executors.base import Capabilities
 from ..peers.jsonrpc import INVALID_PARAMS, IncomingRequest, JsonRpcPeer
+from ..wire.lines import WireLine
+from ..wire.notes import ApprovalWithdrawn, RunError, Stopped
 from . import acp_elicitation
 from .acp_session import model_request, offers, reopen_method
 from .acp_tools import AcpTools
@@ -41,10 +43,9 @@ def _dump(model: Any) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[no-any-return]
 
 
-class AcpDriver(Driver):
-    def __init__(self, ctx: DriverContext) -> None:
+class AcpDriver(Driver[AcpExecutor]):
+    def __init__(self, ctx: DriverContext[AcpExecutor]) -> None:
         super().__init__(ctx)
-        assert isinstance(ctx.executor, AcpExecutor)
         self.executor = ctx.executor
         # Files and terminals the agent asks for: confined, judged, and stopped with the session.
         self.tools = AcpTools(self, self.executor, lambda: self.session_id)
@@ -138,7 +139,7 @@ class AcpDriver(Driver):
         request = model_request(opened, self.session_id, model)
         if request is None:
             message = f"{self.executor.name} offers no way to choose the model; {model!r} was not set"
-            self.ctx.note({"type": "run_error", "code": "setup_required", "message": message})
+            self.ctx.note(RunError("setup_required", message))
             return
         await self.conn.call(*request, _CALL_TIMEOUT)
 
@@ -195,7 +196,7 @@ class AcpDriver(Driver):
         else:
             self.set_idle(True)
 
-    async def on_line(self, line: str) -> None:
+    async def on_line(self, line: WireLine) -> None:
         await self.conn.on_line(line)
 
     def on_eof(self) -> None:
@@ -244,7 +245,7 @@ class AcpDriver(Driver):
             return
         self.ended_by_client = True
         reason = f"{self.executor.name} stays alive when its input closes; stopped with SIGTERM"
-        self.ctx.note({"type": "stopped", "reason": reason})
+        self.ctx.note(Stopped(reason))
         self.ctx.process.send_signal(signal.SIGTERM)
 
     # --- permissions --------------------------------------------------------------------------
@@ -271,7 +272,7 @@ class AcpDriver(Driver):
         for method, answer in _WITHDRAWN.items():
             for request_id in self.conn.serving(method):
                 if self.conn.withdraw(request_id, answer):
-                    self.ctx.note({"type": "approval_withdrawn", "request_id": str(request_id)})
+                    self.ctx.note(ApprovalWithdrawn(str(request_id)))
 
     async def _elicitation(self, incoming: IncomingRequest) -> dict[str, Any]:
         """The agent asks the person for input: through the approval service, never left hanging."""
@@ -285,7 +286,7 @@ class AcpDriver(Driver):
             cwd=str(self.ctx.task.cwd),
         )
         decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
-        self.note_decision(str(incoming.id), decision, kind="elicitation")
+        self.note_decision(str(incoming.id), decision, question="elicitation")
         return acp_elicitation.answer(incoming.params, decision)
 
     def _cancel_request(self, request_id: int | str) -> None:
@@ -294,7 +295,7 @@ class AcpDriver(Driver):
         method = self.conn.method_of(request_id)
         if method in _WITHDRAWN:
             if self.conn.withdraw(request_id, _WITHDRAWN[method]):
-                self.ctx.note({"type": "approval_withdrawn", "request_id": str(request_id)})
+                self.ctx.note(ApprovalWithdrawn(str(request_id)))
         elif method is not None:
             self.conn.withdraw(request_id, RpcError(REQUEST_CANCELLED, "Request cancelled"))
 

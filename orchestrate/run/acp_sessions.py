@@ -11,10 +11,10 @@ import anyio
 
 from ..errors import OrchestrateError
 from ..executors.acp import AcpExecutor
-from ..normalizers.framing import LineFramer, LineTooLong
 from ..peers.jsonrpc import JsonRpcPeer
 from ..process.pipes import AgentProcess, Chunk, ShutdownPolicy
 from ..task import Task
+from ..wire.lines import JsonLinesWire, WireLine
 from .acp_session import offers
 from .jsonrpc import JsonRpcConnection
 
@@ -67,13 +67,13 @@ async def _pages(conn: JsonRpcConnection, cwd: Path, limit: float) -> list[dict[
 
 async def _read(process: AgentProcess, conn: JsonRpcConnection) -> None:
     send, receive = anyio.create_memory_object_stream[Chunk](16)
-    framer = LineFramer()
+    wire = JsonLinesWire()
     async with anyio.create_task_group() as tg:
         tg.start_soon(process.pump, send)
         async with receive:
             async for chunk in receive:
                 if chunk.stream == "stdout":
-                    for line in framer.feed(chunk.data):
-                        if not isinstance(line, LineTooLong):
-                            await conn.on_line(line)
+                    for event in wire.feed(chunk.data, "stdout", None):
+                        if type(event) is WireLine:
+                            await conn.on_line(event)
     conn.close()

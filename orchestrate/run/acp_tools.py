@@ -47,7 +47,9 @@ _SHELL = next((s for s in ("/bin/bash", "/usr/bin/bash") if os.access(s, os.X_OK
 
 
 class AcpTools:
-    def __init__(self, driver: Driver, executor: AcpExecutor, session_id: Callable[[], str | None]) -> None:
+    def __init__(
+        self, driver: Driver[AcpExecutor], executor: AcpExecutor, session_id: Callable[[], str | None]
+    ) -> None:
         self.driver = driver
         self.ctx = driver.ctx
         self.executor = executor

@@ -19,15 +19,19 @@ from ..peers.claude_control import (
     TurnEnded,
     UnsupportedRequest,
 )
+from ..wire.lines import WireLine
+from ..wire.notes import ApprovalWithdrawn, RunError
 from .driver import Driver, DriverContext
 
 __all__ = ["ClaudeDriver"]
 
 _CONTROL_TIMEOUT = 30.0
+# The lines the control peer reads (ClaudeControlPeer.receive); the text stream it never needs.
+_PEER_LINES = frozenset({"control_request", "control_cancel_request", "control_response", "result", "system"})
 
 
-class ClaudeDriver(Driver):
-    def __init__(self, ctx: DriverContext) -> None:
+class ClaudeDriver(Driver[ClaudeCodeExecutor]):
+    def __init__(self, ctx: DriverContext[ClaudeCodeExecutor]) -> None:
         super().__init__(ctx)
         self.peer = ClaudeControlPeer()
         self._turns_sent = 0
@@ -61,8 +65,12 @@ class ClaudeDriver(Driver):
         with anyio.move_on_after(_CONTROL_TIMEOUT):
             await answered.wait()
 
-    async def on_line(self, line: str) -> None:
-        for event in self.peer.receive_line(line):
+    def wants(self, line: WireLine) -> bool:
+        kind = line.object.get("type") if line.object is not None else None
+        return type(kind) is str and kind in _PEER_LINES
+
+    async def on_line(self, line: WireLine) -> None:
+        for event in self.peer.receive(line):
             match event:
                 case CanUseTool():
                     self.ctx.task_group.start_soon(self._approve, event)
@@ -85,12 +93,11 @@ class ClaudeDriver(Driver):
 
     async def _approve(self, event: CanUseTool) -> None:
         executor = self.ctx.executor
-        assert isinstance(executor, ClaudeCodeExecutor)
         try:
             request = executor.approval_request(event, self.ctx.task, self.ctx.session_id())
         except Exception as exc:  # a request we cannot read is refused: the CLI must not wait on it
             reason = f"orchestrate could not read this permission request ({type(exc).__name__}: {exc})"
-            self.ctx.note({"type": "run_error", "code": "protocol_error", "message": reason})
+            self.ctx.note(RunError("protocol_error", reason))
             await self._write(self.peer.deny(event.request_id, reason))
             return
         decision: ApprovalDecision | None = None
@@ -122,7 +129,7 @@ class ClaudeDriver(Driver):
         scope = self._asking.get(request_id)
         if scope is not None:
             scope.cancel()
-            self.ctx.note({"type": "approval_withdrawn", "request_id": request_id})
+            self.ctx.note(ApprovalWithdrawn(request_id))
 
     def _reply(self, event: CanUseTool, decision: ApprovalDecision) -> bytes:
         if decision.status == "approved":

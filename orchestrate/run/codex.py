@@ -8,6 +8,8 @@ from typing import Any
 from ..approvals.base import ApprovalDecision, decide
 from ..executors.codex import CodexExecutor
 from ..peers.jsonrpc import IncomingRequest, JsonRpcPeer
+from ..wire.lines import WireLine
+from ..wire.notes import ApprovalWithdrawn
 from .driver import Driver, DriverContext
 from .jsonrpc import JsonRpcConnection
 
@@ -16,13 +18,13 @@ __all__ = ["CodexDriver"]
 _HANDSHAKE_TIMEOUT = 30.0
 _CALL_TIMEOUT = 60.0
 CLIENT_INFO = {"name": "orchestrate", "title": "orchestrate", "version": "0.1.0"}
+_NOTICED = frozenset({"turn/started", "item/started", "serverRequest/resolved", "turn/completed"})
 _APPROVALS = ("item/commandExecution/requestApproval", "item/fileChange/requestApproval")
 
 
-class CodexDriver(Driver):
-    def __init__(self, ctx: DriverContext) -> None:
+class CodexDriver(Driver[CodexExecutor]):
+    def __init__(self, ctx: DriverContext[CodexExecutor]) -> None:
         super().__init__(ctx)
-        assert isinstance(ctx.executor, CodexExecutor)
         self.executor = ctx.executor
         # Codex's own client sends no "jsonrpc" field; we match it (protocols/codex.md §4).
         self.conn = JsonRpcConnection(
@@ -54,7 +56,15 @@ class CodexDriver(Driver):
         result = await self.conn.call("turn/start", params, _CALL_TIMEOUT)
         self.turn_id = str(result["turn"]["id"])
 
-    async def on_line(self, line: str) -> None:
+    def wants(self, line: WireLine) -> bool:
+        # Requests and answers, and the few notifications _notified reads; not the streamed text.
+        obj = line.object
+        if obj is None:
+            return False
+        method = obj.get("method")
+        return "id" in obj or (type(method) is str and method in _NOTICED)
+
+    async def on_line(self, line: WireLine) -> None:
         await self.conn.on_line(line)
 
     def on_eof(self) -> None:
@@ -117,7 +127,7 @@ class CodexDriver(Driver):
         for method in _APPROVALS:
             for request_id in self.conn.serving(method):
                 if which(request_id) and self.conn.withdraw(request_id):
-                    self.ctx.note({"type": "approval_withdrawn", "request_id": str(request_id)})
+                    self.ctx.note(ApprovalWithdrawn(str(request_id)))
 
 
 def codex_decision(decision: ApprovalDecision) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Generic, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -15,27 +15,33 @@ from ..errors import ConfigError, OrchestrateError
 from ..executors.base import Capabilities, Executor
 from ..process.base import AgentIO
 from ..task import Task
+from ..wire.lines import WireLine
+from ..wire.notes import Approval, Note, RunError
 
 __all__ = ["Driver", "DriverContext"]
 
 
+X = TypeVar("X", bound=Executor)
+
+
 @dataclass
-class DriverContext:
+class DriverContext(Generic[X]):
     """What a driver may use.  ``note`` records a client decision in the raw log and the entries."""
 
-    executor: Executor
+    executor: X
     task: Task
     process: AgentIO
     approvals: ApprovalService
     task_group: TaskGroup
-    note: Callable[[dict[str, Any]], None]
+    note: Callable[[Note], None]
     session_id: Callable[[], str | None]
 
 
-class Driver(abc.ABC):
-    """One agent process's conversation.  Sees every stdout line after the normalizer has."""
+class Driver(abc.ABC, Generic[X]):
+    """One agent process's conversation, for executors of class ``X`` (which the driver receives
+    typed: :mod:`.protocols` checks it once).  Sees every stdout line after the normalizer has."""
 
-    def __init__(self, ctx: DriverContext) -> None:
+    def __init__(self, ctx: DriverContext[X]) -> None:
         self.ctx = ctx
         self.capabilities: Capabilities = ctx.executor.capabilities
         """What the agent can do; a driver may learn more from the agent itself."""
@@ -56,30 +62,46 @@ class Driver(abc.ABC):
         while not self.is_idle:
             await self._idle_changed.wait()
 
-    def note_decision(self, request_id: str, decision: ApprovalDecision, **extra: Any) -> None:
-        """Record how a permission request was answered: the raw log's ``approval`` note."""
+    def note_decision(
+        self,
+        request_id: str,
+        decision: ApprovalDecision,
+        *,
+        question: str | None = None,
+        path: str | None = None,
+        command: str | None = None,
+    ) -> None:
+        """Record how a permission request (or, with ``question``, another question to the person)
+        was answered: the raw log's ``approval`` note."""
         self.ctx.note(
-            {
-                "type": "approval",
-                "request_id": request_id,
-                "decision": decision.status,
-                "reason": decision.reason,
-                "for_session": decision.for_session,
-                "interrupt": decision.interrupt,
-                **extra,
-            }
+            Approval(
+                request_id,
+                decision.status,
+                decision.reason,
+                decision.for_session,
+                decision.interrupt,
+                question=question,
+                path=path,
+                command=command,
+            )
         )
 
     @abc.abstractmethod
     async def start(self, prompt: str) -> None:
         """Open the conversation and send the first prompt."""
 
-    async def on_output(self, data: bytes) -> None:  # noqa: B027 - line protocols need only on_line
+    async def on_output(self, data: bytes) -> None:
         """A chunk of what the agent printed, as it came (before lines are cut from it)."""
 
+    def wants(self, line: WireLine) -> bool:
+        """Whether :meth:`on_line` needs this stdout line (asked as the normalizer reads it: the
+        lines a driver ignores are not held for it).  Every line, unless a driver says less."""
+        return True
+
     @abc.abstractmethod
-    async def on_line(self, line: str) -> None:
-        """One complete stdout line.  Must not block on anything slow (approvals run as tasks)."""
+    async def on_line(self, line: WireLine) -> None:
+        """One complete stdout line, parsed once by the wire (the normalizer has seen the same
+        event).  Must not block on anything slow (approvals run as tasks)."""
 
     @abc.abstractmethod
     async def send_message(self, text: str) -> None:
@@ -89,7 +111,7 @@ class Driver(abc.ABC):
     async def interrupt(self) -> None:
         """Ask the agent to stop the current turn (the protocol's own interrupt)."""
 
-    def on_eof(self) -> None:  # noqa: B027 - most drivers have nothing waiting
+    def on_eof(self) -> None:
         """The agent's stdout closed: nothing more will come (fail what still waits for it)."""
 
     def background(self, work: Callable[[], Awaitable[None]], what: str) -> None:
@@ -102,7 +124,7 @@ class Driver(abc.ABC):
                 await work()
             except Exception as exc:
                 detail = str(exc) if isinstance(exc, OrchestrateError) else f"{type(exc).__name__}: {exc}"
-                self.ctx.note({"type": "run_error", "code": "protocol_error", "message": f"{what}: {detail}"})
+                self.ctx.note(RunError("protocol_error", f"{what}: {detail}"))
                 self.set_idle(True)
 
         self.ctx.task_group.start_soon(guarded)

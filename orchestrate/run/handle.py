@@ -19,11 +19,12 @@ from ..approvals.pipeline import ApprovalPipeline
 from ..approvals.simple import AutoDeny
 from ..errors import ConfigError, OrchestrateError, ProcessExitedError, RunClosedError, SpawnError
 from ..executors.base import Capabilities, Executor
-from ..normalizers.framing import DEFAULT_MAX_LINE_BYTES, LineFramer, LineTooLong
 from ..process.pipes import AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
 from ..process.rawlog import FLUSH_SECONDS, RAW_LOG_FAILED, RawLogWriter, default_log_dir
 from ..process.redact import Redactor, redaction_enabled
 from ..task import Task
+from ..wire.lines import WireLine
+from ..wire.notes import Exit, Note, Prepared, Restart, RunError
 from .patch_queue import PatchQueue
 
 # What only the live loop needs (the normalizer, the driver, the entry and result models, the pty)
@@ -44,7 +45,7 @@ __all__ = ["Run"]
 
 _EOF_GRACE = 5.0
 _CHUNK_BUFFER = 16  # chunks read but not yet handled: at most 1 MiB with 64 KiB reads
-_T = TypeVar("_T", str, bytes)
+_T = TypeVar("_T", WireLine, bytes)
 
 
 class Run:
@@ -76,7 +77,7 @@ class Run:
         self._patches = PatchQueue()
         self._done = anyio.Event()
         self._result: RunResult | None = None
-        self._driver: Driver | None = None
+        self._driver: Driver[Any] | None = None
         self._process: AgentIO | None = None
         self._scope: anyio.CancelScope | None = None
         self._stack: AsyncExitStack | None = None
@@ -223,7 +224,7 @@ class Run:
         if self._scope is not None:
             self._scope.cancel()
 
-    def _live_driver(self, *, input: bool = True) -> Driver:
+    def _live_driver(self, *, input: bool = True) -> Driver[Any]:
         """The driver of the live process; ``input``: one that still takes messages."""
         process = self._process
         if self._done.is_set() or self._driver is None or process is None or process.returncode is not None:
@@ -241,13 +242,8 @@ class Run:
             if self._should_fall_back():
                 fresh = self.task.model_copy(update={"resume": None, "fork": False})
                 self._spec = self.executor.process_spec(fresh, self.approvals)
-                self._note(
-                    {
-                        "type": "restart",
-                        "argv": self._spec.argv,
-                        "reason": f"Session {self.task.resume} was not found; starting a fresh session",
-                    }
-                )
+                reason = f"Session {self.task.resume} was not found; starting a fresh session"
+                self._note(Restart(tuple(self._spec.argv), reason))
                 await self._attempt(fresh, None)
         finally:  # no await in here: it runs to the end even when the run is being cancelled
             self._rawlog.close()
@@ -273,22 +269,22 @@ class Run:
         except OSError as exc:
             done = [f"could not prepare: {exc}"]
         if done:
-            self._note({"type": "prepared", "actions": done})
+            self._note(Prepared(tuple(done)))
 
     async def _attempt(self, task: Task, process: AgentIO | None) -> None:
         from .driver import DriverContext
-        from .drivers import driver_for
+        from .protocols import start_driver
 
         if process is None:
             self._prepare(self._spec, task)
             try:
                 process = await self._spawn()
             except SpawnError as exc:
-                self._note({"type": "run_error", "code": "spawn_failed", "message": str(exc)})
+                self._note(RunError("spawn_failed", str(exc)))
                 return
         self._process = process
         self.pids.append(process.pid)
-        process.on_write = lambda data, ts: self._feed(Chunk("stdin", data, ts))
+        process.on_write = self._wrote
         # Bounded: when the read loop falls behind, the pump stops reading, the pipe fills and the
         # agent waits on its writes; a fast agent never grows our memory.
         chunks_in, chunks_out = anyio.create_memory_object_stream[Chunk](_CHUNK_BUFFER)
@@ -304,7 +300,7 @@ class Run:
                     self._note,
                     lambda: self.normalizer.log.session_id,
                 )
-                driver = self._driver = driver_for(self.executor)(ctx)
+                driver = self._driver = start_driver(ctx)
                 tg.start_soon(process.pump, chunks_in)
                 tg.start_soon(self._consume, chunks_out, driver, eof)
                 self._output_seen = False
@@ -324,7 +320,7 @@ class Run:
             self._scope = None
             self._after_exit(rc, process.stderr_tail)
 
-    async def _converse(self, driver: Driver, task: Task, eof: anyio.Event) -> None:
+    async def _converse(self, driver: Driver[Any], task: Task, eof: anyio.Event) -> None:
         from .jsonrpc import JsonRpcError
 
         remaining = None if task.timeout is None else task.timeout - (time.monotonic() - self._started)
@@ -339,7 +335,7 @@ class Run:
                 except Exception as exc:  # an answer of the wrong shape, too, ends the conversation
                     detail = str(exc) if isinstance(exc, OrchestrateError) else f"{type(exc).__name__}: {exc}"
                     message = f"starting the conversation failed: {detail}"
-                    self._note({"type": "run_error", "code": "protocol_error", "message": message})
+                    self._note(RunError("protocol_error", message))
                     driver.set_idle(True)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._close_when_idle, driver, task, eof)
@@ -347,13 +343,7 @@ class Run:
                     tg.cancel_scope.cancel()
         except TimeoutError:
             self._stop_reason = "timed_out"
-            self._note(
-                {
-                    "type": "run_error",
-                    "code": "timeout",
-                    "message": f"the run exceeded its time limit of {task.timeout:g} s",
-                }
-            )
+            self._note(RunError("timeout", f"the run exceeded its time limit of {task.timeout:g} s"))
 
     async def _startup_watchdog(self, seconds: float) -> None:
         """No output at all within ``seconds`` of the spawn (a CLI stuck before it says anything: a
@@ -364,10 +354,10 @@ class Run:
             return
         self._stop_reason = "timed_out"
         message = f"the agent printed nothing within {seconds:g} s of starting"
-        self._note({"type": "run_error", "code": "startup_timeout", "message": message})
+        self._note(RunError("startup_timeout", message))
         self._scope.cancel()
 
-    async def _close_when_idle(self, driver: Driver, task: Task, eof: anyio.Event) -> None:
+    async def _close_when_idle(self, driver: Driver[Any], task: Task, eof: anyio.Event) -> None:
         if task.keep_open:
             return
         await driver.wait_idle()
@@ -379,20 +369,19 @@ class Run:
             self._scope.cancel()
 
     async def _consume(
-        self, chunks: MemoryObjectReceiveStream[Chunk], driver: Driver, eof: anyio.Event
+        self, chunks: MemoryObjectReceiveStream[Chunk], driver: Driver[Any], eof: anyio.Event
     ) -> None:
-        # The driver's lines are cut with the normalizer's limit: one bound for a line, not two.
-        framer = LineFramer(getattr(self.normalizer, "max_line_bytes", DEFAULT_MAX_LINE_BYTES))
         try:
             async with chunks:
                 async for chunk in chunks:
-                    self._feed(chunk)
+                    # Framed and parsed once, by the normalizer's wire (the code a replay runs); the
+                    # driver's peer reads those same lines, never the bytes again.
+                    lines = self._feed(chunk, driver.wants if chunk.stream == "stdout" else None)
                     self._output_seen = True  # a sign of life, for the start-up watchdog
                     if chunk.stream == "stdout":
                         await self._to_driver(driver.on_output, chunk.data)
-                        for line in framer.feed(chunk.data):
-                            if not isinstance(line, LineTooLong):
-                                await self._to_driver(driver.on_line, line)
+                        for line in lines:
+                            await self._to_driver(driver.on_line, line)
         finally:
             driver.on_eof()
             eof.set()
@@ -405,31 +394,31 @@ class Run:
         except Exception as exc:
             if self.normalizer.strict:
                 raise
-            shown = data if isinstance(data, str) else data.decode("utf-8", "replace")
+            shown = data.text if isinstance(data, WireLine) else data.decode("utf-8", "replace")
             message = f"the driver could not handle a line and skipped it ({type(exc).__name__}: {exc})"
-            self._note(
-                {
-                    "type": "run_error",
-                    "code": "protocol_error",
-                    "message": message[:500],
-                    "line": shown[:2048],
-                }
-            )
+            self._note(RunError("protocol_error", message[:500], line=shown[:2048]))
 
     # Everything the normalizer sees goes through these two, which log it first: the raw log's
     # order is the normalizer's order, so a replay reproduces the live entries exactly.
 
-    def _feed(self, chunk: Chunk) -> None:
+    def _feed(self, chunk: Chunk, keep: Callable[[WireLine], bool] | None = None) -> list[WireLine]:
+        """Log ``chunk``, hand it to the normalizer, and return the lines ``keep`` wants, parsed
+        once by the normalizer's wire (for the driver's peer)."""
         if self._rawlog is not None:
             self._rawlog.chunk(chunk.stream, chunk.data, chunk.ts)
         self._last_ts = _ts(chunk.ts)
-        self._emit(self.normalizer.feed(chunk.data, chunk.stream, self._last_ts))
+        lines, patches = self.normalizer.feed_wire(chunk.data, chunk.stream, self._last_ts, keep)
+        self._emit(patches)
         self._logged()
+        return lines
 
-    def _note(self, event: dict[str, Any]) -> None:
+    def _wrote(self, data: bytes, ts: float) -> None:
+        self._feed(Chunk("stdin", data, ts))  # (what we wrote: the normalizer reads our requests)
+
+    def _note(self, event: Note) -> None:
         now = time.time()
         if self._rawlog is not None:
-            self._rawlog.event(event, now)
+            self._rawlog.event(event.to_json(), now)
         self._last_ts = _ts(now)
         self._emit(self.normalizer.note(event, self._last_ts))
         self._logged()
@@ -464,7 +453,7 @@ class Run:
             log.flush()
         failure = log.take_failure()
         if failure is not None:  # noted after the log is off: this note is shown, not written
-            self._note({"type": "run_error", "code": RAW_LOG_FAILED, "message": failure})
+            self._note(RunError(RAW_LOG_FAILED, failure))
 
     async def _flush_log(self) -> None:
         # Records wait in memory for a turn's end; a quiet agent's last ones reach the disk anyway.
@@ -482,20 +471,15 @@ class Run:
             self._patches.put(patch)
 
     def _after_exit(self, rc: int | None, stderr_tail: str) -> None:
-        self._note({"type": "exit", "code": rc})
+        self._note(Exit(rc))
         # We ended its input after a failure the entries already show: a clean exit is no news.
         driver = self._driver
         expected = driver is not None and driver.input_closed and (rc == 0 or driver.ended_by_client)
         if self._stop_reason is None and self.normalizer.outcome is None and not expected:
-            self._note(
-                {
-                    "type": "run_error",
-                    "code": "process_exited",
-                    "stderr_tail": stderr_tail or None,
-                    "message": f"the agent exited with code {rc} before finishing its turn"
-                    + (f": {_last_line(stderr_tail)}" if stderr_tail.strip() else ""),
-                }
+            message = f"the agent exited with code {rc} before finishing its turn" + (
+                f": {_last_line(stderr_tail)}" if stderr_tail.strip() else ""
             )
+            self._note(RunError("process_exited", message, stderr_tail=stderr_tail or None))
         self._exit_code, self._stderr_tail = rc, stderr_tail
 
     _exit_code: int | None = None

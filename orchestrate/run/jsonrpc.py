@@ -32,6 +32,7 @@ from ..peers.jsonrpc import (
     RequestId,
 )
 from ..process.base import AgentIO
+from ..wire.lines import WireLine
 
 __all__ = ["MAX_SERVED", "NO_ANSWER", "JsonRpcConnection", "JsonRpcError", "RequestHandler", "RpcError"]
 
@@ -125,9 +126,9 @@ class JsonRpcConnection:
     async def notify(self, method: str, params: Any = None) -> None:
         await self.process.write(self.peer.notify(method, params))
 
-    async def on_line(self, line: str) -> None:
-        """One stdout line of the agent."""
-        event = self.peer.receive_line(line)
+    async def on_line(self, line: WireLine) -> None:
+        """One stdout line of the agent, as the wire parsed it."""
+        event = self.peer.receive(line)
         match event:
             case IncomingResponse(id=request_id):
                 waiter = self._waiters.get(request_id)

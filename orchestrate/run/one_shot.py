@@ -6,22 +6,28 @@ from __future__ import annotations
 import signal
 
 from ..errors import ConfigError
+from ..executors.base import Executor
+from ..wire.lines import WireLine
+from ..wire.notes import Cwd, ResumedThread
 from .driver import Driver
 
 __all__ = ["PromptOnStdinDriver"]
 
 
-class PromptOnStdinDriver(Driver):
+class PromptOnStdinDriver(Driver[Executor]):
     async def start(self, prompt: str) -> None:
         if self.ctx.task.resume:
-            self.ctx.note({"type": "resumed_thread", "thread_id": self.ctx.task.resume})
-        self.ctx.note({"type": "cwd", "cwd": str(self.ctx.task.cwd)})
+            self.ctx.note(ResumedThread(self.ctx.task.resume))
+        self.ctx.note(Cwd(str(self.ctx.task.cwd)))
         # Both read stdin to EOF before they start (protocols/codex.md §3, cursor.md): write, then close.
         await self.ctx.process.write(prompt.encode())
         await self.end_input()
         # Never idle: the process ends by itself when its turn is over.
 
-    async def on_line(self, line: str) -> None:
+    def wants(self, line: WireLine) -> bool:
+        return False  # it reads no lines
+
+    async def on_line(self, line: WireLine) -> None:
         pass  # nothing to answer: exec has no channel back
 
     async def send_message(self, text: str) -> None:

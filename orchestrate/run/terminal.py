@@ -16,6 +16,8 @@ import pyte
 from ..approvals.base import ApprovalRequest, decide
 from ..errors import ProcessExitedError
 from ..executors.terminal import TerminalExecutor
+from ..wire.lines import WireLine
+from ..wire.notes import Interrupt, PermissionPrompt, Screen, UserInput
 from .driver import Driver, DriverContext
 
 __all__ = ["TerminalDriver", "pasteable"]
@@ -32,10 +34,9 @@ def pasteable(text: str) -> str:
     return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) != "Cc")
 
 
-class TerminalDriver(Driver):
-    def __init__(self, ctx: DriverContext) -> None:
+class TerminalDriver(Driver[TerminalExecutor]):
+    def __init__(self, ctx: DriverContext[TerminalExecutor]) -> None:
         super().__init__(ctx)
-        assert isinstance(ctx.executor, TerminalExecutor)
         self.executor = ctx.executor
         self.rules = ctx.executor.rules
         rows, cols = ctx.executor.terminal_size
@@ -59,7 +60,10 @@ class TerminalDriver(Driver):
         if self._turn and not self._asking and not self.input_closed:
             self._check_permission()
 
-    async def on_line(self, line: str) -> None:
+    def wants(self, line: WireLine) -> bool:
+        return False  # it reads no lines
+
+    async def on_line(self, line: WireLine) -> None:
         pass  # a screen is not lines: on_output has it all
 
     async def start(self, prompt: str) -> None:
@@ -72,7 +76,7 @@ class TerminalDriver(Driver):
 
     async def send_message(self, text: str) -> None:
         text = pasteable(text)
-        self.ctx.note({"type": "user_input", "text": text})
+        self.ctx.note(UserInput(text))
         self._sent_at = float("inf")  # until it is sent, nothing on the screen answers it
         self._turn = True
         self.set_idle(False)
@@ -82,7 +86,7 @@ class TerminalDriver(Driver):
         self._sent_at = anyio.current_time()
 
     async def interrupt(self) -> None:
-        self.ctx.note({"type": "interrupt"})
+        self.ctx.note(Interrupt())
         await self.ctx.process.write(self.rules.interrupt_keys.encode())
 
     async def end_input(self) -> None:
@@ -116,7 +120,7 @@ class TerminalDriver(Driver):
                 # A screen still since before the message was typed has not answered it yet.
                 answered = self._last_output > self._sent_at
                 done = still and self._turn and answered and not busy
-                self.ctx.note({"type": "screen", "still": still, "idle": done})
+                self.ctx.note(Screen(still, done))
                 if done:
                     self._turn = False
                     self.set_idle(True)
@@ -149,15 +153,7 @@ class TerminalDriver(Driver):
                 executor=self.executor.name,
                 cwd=str(self.ctx.task.cwd),
             )
-            self.ctx.note(
-                {
-                    "type": "permission_prompt",
-                    "request_id": request_id,
-                    "what": what,
-                    "tool": request.tool_name,
-                    "text": match.group(0),
-                }
-            )
+            self.ctx.note(PermissionPrompt(request_id, what, request.tool_name, match.group(0)))
             decision = await decide(self.ctx.approvals, request, self.ctx.task.approval_timeout)
             self.note_decision(request_id, decision)
             keys = self.rules.approve_keys if decision.status == "approved" else self.rules.deny_keys
