@@ -56,3 +56,20 @@ def temporal(_temporal_session: object) -> object:
     if isinstance(_temporal_session, str):
         unavailable(_temporal_session)
     return _temporal_session
+
+
+@pytest.fixture
+def cluster(postgres: object, temporal: object, tmp_path: Path) -> Iterator[object]:
+    """A Temporal test's store, names and workers (tests/temporal_cluster.py); the workers' logs are
+    printed at the end, for a failure's report."""
+    from .services import Postgres, Temporal
+    from .temporal_cluster import Cluster
+
+    assert isinstance(postgres, Postgres) and isinstance(temporal, Temporal)
+    c = Cluster(postgres.database(), temporal, tmp_path)
+    try:
+        yield c
+    finally:
+        c.stop()
+        for name in c.workers:
+            print(f"--- {name}\n{c.log(name)[-3000:]}")

@@ -5,8 +5,6 @@ approved from this process through the store."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -15,23 +13,11 @@ from orchestrate.testing import Scenario, ScriptedModelServer
 from orchestrate.testing.offline import Scratch, claude_offline_env
 
 from .helpers import CLI_BIN, needs_cli
-from .services import Postgres, Temporal
-from .test_temporal_engine import Cluster, workflow_states
+from .temporal_cluster import Cluster, workflow_states
 
 CLAUDE = CLI_BIN / "claude"
 
 pytestmark = [pytest.mark.real_cli, needs_cli("claude")]
-
-
-@pytest.fixture
-def cluster(postgres: Postgres, temporal: Temporal, tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(postgres.database(), temporal, tmp_path)
-    try:
-        yield c
-    finally:
-        c.stop()
-        for name in c.workers:
-            print(f"--- {name}\n{c.log(name)[-3000:]}")
 
 
 def test_a_claude_code_task_runs_through_temporal(cluster: Cluster) -> None:

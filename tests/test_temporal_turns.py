@@ -9,28 +9,14 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
-import pytest
 
 from orchestrate.store import TaskSpec
 
 from .helpers import ROOT
-from .services import Postgres, Temporal
-from .test_temporal_engine import Cluster
-
-
-@pytest.fixture
-def cluster(postgres: Postgres, temporal: Temporal, tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(postgres.database(), temporal, tmp_path)
-    try:
-        yield c
-    finally:
-        c.stop()
-        for name in c.workers:
-            print(f"--- {name}\n{c.log(name)[-3000:]}")
+from .temporal_cluster import Cluster
 
 
 def cli(cluster: Cluster, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
@@ -107,7 +93,7 @@ def test_a_cancel_through_temporal_is_recorded_in_the_store(cluster: Cluster) ->
 
 
 def test_a_dependent_waits_its_turn_and_every_workflow_completes(cluster: Cluster) -> None:
-    from .test_temporal_engine import workflow_states
+    from .temporal_cluster import workflow_states
 
     cluster.start("one")
     first = cluster.submit("slow")
@@ -123,10 +109,10 @@ def test_an_interrupt_from_another_process_ends_the_turn_not_the_task(cluster: C
     """`orchestrate interrupt` in another process reaches the agent on the Temporal worker that runs
     the turn: the agent stops the turn its own way, and the message sent meanwhile is the task's next
     turn, in the same session, through the same workflow."""
-    from .test_temporal_engine import workflow_states
+    from .temporal_cluster import workflow_states
 
     cluster.start("one")
-    from .test_temporal_engine import FAKE
+    from .temporal_cluster import FAKE
 
     # The slow turn streams a word every 0.1 s for a minute unless interrupted.
     options = FAKE | {"env": {"ORCH_TEST_MARK": cluster.mark, "FAKE_SLOW_WORDS": "600"}}
@@ -216,8 +202,8 @@ def test_the_board_serves_a_temporal_store_end_to_end(cluster: Cluster, tmp_path
     """`orchestrate serve --no-worker` on a store Temporal workers work: a task submitted through the API
     is run by a Temporal worker, its events and the board's changes arrive over SSE.  Serve with its own
     worker is refused there, before it starts."""
+    from .temporal_cluster import FAKE
     from .test_serve_api import Stream, start_server
-    from .test_temporal_engine import FAKE
 
     cluster.start("one")
     home = tmp_path / "home"
