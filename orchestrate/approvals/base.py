@@ -107,27 +107,24 @@ def write_refusal(service: ApprovalService, path: str, cwd: str | None) -> str |
     """Why a file write the agent asks the client to do is refused, or None.  A service may define
     ``refuse_write(path, cwd) -> str | None`` (the rule policy checks its path rules; deny-all refuses);
     one that does not lets the write through: it follows a permission the agent already asked."""
-    check = getattr(service, "refuse_write", None)
-    if check is None:
-        return None
-    try:
-        reason = check(path, cwd)
-    except Exception as exc:  # fail closed, as decide() does
-        return f"approval service failed: {type(exc).__name__}: {exc}"
-    return reason if isinstance(reason, str) or reason is None else "approval service refused the write"
+    return _refusal(service, "refuse_write", "write", path, cwd)
 
 
 def read_refusal(service: ApprovalService, path: str, cwd: str | None) -> str | None:
     """Why a file read the agent asks the client to do is refused, or None: a service may define
     ``refuse_read(path, cwd) -> str | None`` (the rule policy checks its deny path rules)."""
-    check = getattr(service, "refuse_read", None)
+    return _refusal(service, "refuse_read", "read", path, cwd)
+
+
+def _refusal(service: ApprovalService, method: str, what: str, path: str, cwd: str | None) -> str | None:
+    check = getattr(service, method, None)
     if check is None:
         return None
     try:
         reason = check(path, cwd)
     except Exception as exc:  # fail closed, as decide() does
         return f"approval service failed: {type(exc).__name__}: {exc}"
-    return reason if isinstance(reason, str) or reason is None else "approval service refused the read"
+    return reason if isinstance(reason, str) or reason is None else f"approval service refused the {what}"
 
 
 def changed_input_refusal(service: ApprovalService, request: ApprovalRequest) -> str | None:
