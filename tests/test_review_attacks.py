@@ -38,3 +38,54 @@ def test_a_message_is_not_steered_into_a_turn_being_interrupted(store: Store) ->
     assert nxt is not None and nxt[1].prompt == "then do this"
     assert [m["delivery"] for m in store.messages(task_id)] == ["next_turn"]
     assert message_id
+
+
+def test_interrupt_with_a_message_does_not_interrupt_the_turn_that_carries_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Attack (a race): `orchestrate interrupt TASK MESSAGE` stored the message, then asked for the
+    # interrupt in a second transaction.  A turn that ended in between made the message the next
+    # turn at once, a worker started it, and the interrupt then stopped THAT turn: the message the
+    # person wanted answered after the interrupt was the turn interrupted.  The race is made certain
+    # here: the moment the message is stored, the turn ends and a worker takes the follow-up.
+    from click.testing import CliRunner
+
+    from orchestrate.cli.tasks import interrupt
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with Store.open(url) as store:
+        task_id, run_id = _running(store)
+    send = Store.send
+
+    def send_then_race(self: Store, task: int, text: str) -> tuple[object, int, bool]:
+        sent = send(self, task, text)
+        with Store.open(url) as other:  # the worker, meanwhile
+            other.finish_run(run_id, RunEnd(status="done", outcome="success"), "done")
+            assert other.claim("w1", Limits(), 30) is not None
+        return sent
+
+    monkeypatch.setattr(Store, "send", send_then_race)
+    result = CliRunner().invoke(interrupt, [str(task_id), "then do this", "--store", url])
+    with Store.open(url) as store:
+        task = store.get(task_id)
+        runs = store.runs(task_id)
+    assert [r.status for r in runs] == ["done", "running"] and runs[1].prompt == "then do this"
+    assert not task.interrupt_requested, result.output  # the message's own turn goes on
+    assert result.exit_code == 0, result.output
+
+
+def test_interrupt_with_a_message_when_no_turn_runs_says_the_message_waits(tmp_path: Path) -> None:
+    # A queued task has no turn to interrupt: the message was stored, then the command failed with
+    # "only a running turn can be interrupted" (exit 1), so a person retried and sent it twice.
+    from click.testing import CliRunner
+
+    from orchestrate.cli.tasks import interrupt
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with Store.open(url) as store:
+        task = store.submit(TaskSpec(prompt="p", executor="claude-code"))
+    result = CliRunner().invoke(interrupt, [str(task.id), "then do this", "--store", url])
+    assert result.exit_code == 0, result.output
+    assert "no turn running" in result.output
+    with Store.open(url) as store:
+        assert [m["text"] for m in store.messages(task.id)] == ["then do this"]
