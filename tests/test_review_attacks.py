@@ -89,3 +89,35 @@ def test_interrupt_with_a_message_when_no_turn_runs_says_the_message_waits(tmp_p
     assert "no turn running" in result.output
     with Store.open(url) as store:
         assert [m["text"] for m in store.messages(task.id)] == ["then do this"]
+
+
+# --- the early start ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "refused",
+    [
+        ["--timeout", "soon"],
+        ["--timeout=-1"],
+        ["--startup-timeout", "-5"],
+        ["--approval-timeout", "x"],
+        ["--output", "xml"],
+        ["--approvals", "no-such-policy.toml"],  # a typo for the policy meant to hold the agent
+        ["--approvals", "."],  # a directory is not a policy file
+    ],
+)
+def test_options_the_full_path_refuses_start_no_agent_early(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refused: list[str]
+) -> None:
+    # Attack: Claude Code runs the project's SessionStart hooks (.claude/settings.json) as soon as it
+    # starts, before any input (checked with the real CLI: the hook's file appears with stdin open
+    # and silent).  The early start spawned the agent for options the full path then refused (a
+    # mistyped policy file, a bad timeout), so a run that was refused outright still ran the
+    # project's hook commands.  What click and the full path refuse at once is checked before a spawn.
+    from orchestrate.cli import early
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(early, "_has_terminal", lambda: True)
+    fine = ["run", "-e", "claude-code", "--base-command", "/bin/cat", "--approvals", "deny"]
+    assert early.early_spec([*fine, "hi"]) is not None  # the same run with sound options starts early
+    assert early.early_spec([*fine, *refused, "hi"]) is None
