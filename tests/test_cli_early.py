@@ -235,7 +235,6 @@ def dies(pid: int, seconds: float = 10.0) -> bool:
     "refused",
     [
         ["--approvals", "{tmp}/bad-policy.toml"],  # a file, but no policy: the full path refuses it
-        ["--record", "{tmp}"],  # a directory: click's usage error
     ],
 )
 def test_a_refused_run_kills_its_early_agent_before_it_is_sent_anything(

@@ -104,6 +104,7 @@ def test_interrupt_with_a_message_when_no_turn_runs_says_the_message_waits(tmp_p
         ["--output", "xml"],
         ["--approvals", "no-such-policy.toml"],  # a typo for the policy meant to hold the agent
         ["--approvals", "."],  # a directory is not a policy file
+        ["--record", "."],  # a directory: click refuses it
     ],
 )
 def test_options_the_full_path_refuses_start_no_agent_early(

@@ -54,7 +54,7 @@ _VALUED: dict[str, str | None] = {
     "--timeout": "timeout",
     "--startup-timeout": "startup_timeout",
     "--output": "output",
-    "--record": None,
+    "--record": "record",
 }
 _FLAGS: dict[str, str | None] = {
     "--fork": "fork",
@@ -149,6 +149,9 @@ def _acceptable(given: dict[str, Any]) -> bool:
         return False
     if given.get("output", "text") not in ("text", "jsonl"):
         return False
+    record = given.get("record")
+    if record is not None and Path(record).is_dir():
+        return False  # refused by click (the raw log makes missing parent directories itself)
     approvals = given.get("approvals", "ask")
     return approvals in ("auto", "deny", "ask") or Path(approvals).is_file()
 
