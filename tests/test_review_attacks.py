@@ -1,5 +1,5 @@
 """Attacks found reviewing the day's merge (interrupts with steering, the CLI's interrupt with a
-message): each test failed before its fix."""
+message, the early start): each test failed before its fix."""
 
 from __future__ import annotations
 
@@ -145,13 +145,12 @@ class _Gate:
 
 
 @pytest.mark.anyio
-@pytest.mark.xfail(strict=True, reason="found in review, not fixed: see the test's comment")
 async def test_a_message_steered_into_an_acp_turn_survives_an_interrupt_of_that_turn(tmp_path: Path) -> None:
-    # Attack (found, NOT fixed): an ACP (or Codex) driver takes a message sent mid-turn into its own
-    # queue (the protocol starts a turn only when the last one ends), and the store marks it steered,
-    # delivered to the run.  Interrupting that turn clears the driver's queue: the message is never
-    # answered, and the store still says it went in; the task rests.  The promise: an interrupt ends
-    # the turn, waiting messages are the next turn.
+    # Attack: an ACP (or Codex) driver takes a message steered in mid-turn into its own queue (the
+    # protocol starts a turn only when the last one ends), and the store marks it steered, delivered
+    # to the run.  Interrupting that turn cleared the driver's queue and ended the run: the message
+    # was never answered, the store said it went in, and the task rested.  The promise: an interrupt
+    # ends the turn, waiting messages are the next turn.
     import sys
 
     import anyio
