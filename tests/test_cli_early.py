@@ -234,10 +234,7 @@ def dies(pid: int, seconds: float = 10.0) -> bool:
 @pytest.mark.parametrize(
     "refused",
     [
-        ["--timeout", "soon"],  # not a number: click's usage error
-        ["--approvals", "no-such-policy.toml"],  # neither auto, deny, ask nor a file
-        ["--approval-timeout", "x"],
-        ["--output", "xml"],
+        ["--approvals", "{tmp}/bad-policy.toml"],  # a file, but no policy: the full path refuses it
     ],
 )
 def test_a_refused_run_kills_its_early_agent_before_it_is_sent_anything(
@@ -246,6 +243,8 @@ def test_a_refused_run_kills_its_early_agent_before_it_is_sent_anything(
     """Options the early start does not check, which the full path refuses (exit 2): the agent it
     had already started is dead afterwards and never received a byte."""
     command, pid_file, got = recorder(tmp_path)
+    (tmp_path / "bad-policy.toml").write_text("this is [not a policy\n")
+    refused = [word.format(tmp=tmp_path) for word in refused]
     done = subprocess.run(
         [*CLI, "--base-command", command, "--cwd", str(tmp_path), "--approvals", "deny", *refused, "hello"],
         capture_output=True,

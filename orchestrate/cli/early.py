@@ -45,16 +45,16 @@ _VALUED: dict[str, str | None] = {
     "--cwd": "cwd",
     "--model": "model",
     "--approvals": "approvals",
-    "--approval-timeout": None,
+    "--approval-timeout": "approval_timeout",
     "--resume": "resume",
     "--permission-mode": "permission_mode",
     "--base-command": "base_command",
     "--command": "base_command",
     "--env": "env",
-    "--timeout": None,
-    "--startup-timeout": None,
-    "--output": None,
-    "--record": None,
+    "--timeout": "timeout",
+    "--startup-timeout": "startup_timeout",
+    "--output": "output",
+    "--record": "record",
 }
 _FLAGS: dict[str, str | None] = {
     "--fork": "fork",
@@ -128,8 +128,32 @@ def _parse(args: list[str]) -> dict[str, Any] | None:
         return None
     if given.get("approvals", "ask") == "ask" and not _has_terminal():
         return None  # refused at once by the full path (a usage error): nothing to start
+    if not _acceptable(given):
+        return None
     given["prompt"] = prompts[0]
     return given
+
+
+def _acceptable(given: dict[str, Any]) -> bool:
+    """Whether the options the command line does not depend on pass the checks click and the full
+    path make before anything starts.  An agent may run code before it reads a byte (Claude Code
+    runs the project's SessionStart hooks at start-up), so a run refused for a mistyped policy file
+    or a bad timeout must not have started one.  (A policy file's content is checked by the full
+    path alone: a file that is not a valid policy still starts early, and is killed unsent.)"""
+    try:
+        float(given.get("approval_timeout", 0))
+        for name in ("timeout", "startup_timeout"):
+            if not float(given.get(name, 0)) >= 0:
+                return False
+    except ValueError:
+        return False
+    if given.get("output", "text") not in ("text", "jsonl"):
+        return False
+    record = given.get("record")
+    if record is not None and Path(record).is_dir():
+        return False  # refused by click (the raw log makes missing parent directories itself)
+    approvals = given.get("approvals", "ask")
+    return approvals in ("auto", "deny", "ask") or Path(approvals).is_file()
 
 
 def _has_terminal() -> bool:

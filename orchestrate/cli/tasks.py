@@ -33,7 +33,7 @@ from ..entries import PATCH_ADAPTER
 from ..errors import OrchestrateError
 from ..process.env import parse_env_overrides
 from ..registry import default_registry
-from ..store import Event, Limits, NotFoundError, RunRecord, Store, TaskRecord, TaskSpec
+from ..store import Event, Limits, NotFoundError, RunRecord, Store, StoreError, TaskRecord, TaskSpec
 from .options import build_executor_options, workspace_flags, workspace_run_options
 from .recording import STORE_ENV
 from .render import TextRenderer
@@ -454,14 +454,27 @@ def interrupt(task_id: int, message: str | None, url: str | None) -> None:
     Temporal worker too): the turn ends, the task does not.  MESSAGE (`-`: stdin), sent first, is its
     next turn, in the same session, as are messages sent meanwhile (`orchestrate send`); without one
     it rests, done, until one is sent."""
+    text = None if message is None else sys.stdin.read() if message == "-" else message
+    if text is not None and not text.strip():  # refused before the interrupt is asked, not after
+        raise click.UsageError("the message is empty: say what the next turn is, or give none")
     with _store(url) as store:
-        if message is not None:
-            text = sys.stdin.read() if message == "-" else message
-            _, message_id, starts = store.send(task_id, text)
-            if starts:  # the turn ended meanwhile: nothing to interrupt, the message is the next turn
-                click.echo(f"task {task_id}: no turn running; message {message_id} queued as a follow-up run")
-                return
-        store.interrupt(task_id)
+        # The interrupt first, the message after: sent first, a turn ending in between made the
+        # message a turn of its own at once, and the interrupt then stopped that one (and a --steer
+        # worker could take it into the turn being interrupted).  Asked of a turn, the interrupt
+        # lapses when that turn ends, so it never reaches the message's turn.
+        try:
+            store.interrupt(task_id)
+        except NotFoundError:
+            raise
+        except StoreError:
+            if text is None or store.get(task_id).cancel_requested:
+                raise
+            _, message_id, starts = store.send(task_id, text)  # no turn to interrupt: it is the next
+            how = "queued as a follow-up run" if starts else "waits for the task's next turn"
+            click.echo(f"task {task_id}: no turn running; message {message_id} {how}")
+            return
+        if text is not None:
+            store.send(task_id, text)
     then = "then the message" if message is not None else "the task rests"
     click.echo(f"task {task_id}: interrupt requested (its worker interrupts the turn; {then})")
 

@@ -392,9 +392,10 @@ class Engine:
         taken = await self._guard(functools.partial(self.store.steer, live.run.id)) or []
         sent = 0
         try:
-            for _, text in taken:
+            for message_id, text in taken:
                 assert live.handle is not None
                 await live.handle.send_message(text)
+                live.steered.append(message_id)
                 sent += 1
         except (OrchestrateError, OSError) as exc:  # its input closed as the turn ended: the next turn
             rest = [m for m, _ in taken[sent:]]

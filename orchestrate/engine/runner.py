@@ -86,6 +86,10 @@ class LiveRun:
     """The watchdog that stopped the run: (error code, message)."""
     tool_states: dict[int, str] = field(default_factory=dict)
     """Each tool call's last status, for the observers."""
+    steered: list[int] = field(default_factory=list)
+    """The follow-up messages steered into this run, in the order they were sent to it."""
+    unsent: list[int] = field(default_factory=list)
+    """Steered messages an interrupt dropped before the agent was sent them (they wait again)."""
 
 
 @dataclass
@@ -286,9 +290,14 @@ async def _cancel_on_request(live: LiveRun, run: Run) -> None:
 async def _interrupt_on_request(live: LiveRun, run: Run) -> None:
     await live.interrupt.wait()
     try:
-        await run.interrupt()  # the agent's own way: the turn ends, the session stays resumable
+        dropped = await run.interrupt()  # the agent's own way: the turn ends, the session stays resumable
     except OrchestrateError as exc:  # its channel is gone already (the turn was ending anyway)
         live.notices.append(f"the interrupt could not be delivered ({exc})")
+        return
+    # Steered messages the driver still held for a next turn (ACP, Codex: a turn at a time) were
+    # dropped with this one: they wait again, the task's next turn, not lost as "steered".
+    # _finish puts them back before the run's end is stored (which makes waiting ones the next turn).
+    live.unsent = live.steered[len(live.steered) - len(dropped) :] if dropped else []
 
 
 async def _finish(
@@ -311,8 +320,12 @@ async def _finish(
             status = "failed" if status == "done" else status
     # The store may be locked or full right now: keep trying (bounded); if it never takes the result,
     # the lease expires and the next worker recovers the run as lost.  Nothing is raised from here.
+    why = "the turn they waited for was interrupted"
     for delay in (0.05, 0.2, 0.5, 1, 2, 4, 8):
         try:
+            if live.unsent:
+                await anyio.to_thread.run_sync(store.unsteer, live.run.id, live.unsent, why)
+                live.unsent = []
             await anyio.to_thread.run_sync(
                 lambda: store.finish_run(live.run.id, end, status, reason=reason, notice=notice)
             )

@@ -211,6 +211,9 @@ class AcpDriver(Driver[AcpExecutor]):
         else:
             self._prompt(text)
 
+    def unsent(self) -> list[str]:
+        return list(self.queued)
+
     async def interrupt(self) -> None:
         self.queued.clear()
         # Pending permission requests are answered "cancelled", as the protocol asks; so is one that

@@ -78,6 +78,9 @@ class CodexDriver(Driver[CodexExecutor]):
         else:
             await self._start_turn(text)
 
+    def unsent(self) -> list[str]:
+        return list(self.queued)
+
     async def interrupt(self) -> None:
         self.queued.clear()
         if self.turn_active and self.thread_id and self.turn_id:

@@ -111,6 +111,11 @@ class Driver(abc.ABC, Generic[X]):
     async def interrupt(self) -> None:
         """Ask the agent to stop the current turn (the protocol's own interrupt)."""
 
+    def unsent(self) -> list[str]:
+        """Messages :meth:`send_message` took that the agent has not been sent yet (held for the
+        next turn); :meth:`interrupt` drops them.  None, unless a driver holds messages."""
+        return []
+
     def on_eof(self) -> None:
         """The agent's stdout closed: nothing more will come (fail what still waits for it)."""
 

@@ -203,11 +203,15 @@ class Run:
         driver = self._live_driver()
         await driver.send_message(text)
 
-    async def interrupt(self) -> None:
-        """Stop the current turn the agent's own way; the run then ends as ``interrupted``."""
+    async def interrupt(self) -> list[str]:
+        """Stop the current turn the agent's own way; the run then ends as ``interrupted``.  Returns
+        the follow-up messages the agent was never sent (held for a next turn it will not have), in
+        order, for a caller that must not lose them (the engine puts steered ones back)."""
         driver = self._live_driver(input=False)
         self._stop_reason = self._stop_reason or "interrupted"
+        dropped = driver.unsent()
         await driver.interrupt()
+        return dropped
 
     async def set_permission_mode(self, mode: str) -> None:
         """Change the agent's own permission mode for the rest of the run (Claude: default,

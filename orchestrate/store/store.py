@@ -318,7 +318,8 @@ class Store:
     def steer(self, run_id: int) -> list[tuple[int, str]]:
         """Deliver the task's waiting messages into live run ``run_id`` now (an agent that takes
         messages mid-turn): they are marked delivered to it, a notice event says so, and they are
-        returned, in order, for the worker to send.  None are taken unless the run is still going."""
+        returned, in order, for the worker to send.  None are taken unless the run is still going and
+        its turn is not being interrupted."""
         with self._write(f"steering messages into run {run_id}") as conn:
             task_id = task_of_run(conn, run_id)
             if task_id is None:
@@ -326,7 +327,10 @@ class Store:
             lock_tasks(conn, [task_id])
             lock_runs(conn, [run_id])
             status = read_runs(conn, runs.c.id == run_id)[0].status
-            waiting = _waiting_messages(conn, task_id) if status == "running" else []
+            # A turn being interrupted takes nothing: a message sent with (or after) the interrupt is
+            # the next turn, not part of the one about to stop.
+            going = status == "running" and not self._task(conn, task_id).interrupt_requested
+            waiting = _waiting_messages(conn, task_id) if going else []
             if waiting:
                 ids = [m for m, _ in waiting]
                 conn.execute(
