@@ -231,29 +231,27 @@ def dies(pid: int, seconds: float = 10.0) -> bool:
     return True
 
 
-@pytest.mark.parametrize(
-    "refused",
-    [
-        ["--approvals", "{tmp}/bad-policy.toml"],  # a file, but no policy: the full path refuses it
-    ],
-)
-def test_a_refused_run_kills_its_early_agent_before_it_is_sent_anything(
-    tmp_path: Path, refused: list[str]
-) -> None:
-    """Options the early start does not check, which the full path refuses (exit 2): the agent it
-    had already started is dead afterwards and never received a byte."""
+def test_a_policy_file_starts_no_agent_early(tmp_path: Path) -> None:
+    """Only the full path reads a policy file: a file that is not a valid policy must not have
+    started the agent (Claude Code runs the project's SessionStart hooks before it reads a byte)."""
+    (tmp_path / "policy.toml").write_text("this is [not a policy\n")
+    args = ["run", "-e", "claude-code", "--cwd", str(tmp_path), "--approvals", str(tmp_path / "policy.toml")]
+    assert early.early_spec([*args, "hi"]) is None
+    assert early.early_spec(["run", "-e", "claude-code", "--cwd", str(tmp_path), "--approvals", "deny", "hi"])
+
+
+def test_an_early_agent_nobody_adopts_dies_having_received_nothing(tmp_path: Path) -> None:
+    """What the CLI does when the full path refuses the run (cli/early.py's main ends with
+    discard): the agent started early is killed, and was never sent a byte."""
     command, pid_file, got = recorder(tmp_path)
-    (tmp_path / "bad-policy.toml").write_text("this is [not a policy\n")
-    refused = [word.format(tmp=tmp_path) for word in refused]
-    done = subprocess.run(
-        [*CLI, "--base-command", command, "--cwd", str(tmp_path), "--approvals", "deny", *refused, "hello"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    assert done.returncode == 2, done.stderr
-    pid = wait_for(pid_file)  # it was started early
+    args = ["run", "-e", "claude-code", "--base-command", command, "--cwd", str(tmp_path)]
+    started = early.begin([*args, "--approvals", "deny", "hello"])
+    assert started is not None
+    try:
+        pid = wait_for(pid_file)  # it was started early
+    finally:
+        early.discard()
+    assert early.take() is None
     assert dies(pid)
     assert got.exists() and got.read_bytes() == b""
 

@@ -14,9 +14,9 @@ anything (its input is written by the run alone, after adoption).
 Only what this module is sure to read the way click does is started early: the options below, one
 PROMPT (not ``-``), an executor of ours over pipes whose ``prepare`` and ``policy_args`` are the
 defaults, and not ``--approvals ask`` (the default) without a terminal to ask on, which the full
-path refuses at once.  Anything else (``--interactive``, a workspace, ``-c``, ``--mcp-config``, ``--help``, an
-option this module does not know) takes the ordinary path, unchanged.  ``ORCHESTRATE_EARLY=0`` turns
-the early start off.
+path refuses at once.  Anything else (a policy file, ``--interactive``, a workspace, ``-c``,
+``--mcp-config``, ``--help``, an option this module does not know) takes the ordinary path,
+unchanged.  ``ORCHESTRATE_EARLY=0`` turns the early start off.
 """
 
 from __future__ import annotations
@@ -138,8 +138,8 @@ def _acceptable(given: dict[str, Any]) -> bool:
     """Whether the options the command line does not depend on pass the checks click and the full
     path make before anything starts.  An agent may run code before it reads a byte (Claude Code
     runs the project's SessionStart hooks at start-up), so a run refused for a mistyped policy file
-    or a bad timeout must not have started one.  (A policy file's content is checked by the full
-    path alone: a file that is not a valid policy still starts early, and is killed unsent.)"""
+    or a bad timeout must not have started one; nor may a run with a policy file, whose content
+    only the full path reads."""
     try:
         float(given.get("approval_timeout", 0))
         for name in ("timeout", "startup_timeout"):
@@ -152,8 +152,10 @@ def _acceptable(given: dict[str, Any]) -> bool:
     record = given.get("record")
     if record is not None and Path(record).is_dir():
         return False  # refused by click (the raw log makes missing parent directories itself)
-    approvals = given.get("approvals", "ask")
-    return approvals in ("auto", "deny", "ask") or Path(approvals).is_file()
+    # A policy file's content is checked by the full path alone (its loader and the shell parser
+    # are what the early start exists to run beside): a file that is not a valid policy would have
+    # started the agent (and its hooks) for a run then refused, so a policy file starts late.
+    return given.get("approvals", "ask") in ("auto", "deny", "ask")
 
 
 def _has_terminal() -> bool:
