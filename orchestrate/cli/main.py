@@ -37,7 +37,7 @@ from ..process.env import parse_env_overrides
 from ..registry import default_registry
 from ..run.handle import Run
 from ..task import Task
-from .options import build_executor_options, workspace_flags, workspace_run_options
+from .options import build_executor_options, read_stdin, workspace_flags, workspace_run_options
 from .view_prompt import ViewPrompt
 
 if TYPE_CHECKING:
@@ -341,7 +341,7 @@ def run(
         if interactive:
             _open_for_conversation(asker)
         if prompt == "-":
-            prompt = sys.stdin.read()
+            prompt = read_stdin("prompt")
             if not prompt.strip():
                 raise click.UsageError("no prompt on stdin: the prompt is empty")
         while prompt is None or prompt == "":  # a conversation begins with the first message typed

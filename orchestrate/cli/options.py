@@ -1,4 +1,5 @@
-"""The executor options `run` and `submit` both take on the command line, built in one place."""
+"""What `run`, `submit` and the task commands take on the command line, read in one place: the
+executor options, the workspace flags, and a text given as `-` (stdin)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,27 @@ from ..executors.base import ExecutorOptions
 from ..executors.config import load_mcp_servers, parse_config_overrides
 from ..task import WorkspaceOptions
 
-__all__ = ["build_executor_options", "workspace_flags", "workspace_run_options"]
+__all__ = [
+    "MAX_STDIN_CHARS",
+    "build_executor_options",
+    "read_stdin",
+    "workspace_flags",
+    "workspace_run_options",
+]
+
+MAX_STDIN_CHARS = 10_000_000
+"""The longest prompt or message read from stdin: a prompt is text for a model, and a stream that
+never ends (`yes | orchestrate send 1 -`) must not fill our memory."""
+
+
+def read_stdin(what: str) -> str:
+    """A prompt or message given as ``-``: stdin to its end, bounded by :data:`MAX_STDIN_CHARS`."""
+    import sys
+
+    text = sys.stdin.read(MAX_STDIN_CHARS + 1)
+    if len(text) > MAX_STDIN_CHARS:
+        raise click.UsageError(f"the {what} on stdin is longer than {MAX_STDIN_CHARS:,} characters")
+    return text
 
 
 def build_executor_options(

@@ -34,7 +34,7 @@ from ..errors import OrchestrateError
 from ..process.env import parse_env_overrides
 from ..registry import default_registry
 from ..store import Event, Limits, NotFoundError, RunRecord, Store, StoreError, TaskRecord, TaskSpec
-from .options import build_executor_options, workspace_flags, workspace_run_options
+from .options import build_executor_options, read_stdin, workspace_flags, workspace_run_options
 from .recording import STORE_ENV
 from .render import TextRenderer
 
@@ -137,7 +137,7 @@ def submit(
     """Queue PROMPT for a worker and print the new task's id.  PROMPT `-` reads it from stdin.
     With --worktree the task works in its own git worktree and branch (see `orchestrate diff`)."""
     if prompt == "-":
-        prompt = sys.stdin.read()
+        prompt = read_stdin("prompt")
     if not prompt.strip():
         raise TaskCliError("the prompt is empty", 2)
     try:
@@ -454,7 +454,7 @@ def interrupt(task_id: int, message: str | None, url: str | None) -> None:
     Temporal worker too): the turn ends, the task does not.  MESSAGE (`-`: stdin), sent first, is its
     next turn, in the same session, as are messages sent meanwhile (`orchestrate send`); without one
     it rests, done, until one is sent."""
-    text = None if message is None else sys.stdin.read() if message == "-" else message
+    text = None if message is None else read_stdin("message") if message == "-" else message
     if text is not None and not text.strip():  # refused before the interrupt is asked, not after
         raise click.UsageError("the message is empty: say what the next turn is, or give none")
     with _store(url) as store:
@@ -497,7 +497,7 @@ def send(task_id: int, message: str, url: str | None) -> None:
     """Send TASK a follow-up MESSAGE (`-`: stdin): a new turn in the agent's session, at once if the
     task has ended, else when its current turn ends."""
     if message == "-":
-        message = sys.stdin.read()
+        message = read_stdin("message")
     with _store(url) as store:
         _, message_id, starts = store.send(task_id, message)
     when = (
