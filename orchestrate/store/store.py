@@ -161,6 +161,24 @@ class Store:
         with self._read("reading the tasks' changes", snapshot=True) as conn:
             return read_changes(conn, after, limit)
 
+    def changes_with_approvals(
+        self, after: int, limit: int = 200
+    ) -> tuple[list[tuple[int, TaskRecord]], list[ApprovalRecord]]:
+        """``changes(after, limit)`` and the open approvals of the tasks it returns, as one snapshot.
+        Opening an approval changes its task, so a reader that goes on by change number and looks at
+        the changed tasks' open approvals sees every approval that is still open when read (approval
+        ids alone would not do: on Postgres a smaller id can commit after a larger one is read)."""
+        with self._read("reading the tasks' changes and approvals", snapshot=True) as conn:
+            found = read_changes(conn, after, limit)
+            return found, _open_approvals(conn, [t.id for _, t in found])
+
+    def open_approvals_now(self) -> tuple[int, list[ApprovalRecord]]:
+        """The newest change number and the approvals open at it, as one snapshot: where a reader of
+        ``changes_with_approvals`` starts when what is already open is not news."""
+        with self._read("reading the open approvals", snapshot=True) as conn:
+            last = conn.execute(select(store_clock.c.last).where(store_clock.c.id == 1)).scalar()
+            return int(last or 0), _open_approvals(conn, None)
+
     def last_change(self) -> int:
         """The newest change number committed (0: none yet)."""
         with self._read("reading the change counter") as conn:
@@ -383,6 +401,10 @@ class Store:
             approval_id = int(key[0]) if key else 0
             if self._task(conn, task_id).status == "running":
                 _set_task(conn, task_id, status="waiting_approval")
+            # Always a change of the task, even when it already waits: a feed of approvals (the
+            # webhooks) follows tasks by their commit-ordered change number, not approvals by id
+            # (ids become visible out of commit order on Postgres).
+            clock.changed(conn, [task_id])
             task_event(
                 conn,
                 task_id,
@@ -427,6 +449,7 @@ class Store:
             ).rowcount
             record = _approval(conn, approval_id)
             if won:
+                clock.changed(conn, [record.task_id])
                 self._resume_running(conn, record, f"approval {approval_id} {decision} by {by}")
             return bool(won), record
 
@@ -440,6 +463,7 @@ class Store:
                 .values(status="withdrawn", reason=why, answered_at=time.time())
             ).rowcount
             if taken:
+                clock.changed(conn, [_approval(conn, approval_id).task_id])
                 self._resume_running(conn, _approval(conn, approval_id), f"approval {approval_id} withdrawn")
             return bool(taken)
 
@@ -876,6 +900,17 @@ def _withdraw_approvals(conn: Connection, run_id: int, why: str) -> None:
         .where(approvals.c.run_id == run_id, approvals.c.status == "open")
         .values(status="withdrawn", reason=why, answered_at=time.time())
     )
+
+
+def _open_approvals(conn: Connection, task_ids: list[int] | None) -> list[ApprovalRecord]:
+    """Open approvals in id order, of ``task_ids`` (None: of every task)."""
+    where = [approvals.c.status == "open"]
+    if task_ids is not None:
+        if not task_ids:
+            return []
+        where.append(approvals.c.task_id.in_(task_ids))
+    query = select(approvals).where(*where).order_by(approvals.c.id)
+    return [ApprovalRecord(**dict(r._mapping)) for r in conn.execute(query)]
 
 
 def _approval(conn: Connection, approval_id: int) -> ApprovalRecord:
