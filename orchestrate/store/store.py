@@ -23,7 +23,7 @@ from sqlalchemy.pool import NullPool
 from . import clock, database
 from . import workers as worker_rows
 from .errors import NotFoundError, StoreError, map_db_errors
-from .postgres import EventNotifier, lock_runs, lock_tasks, task_of_run
+from .postgres import CONTROL, EventNotifier, lock_runs, lock_tasks, notify, task_of_run
 from .records import LIVE_RUN, TERMINAL, ApprovalRecord, Event, Limits, RunRecord, TaskRecord, TaskSpec
 from .rows import NewEvent, insert_events, read_changes, read_events, read_runs, read_tasks, task_event
 from .schema import approvals, events, messages, runs, store_clock, task_deps, task_labels, tasks
@@ -206,6 +206,7 @@ class Store:
                 return task
             if task.status in _LIVE_TASK:
                 _set_task(conn, task_id, cancel_requested=True)
+                notify(conn, [task_id], CONTROL)  # its worker looks now, not at its next heartbeat
             else:
                 self._end_task(conn, task_id, "cancelled", reason=reason)
             return self._task(conn, task_id)
@@ -223,7 +224,25 @@ class Store:
             if task.cancel_requested:
                 raise StoreError(f"task {task_id} is being cancelled")
             _set_task(conn, task_id, interrupt_requested=True)
+            notify(conn, [task_id], CONTROL)
             return self._task(conn, task_id)
+
+    def stop_requests(self, task_ids: Sequence[int]) -> tuple[set[int], set[int]]:
+        """Which of ``task_ids`` some client asked to cancel, and which to interrupt: one query by
+        primary key, cheap enough for a worker to ask every second about all its live runs."""
+        if not task_ids:
+            return set(), set()
+        flags = (tasks.c.id, tasks.c.cancel_requested, tasks.c.interrupt_requested)
+        query = select(*flags).where(
+            tasks.c.id.in_(list(task_ids)), or_(tasks.c.cancel_requested, tasks.c.interrupt_requested)
+        )
+        cancel: set[int] = set()
+        interrupt: set[int] = set()
+        with self._read("reading cancel and interrupt requests") as conn:
+            for task_id, cancelled, _ in conn.execute(query):
+                # A cancel outranks an interrupt (a cancelled task's turn ends anyway).
+                (cancel if cancelled else interrupt).add(int(task_id))
+        return cancel, interrupt
 
     def interrupt_requested(self, task_ids: Sequence[int]) -> set[int]:
         """Which of ``task_ids`` some client asked to interrupt the current turn of."""
