@@ -382,9 +382,8 @@ class Engine:
             seen = notifier.control_version() if notifier is not None else 0
             if self.live:  # idle: no query at all
                 tasks = [live.task.id for live in self.live.values()]
-                cancel, interrupt = await self._guard(
-                    functools.partial(self.store.stop_requests, tasks)
-                ) or (set(), set())
+                found = await self._guard(functools.partial(self.store.stop_requests, tasks))
+                cancel, interrupt = found or (set(), set())
                 for live in list(self.live.values()):
                     if live.task.id in cancel:
                         live.cancel.set()
