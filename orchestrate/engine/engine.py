@@ -58,6 +58,11 @@ class Engine:
     """``async with Engine.open() as engine:`` then ``await engine.submit(...)``; run the queue with
     ``await engine.work()`` (until cancelled or :meth:`stop`), in this process or any other on the store."""
 
+    stop_check = 1.0
+    """How often (s) a worker reads the cancel and interrupt flags of its live runs, in one query: a
+    request from any process takes effect within about this, whatever the lease.  On Postgres a request's
+    NOTIFY wakes it at once, and this is only the fallback for a lost notification (times 5)."""
+
     def __init__(
         self,
         store: Store,
@@ -321,6 +326,7 @@ class Engine:
     async def _work(self) -> None:
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._heartbeats)
+            tg.start_soon(self._stop_requests)
             if self.steer:
                 tg.start_soon(self._steering)
             while not self._stop.is_set():
@@ -361,20 +367,32 @@ class Engine:
             held = await self._guard(functools.partial(self.store.heartbeat, self.worker, ids, self.lease))
             if held is None:
                 continue  # the store is unavailable: try again; leases outlast a few misses
-            tasks = [live.task.id for live in self.live.values()]
-            flagged = await self._guard(functools.partial(self.store.cancel_requested, tasks)) or set()
-            stop_turn = await self._guard(functools.partial(self.store.interrupt_requested, tasks)) or set()
             for run_id in ids:
                 live = self.live.get(run_id)
-                if live is None:
-                    continue
-                if run_id not in held:
+                if live is not None and run_id not in held:
                     live.lease_lost = True
                     live.cancel.set()
-                elif live.task.id in flagged:
-                    live.cancel.set()
-                elif live.task.id in stop_turn:
-                    live.interrupt.set()
+
+    async def _stop_requests(self) -> None:
+        """Cancel and interrupt requests from any process reach the live runs within ``stop_check``
+        (at once on Postgres, woken by the request's NOTIFY), not at the next heartbeat (lease/3)."""
+        notifier = self.store.notifier()
+        every = min(self.stop_check, self.lease / 3)  # never later than the heartbeat used to look
+        while True:
+            seen = notifier.control_version() if notifier is not None else 0
+            if self.live:  # idle: no query at all
+                tasks = [live.task.id for live in self.live.values()]
+                found = await self._guard(functools.partial(self.store.stop_requests, tasks))
+                cancel, interrupt = found or (set(), set())
+                for live in list(self.live.values()):
+                    if live.task.id in cancel:
+                        live.cancel.set()
+                    elif live.task.id in interrupt:
+                        live.interrupt.set()
+            if notifier is not None:
+                await notifier.wait_control(seen, every * 5)
+            else:
+                await anyio.sleep(every)
 
     async def _steering(self) -> None:
         """Waiting follow-ups go into this worker's live agents that take messages mid-turn, at once

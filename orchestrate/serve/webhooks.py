@@ -32,12 +32,9 @@ from typing import Any
 import anyio
 import httpx
 import orjson
-from sqlalchemy import func, select
 
 from ..store import ApprovalRecord, Store, StoreError, TaskRecord
-from ..store.schema import approvals
 from .config import Webhook
-from .streams import changed_tasks, newest_task_key
 
 __all__ = ["Delivery", "WebhookSender", "Webhooks", "sign"]
 
@@ -136,6 +133,7 @@ class Webhooks:
         self.senders = senders
         self.poll = poll
         self._fired: OrderedDict[tuple[int, str], None] = OrderedDict()
+        self._told: dict[int, set[int]] = {}  # task id -> its open approvals already told
 
     def stats(self) -> list[dict[str, Any]]:
         return [s.stats() for s in self.senders]
@@ -147,25 +145,44 @@ class Webhooks:
             await self._watch()
 
     async def _watch(self) -> None:
-        tasks_after, approvals_after = await anyio.to_thread.run_sync(self._start)
+        # Follows tasks by their change number (commit-ordered, store/clock.py); opening an approval
+        # changes its task, so each changed task's open approvals not yet told are the news.  Approval
+        # ids are not followed: on Postgres a smaller id can commit after a larger one was read.
+        after, already = await anyio.to_thread.run_sync(self.store.open_approvals_now)
+        for approval in already:
+            self._told.setdefault(approval.task_id, set()).add(approval.id)
         while True:
             try:
-                changed = await anyio.to_thread.run_sync(changed_tasks, self.store, tasks_after, 500)
-                opened = await anyio.to_thread.run_sync(self._opened, approvals_after)
+                changed, opened = await anyio.to_thread.run_sync(
+                    self.store.changes_with_approvals, after, 500
+                )
             except StoreError as exc:
                 _log.warning("webhooks: reading the store failed: %s", exc)
                 await anyio.sleep(self.poll)
                 continue
-            for approval in opened:
-                approvals_after = approval.id
-                if approval.status == "open":
-                    task = await anyio.to_thread.run_sync(self.store.get, approval.task_id)
-                    self._send("needs_approval", task, approval)
+            self._approvals_seen([task for _, task in changed], opened)
             for number, task in changed:
-                tasks_after = number
+                after = number
                 self._task_changed(task)
             if len(changed) < 500:
                 await anyio.sleep(self.poll)
+
+    def _approvals_seen(self, changed: list[TaskRecord], opened: list[ApprovalRecord]) -> None:
+        """Tell each open approval of the changed tasks once.  What is remembered is only the told
+        approvals still open as last read, so it stays as small as the store's open approvals."""
+        by_task: dict[int, list[ApprovalRecord]] = {}
+        for approval in opened:
+            by_task.setdefault(approval.task_id, []).append(approval)
+        tasks = {task.id: task for task in changed}
+        for task_id, task in tasks.items():
+            now_open = by_task.get(task_id, [])
+            told = self._told.pop(task_id, set())
+            new = [a for a in now_open if a.id not in told]
+            still = {a.id for a in now_open}
+            if still:
+                self._told[task_id] = still
+            for approval in new:
+                self._send("needs_approval", task, approval)
 
     def _task_changed(self, task: TaskRecord) -> None:
         event = _EVENT_OF_STATUS.get(task.status)
@@ -190,15 +207,3 @@ class Webhooks:
         )
         for sender in self.senders:
             sender.put(Delivery(event, body))
-
-    def _start(self) -> tuple[int, int]:
-        with self.store.engine.connect() as conn:
-            last_approval = conn.execute(select(func.max(approvals.c.id))).scalar()
-        return newest_task_key(self.store), int(last_approval or 0)
-
-    def _opened(self, after: int) -> list[ApprovalRecord]:
-        with self.store.engine.connect() as conn:
-            rows = conn.execute(
-                select(approvals).where(approvals.c.id > after).order_by(approvals.c.id).limit(500)
-            )
-            return [ApprovalRecord(**dict(r._mapping)) for r in rows]

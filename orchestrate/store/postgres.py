@@ -13,7 +13,9 @@ already retry.
 Event delivery: every transaction that inserts events also sends ``NOTIFY orchestrate_events, '<task id>'``
 (delivered at commit, to every listening connection on any machine); :class:`EventNotifier` listens and
 wakes subscribers, who read the new events by sequence number as before.  A lost notification costs only
-latency: subscribers still poll, less often.
+latency: subscribers still poll, less often.  A cancel or interrupt request sends ``NOTIFY
+orchestrate_control, '<task id>'``, which wakes the workers (:meth:`EventNotifier.control_version`) to read
+the flags of their live runs at once, rather than at their next heartbeat.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from sqlalchemy import Connection, Engine, create_engine, select, text
 from .errors import StoreError
 from .schema import runs, tasks
 
-__all__ = ["CHANNEL", "EventNotifier", "connect_postgres", "lock_runs", "lock_tasks", "notify"]
+__all__ = ["CHANNEL", "CONTROL", "EventNotifier", "connect_postgres", "lock_runs", "lock_tasks", "notify"]
 
 CHANNEL = "orchestrate_events"
+CONTROL = "orchestrate_control"  # a task's cancel or interrupt was requested: its worker must look now
 
 
 def connect_postgres(url: str, *, busy_timeout: float) -> Engine:
@@ -83,13 +86,14 @@ def task_of_run(conn: Connection, run_id: int) -> int | None:
     return None if found is None else int(found)
 
 
-def notify(conn: Connection, task_ids: Iterable[int]) -> None:
-    """Tell listeners on every machine that ``task_ids`` have new events, when this transaction commits."""
+def notify(conn: Connection, task_ids: Iterable[int], channel: str = CHANNEL) -> None:
+    """Tell listeners on every machine that ``task_ids`` have new events (or, on :data:`CONTROL`, a
+    cancel or interrupt request), when this transaction commits."""
     if not _is_postgres(conn):
         return
     ids = sorted(set(task_ids))
     query = text("SELECT pg_notify(:channel, t::text) FROM unnest(CAST(:ids AS integer[])) AS t")
-    conn.execute(query, {"channel": CHANNEL, "ids": ids})
+    conn.execute(query, {"channel": channel, "ids": ids})
 
 
 class EventNotifier:
@@ -107,6 +111,7 @@ class EventNotifier:
         self.listening = threading.Event()
         self._versions: dict[int, int] = {}
         self._any = 0
+        self._control = 0
         self._reconnects = 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -117,6 +122,20 @@ class EventNotifier:
         """How many notifications ``task_id`` (None: any task) has had; compare with a later value."""
         with self._lock:
             return self._any if task_id is None else self._versions.get(task_id, 0) + self._reconnects
+
+    def control_version(self) -> int:
+        """How many cancel or interrupt requests (of any task) were heard, plus reconnects."""
+        with self._lock:
+            return self._control + self._reconnects
+
+    async def wait_control(self, since: int, within: float) -> bool:
+        """Wait up to ``within`` s for :meth:`control_version` to pass ``since``; True if it did."""
+        deadline = time.monotonic() + within
+        while self.control_version() == since:
+            if time.monotonic() >= deadline:
+                return False
+            await anyio.sleep(self.check)
+        return True
 
     async def wait(self, task_id: int | None, since: int, within: float) -> bool:
         """Wait up to ``within`` s for :meth:`version` to pass ``since``; True if it did.  It looks at a
@@ -150,13 +169,18 @@ class EventNotifier:
         try:
             driver.autocommit = True
             driver.execute(f"LISTEN {CHANNEL}")
+            driver.execute(f"LISTEN {CONTROL}")
             with self._lock:
                 self._reconnects += 1  # whatever was sent while we were not listening: read again
                 self._any += 1
             self.listening.set()
             while not self._stop.is_set():
                 for note in driver.notifies(timeout=0.5):
-                    self._received(note.payload)
+                    if note.channel == CONTROL:
+                        with self._lock:
+                            self._control += 1
+                    else:
+                        self._received(note.payload)
         finally:
             with contextlib.suppress(Exception):
                 driver.close()

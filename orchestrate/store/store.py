@@ -23,7 +23,7 @@ from sqlalchemy.pool import NullPool
 from . import clock, database
 from . import workers as worker_rows
 from .errors import NotFoundError, StoreError, map_db_errors
-from .postgres import EventNotifier, lock_runs, lock_tasks, task_of_run
+from .postgres import CONTROL, EventNotifier, lock_runs, lock_tasks, notify, task_of_run
 from .records import LIVE_RUN, TERMINAL, ApprovalRecord, Event, Limits, RunRecord, TaskRecord, TaskSpec
 from .rows import NewEvent, insert_events, read_changes, read_events, read_runs, read_tasks, task_event
 from .schema import approvals, events, messages, runs, store_clock, task_deps, task_labels, tasks
@@ -161,6 +161,24 @@ class Store:
         with self._read("reading the tasks' changes", snapshot=True) as conn:
             return read_changes(conn, after, limit)
 
+    def changes_with_approvals(
+        self, after: int, limit: int = 200
+    ) -> tuple[list[tuple[int, TaskRecord]], list[ApprovalRecord]]:
+        """``changes(after, limit)`` and the open approvals of the tasks it returns, as one snapshot.
+        Opening an approval changes its task, so a reader that goes on by change number and looks at
+        the changed tasks' open approvals sees every approval that is still open when read (approval
+        ids alone would not do: on Postgres a smaller id can commit after a larger one is read)."""
+        with self._read("reading the tasks' changes and approvals", snapshot=True) as conn:
+            found = read_changes(conn, after, limit)
+            return found, _open_approvals(conn, [t.id for _, t in found])
+
+    def open_approvals_now(self) -> tuple[int, list[ApprovalRecord]]:
+        """The newest change number and the approvals open at it, as one snapshot: where a reader of
+        ``changes_with_approvals`` starts when what is already open is not news."""
+        with self._read("reading the open approvals", snapshot=True) as conn:
+            last = conn.execute(select(store_clock.c.last).where(store_clock.c.id == 1)).scalar()
+            return int(last or 0), _open_approvals(conn, None)
+
     def last_change(self) -> int:
         """The newest change number committed (0: none yet)."""
         with self._read("reading the change counter") as conn:
@@ -188,6 +206,7 @@ class Store:
                 return task
             if task.status in _LIVE_TASK:
                 _set_task(conn, task_id, cancel_requested=True)
+                notify(conn, [task_id], CONTROL)  # its worker looks now, not at its next heartbeat
             else:
                 self._end_task(conn, task_id, "cancelled", reason=reason)
             return self._task(conn, task_id)
@@ -205,7 +224,25 @@ class Store:
             if task.cancel_requested:
                 raise StoreError(f"task {task_id} is being cancelled")
             _set_task(conn, task_id, interrupt_requested=True)
+            notify(conn, [task_id], CONTROL)
             return self._task(conn, task_id)
+
+    def stop_requests(self, task_ids: Sequence[int]) -> tuple[set[int], set[int]]:
+        """Which of ``task_ids`` some client asked to cancel, and which to interrupt: one query by
+        primary key, cheap enough for a worker to ask every second about all its live runs."""
+        if not task_ids:
+            return set(), set()
+        flags = (tasks.c.id, tasks.c.cancel_requested, tasks.c.interrupt_requested)
+        query = select(*flags).where(
+            tasks.c.id.in_(list(task_ids)), or_(tasks.c.cancel_requested, tasks.c.interrupt_requested)
+        )
+        cancel: set[int] = set()
+        interrupt: set[int] = set()
+        with self._read("reading cancel and interrupt requests") as conn:
+            for task_id, cancelled, _ in conn.execute(query):
+                # A cancel outranks an interrupt (a cancelled task's turn ends anyway).
+                (cancel if cancelled else interrupt).add(int(task_id))
+        return cancel, interrupt
 
     def interrupt_requested(self, task_ids: Sequence[int]) -> set[int]:
         """Which of ``task_ids`` some client asked to interrupt the current turn of."""
@@ -387,6 +424,10 @@ class Store:
             approval_id = int(key[0]) if key else 0
             if self._task(conn, task_id).status == "running":
                 _set_task(conn, task_id, status="waiting_approval")
+            # Always a change of the task, even when it already waits: a feed of approvals (the
+            # webhooks) follows tasks by their commit-ordered change number, not approvals by id
+            # (ids become visible out of commit order on Postgres).
+            clock.changed(conn, [task_id])
             task_event(
                 conn,
                 task_id,
@@ -431,6 +472,7 @@ class Store:
             ).rowcount
             record = _approval(conn, approval_id)
             if won:
+                clock.changed(conn, [record.task_id])
                 self._resume_running(conn, record, f"approval {approval_id} {decision} by {by}")
             return bool(won), record
 
@@ -444,6 +486,7 @@ class Store:
                 .values(status="withdrawn", reason=why, answered_at=time.time())
             ).rowcount
             if taken:
+                clock.changed(conn, [_approval(conn, approval_id).task_id])
                 self._resume_running(conn, _approval(conn, approval_id), f"approval {approval_id} withdrawn")
             return bool(taken)
 
@@ -880,6 +923,17 @@ def _withdraw_approvals(conn: Connection, run_id: int, why: str) -> None:
         .where(approvals.c.run_id == run_id, approvals.c.status == "open")
         .values(status="withdrawn", reason=why, answered_at=time.time())
     )
+
+
+def _open_approvals(conn: Connection, task_ids: list[int] | None) -> list[ApprovalRecord]:
+    """Open approvals in id order, of ``task_ids`` (None: of every task)."""
+    where = [approvals.c.status == "open"]
+    if task_ids is not None:
+        if not task_ids:
+            return []
+        where.append(approvals.c.task_id.in_(task_ids))
+    query = select(approvals).where(*where).order_by(approvals.c.id)
+    return [ApprovalRecord(**dict(r._mapping)) for r in conn.execute(query)]
 
 
 def _approval(conn: Connection, approval_id: int) -> ApprovalRecord:
