@@ -181,3 +181,43 @@ async def test_a_message_steered_into_an_acp_turn_survives_an_interrupt_of_that_
         engine.stop()
         runs = await engine.runs(task.id)
     assert [r.prompt for r in runs][1:] == ["plain steered"]  # the message is the next turn
+
+
+@pytest.mark.anyio
+async def test_a_message_steered_into_an_acp_turn_waits_again_when_the_run_ends_otherwise(
+    tmp_path: Path,
+) -> None:
+    # The same held message, when the run ends another way than an interrupt (here a cancel; a time
+    # limit or a crash end it the same way): it was marked steered, delivered to the run, and the
+    # driver's queue died with the run.  It must wait again (undelivered), with a notice saying why.
+    import sys
+
+    import anyio
+
+    from orchestrate.engine import Engine
+
+    from .helpers import FAKE_ACP
+
+    gate = _Gate()
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    options = {"base_command": [sys.executable, str(FAKE_ACP)]}
+    async with (
+        Engine.open(url, lease=3.0, poll=0.05, approvals=gate, steer=True) as engine,  # type: ignore[arg-type]
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(engine.work)
+        task = await engine.submit("permission", "acp", executor_options=options, cwd=tmp_path)
+        with anyio.fail_after(30):
+            await gate.asked.wait()  # mid-turn
+            engine.store.send(task.id, "plain steered")
+            while not any(live.steered for live in engine.live.values()):  # noqa: ASYNC110
+                await anyio.sleep(0.02)
+            assert (await engine.messages(task.id))[0]["delivery"] == "steered"
+            await engine.cancel(task.id)
+            await engine.wait(task.id)
+        engine.stop()
+        [message] = await engine.messages(task.id)
+        events = engine.store.events(task_id=task.id, limit=10_000)
+    assert message["delivery"] is None, message  # waits again: never given to the agent
+    why = "the run ended before the agent was sent them"
+    assert any(e.kind == "notice" and why in str(e.data) for e in events)

@@ -321,6 +321,10 @@ async def _finish(
     # The store may be locked or full right now: keep trying (bounded); if it never takes the result,
     # the lease expires and the next worker recovers the run as lost.  Nothing is raised from here.
     why = "the turn they waited for was interrupted"
+    left = live.handle.unsent() if live.handle is not None and not live.unsent else []
+    if left:  # the run ended (time limit, crash, cancel) with steered messages the agent never got
+        live.unsent = live.steered[len(live.steered) - len(left) :]
+        why = "the run ended before the agent was sent them"
     for delay in (0.05, 0.2, 0.5, 1, 2, 4, 8):
         try:
             if live.unsent:

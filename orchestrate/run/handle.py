@@ -83,6 +83,7 @@ class Run:
         self._stack: AsyncExitStack | None = None
         self._rawlog: RawLogWriter | None = None
         self._stop_reason: Outcome | None = None
+        self._unsent: list[str] = []  # what the driver still held when the run was stopped
         self._output_seen = False  # any output from the agent in this attempt yet
         self._started = time.monotonic()
         self._last_ts: datetime | None = None
@@ -203,6 +204,14 @@ class Run:
         driver = self._live_driver()
         await driver.send_message(text)
 
+    def unsent(self) -> list[str]:
+        """The follow-up messages the agent was never sent: held by its driver for a next turn that
+        did not come (the run ended first: a time limit, a crash, a cancel), in order.  Empty for
+        drivers that hold none."""
+        if self._unsent:
+            return list(self._unsent)
+        return self._driver.unsent() if self._driver is not None else []
+
     async def interrupt(self) -> list[str]:
         """Stop the current turn the agent's own way; the run then ends as ``interrupted``.  Returns
         the follow-up messages the agent was never sent (held for a next turn it will not have), in
@@ -315,6 +324,7 @@ class Run:
                         self._scope.cancel()
                     await self._converse(driver, task, eof)
                 if not eof.is_set():  # cancelled or timed out: the ladder, still reading as it goes
+                    self._unsent = driver.unsent()  # (its first rung, the interrupt, drops them)
                     await process.shutdown(self.shutdown_policy, interrupt=driver.interrupt)
                 with anyio.move_on_after(_EOF_GRACE):
                     await eof.wait()
