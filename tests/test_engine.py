@@ -491,3 +491,28 @@ async def test_a_task_that_cannot_start_fails_with_a_reason_and_the_engine_goes_
     assert [t.status for t in results] == ["failed"] * 2
     assert "no-such-agent" in (results[0].error or "")
     assert "nonsense" in (results[1].error or "")
+
+
+@pytest.mark.anyio
+async def test_a_worker_started_while_another_program_holds_the_store_waits_to_enter(
+    url: str, tmp_path: Path
+) -> None:
+    """A worker entering itself on the store (the workers table) while another program holds the
+    write lock waits for it, bounded, as every other write does; it used to stop at once with a
+    busy error (seen in CI: the locked-store test's worker started just after the lock was taken)."""
+    if not url.startswith("sqlite:///"):
+        pytest.skip("the lock is taken with sqlite3")
+    async with engine_on(url, busy_timeout=0.05) as engine:
+        holder = sqlite3.connect(url.removeprefix("sqlite:///"), isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+
+        async def release() -> None:
+            await anyio.sleep(0.6)
+            holder.execute("ROLLBACK")
+            holder.close()
+
+        with anyio.fail_after(20):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(release)
+                await engine.enter()
+        assert engine._entered

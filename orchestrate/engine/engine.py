@@ -31,6 +31,7 @@ from ..store import (
     Limits,
     RunRecord,
     Store,
+    StoreBusyError,
     StoreError,
     TaskRecord,
     TaskSpec,
@@ -315,7 +316,16 @@ class Engine:
         else): :class:`~orchestrate.store.WorkerKindError` while Temporal workers work the store (see
         store/workers.py)."""
         if not self._entered:
-            await self._call(self.store.enter_worker, self.worker, "plain", self.lease)
+            # A store another process holds locked for a moment delays the start (bounded), as every
+            # other write waits: only a refusal, or a lock that never ends, stops the worker.
+            for delay in (0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 4.0, 8.0, None):
+                try:
+                    await self._call(self.store.enter_worker, self.worker, "plain", self.lease)
+                    break
+                except StoreBusyError:
+                    if delay is None:
+                        raise
+                    await anyio.sleep(delay)
             self._entered = True
 
     async def _leave(self) -> None:
