@@ -58,6 +58,16 @@ def temporal(_temporal_session: object) -> object:
     return _temporal_session
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store's URL on SQLite, then on the session's Postgres: the test runs on both (a test file
+    with its own ``url`` fixture keeps its own)."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    server = request.getfixturevalue("postgres")
+    return str(server.database())  # type: ignore[attr-defined]
+
+
 @pytest.fixture
 def cluster(postgres: object, temporal: object, tmp_path: Path) -> Iterator[object]:
     """A Temporal test's store, names and workers (tests/temporal_cluster.py); the workers' logs are

@@ -72,14 +72,6 @@ def spec(tmp: Path, **kw: object) -> TaskSpec:
     return TaskSpec(prompt="p", executor="x", cwd=tmp, **kw)  # type: ignore[arg-type]
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    server = request.getfixturevalue("postgres")
-    return str(server.database())
-
-
 def test_concurrent_writers_are_read_in_order_every_change_once(url: str, tmp_path: Path) -> None:
     writers, per_writer = 3, 20
     with Store.open(url) as store:

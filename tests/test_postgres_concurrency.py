@@ -11,9 +11,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
-
-import pytest
 
 from orchestrate.store import Limits, Store
 
@@ -66,14 +63,6 @@ CHILD = textwrap.dedent(
     print(json.dumps(out))
     """
 )
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    server = request.getfixturevalue("postgres")
-    return str(server.database())
 
 
 def race(url: str, role: str, count: int, **args: object) -> list[dict[str, object]]:

@@ -25,14 +25,6 @@ LEASE = 30.0  # heartbeats every 10 s: a request that waited for one would take 
 BOUND = 3.0
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    server = request.getfixturevalue("postgres")
-    return str(server.database())
-
-
 def cli(url: str, *args: str) -> float:
     """Run ``orchestrate ARGS`` in another process; the time its request was committed by."""
     done = subprocess.run(

@@ -47,14 +47,6 @@ OPENER = textwrap.dedent(
 WRITERS, RUNS_EACH, ROUNDS = 4, 3, 8
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    server = request.getfixturevalue("postgres")
-    return str(server.database())
-
-
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     r = Receiver()

@@ -26,14 +26,6 @@ HOST = socket.gethostname()
 ME = f"{HOST}:{os.getpid()}:test"  # a live process on this machine: its entry counts
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    server = request.getfixturevalue("postgres")
-    return str(server.database())
-
-
 def test_the_other_kind_is_refused_until_the_worker_leaves_dies_or_expires(url: str) -> None:
     with Store.open(url) as store:
         store.enter_worker(ME, "temporal", 60)
