@@ -3,8 +3,10 @@ message, the early start): each test failed before its fix."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -144,52 +146,11 @@ class _Gate:
         return ApprovalDecision.approve()
 
 
-@pytest.mark.anyio
-async def test_a_message_steered_into_an_acp_turn_survives_an_interrupt_of_that_turn(tmp_path: Path) -> None:
-    # Attack: an ACP (or Codex) driver takes a message steered in mid-turn into its own queue (the
-    # protocol starts a turn only when the last one ends), and the store marks it steered, delivered
-    # to the run.  Interrupting that turn cleared the driver's queue and ended the run: the message
-    # was never answered, the store said it went in, and the task rested.  The promise: an interrupt
-    # ends the turn, waiting messages are the next turn.
-    import sys
-
-    import anyio
-
-    from orchestrate.engine import Engine
-
-    from .helpers import FAKE_ACP
-
-    gate = _Gate()
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    options = {"base_command": [sys.executable, str(FAKE_ACP)]}
-    async with (
-        Engine.open(url, lease=3.0, poll=0.05, approvals=gate, steer=True) as engine,  # type: ignore[arg-type]
-        anyio.create_task_group() as tg,
-    ):
-        tg.start_soon(engine.work)
-        task = await engine.submit("permission", "acp", executor_options=options, cwd=tmp_path)
-        with anyio.fail_after(30):
-            await gate.asked.wait()  # mid-turn
-            engine.store.send(task.id, "plain steered")
-            while (await engine.messages(task.id))[0]["delivery"] is None:  # noqa: ASYNC110
-                await anyio.sleep(0.02)
-            await engine.interrupt(task.id)
-            gate.open.set()
-            while len(await engine.runs(task.id)) < 2 and (await engine.get(task.id)).status != "done":  # noqa: ASYNC110
-                await anyio.sleep(0.05)
-            await engine.wait(task.id)
-        engine.stop()
-        runs = await engine.runs(task.id)
-    assert [r.prompt for r in runs][1:] == ["plain steered"]  # the message is the next turn
-
-
-@pytest.mark.anyio
-async def test_a_message_steered_into_an_acp_turn_waits_again_when_the_run_ends_otherwise(
-    tmp_path: Path,
-) -> None:
-    # The same held message, when the run ends another way than an interrupt (here a cancel; a time
-    # limit or a crash end it the same way): it was marked steered, delivered to the run, and the
-    # driver's queue died with the run.  It must wait again (undelivered), with a notice saying why.
+@contextlib.asynccontextmanager
+async def _steered_acp_turn(tmp_path: Path) -> AsyncIterator[tuple[Any, int, _Gate]]:
+    """A steering engine whose ACP agent is mid-turn (its permission held by the gate), with a
+    message steered in and handed to the driver, which holds it for the next turn: the engine,
+    the task's id and the gate, within a 30 s bound; the engine stops at the end."""
     import sys
 
     import anyio
@@ -213,11 +174,42 @@ async def test_a_message_steered_into_an_acp_turn_waits_again_when_the_run_ends_
             while not any(live.steered for live in engine.live.values()):  # noqa: ASYNC110
                 await anyio.sleep(0.02)
             assert (await engine.messages(task.id))[0]["delivery"] == "steered"
-            await engine.cancel(task.id)
-            await engine.wait(task.id)
+            yield engine, task.id, gate
+
+
+@pytest.mark.anyio
+async def test_a_message_steered_into_an_acp_turn_survives_an_interrupt_of_that_turn(tmp_path: Path) -> None:
+    # Attack: an ACP (or Codex) driver takes a message steered in mid-turn into its own queue (the
+    # protocol starts a turn only when the last one ends), and the store marks it steered, delivered
+    # to the run.  Interrupting that turn cleared the driver's queue and ended the run: the message
+    # was never answered, the store said it went in, and the task rested.  The promise: an interrupt
+    # ends the turn, waiting messages are the next turn.
+    import anyio
+
+    async with _steered_acp_turn(tmp_path) as (engine, task_id, gate):
+        await engine.interrupt(task_id)
+        gate.open.set()
+        while len(await engine.runs(task_id)) < 2 and (await engine.get(task_id)).status != "done":  # noqa: ASYNC110
+            await anyio.sleep(0.05)
+        await engine.wait(task_id)
         engine.stop()
-        [message] = await engine.messages(task.id)
-        events = engine.store.events(task_id=task.id, limit=10_000)
+        runs = await engine.runs(task_id)
+    assert [r.prompt for r in runs][1:] == ["plain steered"]  # the message is the next turn
+
+
+@pytest.mark.anyio
+async def test_a_message_steered_into_an_acp_turn_waits_again_when_the_run_ends_otherwise(
+    tmp_path: Path,
+) -> None:
+    # The same held message, when the run ends another way than an interrupt (here a cancel; a time
+    # limit or a crash end it the same way): it was marked steered, delivered to the run, and the
+    # driver's queue died with the run.  It must wait again (undelivered), with a notice saying why.
+    async with _steered_acp_turn(tmp_path) as (engine, task_id, _):
+        await engine.cancel(task_id)
+        await engine.wait(task_id)
+        engine.stop()
+        [message] = await engine.messages(task_id)
+        events = engine.store.events(task_id=task_id, limit=10_000)
     assert message["delivery"] is None, message  # waits again: never given to the agent
     why = "the run ended before the agent was sent them"
     assert any(e.kind == "notice" and why in str(e.data) for e in events)
