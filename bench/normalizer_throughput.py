@@ -11,9 +11,11 @@ alternate floor and normalizer, best of ``--repeat``, so a busy machine slows bo
 with other work, time spent waiting for a core then counts for neither side.
 
 ``--decompose`` also runs each protocol's fixtures with its line handler replaced, to show where
-the time goes: ``frame`` (the handler does nothing: framing, the normalizer's creation and
-``finish``, notes, drains), ``parse`` (it only parses the line), ``1 entry`` (it parses the line
-and adds one plain entry for it, so one entry model and one patch per line), then ``full``.
+the time goes: ``wire`` (the handler does nothing: what is left is the wire's framing and its one
+parse per line, the normalizer's creation and ``finish``, notes, drains), ``1 entry`` (it adds one
+plain entry per line, so one entry model and one patch per line), then ``full``.  The handlers run
+strict, so a stage whose handler no longer fits the normalizer fails loudly instead of timing the
+error entries it would make.
 
     python bench/normalizer_throughput.py [--mb 10] [--repeat 5] [--answers 1,5] [--protocol NAME]
                                           [--decompose] [--clock wall|cpu]
@@ -25,7 +27,6 @@ import argparse
 import sys
 import time
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -35,27 +36,21 @@ from corpus import PIPE_CHUNK, PROTOCOLS, Corpus, Segment, chunks, floor, load, 
 from synthetic import STREAMS, stream
 
 from orchestrate.normalizers.kinds import SYSTEM
-from orchestrate.normalizers.values import json_object
+from orchestrate.wire.lines import WireLine
 
-Handler = Callable[[Any, str, str, "datetime | None"], None]
+Handler = Callable[[Any, WireLine], None]
 
 
-def _frame(self: Any, line: str, stream: str, ts: datetime | None) -> None:
+def _wire(self: Any, line: WireLine) -> None:
     pass
 
 
-def _parse(self: Any, line: str, stream: str, ts: datetime | None) -> None:
-    json_object(line)
-
-
-def _one_entry(self: Any, line: str, stream: str, ts: datetime | None) -> None:
-    json_object(line)
-    self.log.add(SYSTEM, "", ts)
+def _one_entry(self: Any, line: WireLine) -> None:
+    self.log.add(SYSTEM, "", line.ts)
 
 
 STAGES: list[tuple[str, Handler | None]] = [
-    ("frame", _frame),
-    ("parse", _parse),
+    ("wire", _wire),
     ("1 entry", _one_entry),
     ("full", None),
 ]
@@ -92,6 +87,7 @@ def decompose(corpus: Corpus, repeat: int) -> None:
     own = cls.__dict__.get("feed_line")  # (None: the class inherits it)
     pieces = list(chunks(corpus, None))
     cells = []
+    cls.strict = True
     try:
         for label, handler in STAGES:
             if handler is not None:
@@ -103,6 +99,7 @@ def decompose(corpus: Corpus, repeat: int) -> None:
             f, n = ratio(corpus.protocol, pieces, repeat)
             cells.append(f"{label} {n / f:5.2f}x")
     finally:
+        del cls.strict
         if own is not None:
             cls.feed_line = own
         elif "feed_line" in cls.__dict__:
