@@ -21,6 +21,7 @@ from orchestrate.peers.jsonrpc import INVALID_REQUEST
 from orchestrate.process.rawlog import read_raw_log
 from orchestrate.run.driver import DriverContext
 from orchestrate.run.protocols import PROTOCOLS, start_driver
+from orchestrate.wire import framing as wire_framing
 from orchestrate.wire import lines as wire_lines
 from orchestrate.wire.lines import NOT_JSON, JsonLinesWire, LineDropped, WireLine, parse_line
 from orchestrate.wire.notes import (
@@ -49,7 +50,8 @@ from .hostile import hostile
 
 def test_a_line_is_parsed_into_one_event() -> None:
     line = parse_line('{"a": [1, 2]}', "stdout", None)
-    assert line == WireLine('{"a": [1, 2]}', {"a": [1, 2]}, {"a": [1, 2]}, "stdout", None, None)
+    assert line == WireLine(b'{"a": [1, 2]}', {"a": [1, 2]}, {"a": [1, 2]}, "stdout", None, None)
+    assert line.text == '{"a": [1, 2]}'
     assert line.object == {"a": [1, 2]}
     broken = parse_line('{"a": ', "stdout", None)
     assert broken.value is NOT_JSON and broken.error == "not JSON" and broken.object is None
@@ -82,6 +84,42 @@ def test_stderr_is_framed_but_never_parsed(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr(wire_lines, "_loads", lambda text: calls.append(text))
     [line] = JsonLinesWire().feed(b'{"looks": "like json"}\n', "stderr", None)
     assert isinstance(line, WireLine) and line.value is NOT_JSON and calls == []
+
+
+def test_invalid_utf8_in_a_json_line_reads_as_its_replaced_text() -> None:
+    """The parser reads the line's bytes and takes only valid UTF-8: a line it refuses for that is
+    read again as its text (invalid bytes replaced), as every other reader of the line sees it."""
+    data = b'{"a": "x\xffy", "b": "\xe2\x82"}\n{"c": 1}\n'
+    first, second = JsonLinesWire().feed(data, "stdout", None)
+    assert isinstance(first, WireLine) and first.object == {"a": "x\ufffdy", "b": "\ufffd"}
+    assert first.error is None and first.text == '{"a": "x\ufffdy", "b": "\ufffd"}'
+    assert isinstance(second, WireLine) and second.object == {"c": 1}
+    broken = parse_line(b'{"a": "\xff"', "stdout", None)
+    assert broken.value is NOT_JSON and broken.error == "not JSON"
+
+
+def test_a_line_is_decoded_only_when_its_text_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Decoding is a pass over every byte, and a chunk with one non-ASCII character decodes into a
+    wide string that costs as much again to parse: a normalizer reading well-formed JSON lines
+    decodes none of them; a line shown as it is (not JSON) is decoded when shown."""
+    decoded: list[bytes] = []
+    real = wire_framing.decode
+
+    def counted(raw: bytes) -> str:
+        decoded.append(raw)
+        return real(raw)
+
+    for module in (wire_lines, wire_framing):
+        monkeypatch.setattr(module, "decode", counted)
+    session = (FIXTURES / "claude-stream-json").glob("*.jsonl")
+    records = [r for path in sorted(session) for r in read_raw_log(path)[1] if r.stream == "stdout"]
+    normalizer = ClaudeCodeExecutor().create_normalizer()
+    for record in records[:400]:
+        normalizer.feed(record.data, "stdout", None)
+    assert decoded == [] and len(normalizer.entries) > 20
+    normalizer.feed(b"Loading \xc3\xa9...\n", "stdout", None)
+    assert decoded == [b"Loading \xc3\xa9..."]
+    assert normalizer.entries[-1].content == "Loading é..."
 
 
 @pytest.mark.anyio

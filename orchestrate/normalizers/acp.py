@@ -135,17 +135,17 @@ class AcpNormalizer(LineNormalizer):
     # --- dispatch -----------------------------------------------------------------------------
 
     def feed_line(self, wire: WireLine) -> None:
-        line, stream, ts = wire.text, wire.stream, wire.ts
+        stream, ts = wire.stream, wire.ts
         if stream == "stderr":
             return
         msg = wire.object
         if msg is None:
             if stream == "stdout":
-                self.not_json("The agent", line, ts)
+                self.not_json("The agent", wire.text, ts)
             return
         method, has_id = msg.get("method"), "id" in msg
         if has_id and rpc_id(msg["id"]) is None:
-            self.invalid_rpc_id(line, stream, ts)
+            self.invalid_rpc_id(wire.text, stream, ts)
             return
         if stream == "stdin":
             self._client(msg, method, has_id, ts)
@@ -157,7 +157,7 @@ class AcpNormalizer(LineNormalizer):
             self._response(msg["id"], msg.get("result"), msg.get("error"), ts)
         else:
             self.log.error(
-                "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=line
+                "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=wire.text
             )
 
     def _notification(self, method: str, params: dict[str, Any], ts: datetime | None) -> None:

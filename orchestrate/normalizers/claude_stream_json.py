@@ -111,13 +111,13 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
     # --- dispatch -----------------------------------------------------------------------------
 
     def feed_line(self, wire: WireLine) -> None:
-        line, stream, ts = wire.text, wire.stream, wire.ts
+        stream, ts = wire.stream, wire.ts
         if stream == "stderr":
             return  # kept in the raw log and attached to failures, never parsed as protocol
         obj = wire.object
         if obj is None:
             if stream == "stdout":
-                self.not_json("The CLI", line, ts)
+                self.not_json("The CLI", wire.text, ts)
         elif stream == "stdin":
             self._client_line(obj, ts)
         else:

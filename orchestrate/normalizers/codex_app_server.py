@@ -118,17 +118,17 @@ class CodexAppServerNormalizer(LineNormalizer):
     # --- dispatch -----------------------------------------------------------------------------
 
     def feed_line(self, wire: WireLine) -> None:
-        line, stream, ts = wire.text, wire.stream, wire.ts
+        stream, ts = wire.stream, wire.ts
         if stream == "stderr":
             return  # tracing output, never protocol (protocols/codex.md §6)
         obj = wire.object
         if obj is None:
             if stream == "stdout":
-                self.not_json("The agent", line, ts)
+                self.not_json("The agent", wire.text, ts)
             return
         method, has_id = obj.get("method"), "id" in obj
         if has_id and rpc_id(obj["id"]) is None:
-            self.invalid_rpc_id(line, stream, ts)
+            self.invalid_rpc_id(wire.text, stream, ts)
             return
         if method == "thread/status/changed":
             status = _dict(_dict(obj.get("params")).get("status"))
@@ -154,7 +154,7 @@ class CodexAppServerNormalizer(LineNormalizer):
             self._response(obj["id"], obj.get("result"), obj.get("error"), ts)
         else:
             self.log.error(
-                "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=line
+                "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=wire.text
             )
 
     def chunk_done(self, stream: Stream) -> None:

@@ -91,12 +91,12 @@ class CodexExecNormalizer(LineNormalizer):
         return self.log.drain()
 
     def feed_line(self, wire: WireLine) -> None:
-        line, stream, ts = wire.text, wire.stream, wire.ts
+        stream, ts = wire.stream, wire.ts
         if stream != "stdout":
             return  # stderr is tracing output, never protocol
         obj = wire.object
         if obj is None:
-            self.not_json("codex exec", line, ts)
+            self.not_json("codex exec", wire.text, ts)
             return
         match obj.get("type"):
             case "thread.started":

@@ -29,12 +29,12 @@ class CopilotNormalizer(JsonlToolNormalizer):
         self._failed = False
 
     def feed_line(self, wire: WireLine) -> None:
-        line, stream, ts = wire.text, wire.stream, wire.ts
+        stream, ts = wire.stream, wire.ts
         if stream != "stdout":
             return
         event = wire.object
         if event is None:
-            self.not_json("copilot", line, ts)
+            self.not_json("copilot", wire.text, ts)
             return
         data = obj(event.get("data"))
         match event.get("type"):

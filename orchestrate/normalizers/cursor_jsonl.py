@@ -73,19 +73,19 @@ class CursorNormalizer(LineNormalizer):
     # --- dispatch -----------------------------------------------------------------------------
 
     def feed_line(self, wire: WireLine) -> None:
-        line, stream, ts = wire.text, wire.stream, wire.ts
+        stream, ts = wire.stream, wire.ts
         if stream == "stdin":
             return  # the prompt; the CLI echoes it as a `user` event
         if stream == "stderr":
-            if _AUTH_MARK in line:
-                self.log.error(line.strip(), "auth_required", ts)
+            if _AUTH_MARK in wire.text:
+                self.log.error(wire.text.strip(), "auth_required", ts)
             return
         event = wire.object
         if event is None:
-            if line.startswith(_MODEL_MARK):
-                self.log.error(line.strip(), "setup_required", ts, content=line)
+            if wire.text.startswith(_MODEL_MARK):
+                self.log.error(wire.text.strip(), "setup_required", ts, content=wire.text)
             else:
-                self.not_json("cursor-agent", line, ts)
+                self.not_json("cursor-agent", wire.text, ts)
             return
         self._events += 1
         self.log.session_id = text(event.get("session_id")) or self.log.session_id

@@ -27,12 +27,12 @@ class DroidNormalizer(JsonlToolNormalizer):
         self._failed = False
 
     def feed_line(self, wire: WireLine) -> None:
-        line, stream, ts = wire.text, wire.stream, wire.ts
+        stream, ts = wire.stream, wire.ts
         if stream != "stdout":
             return
         event = wire.object
         if event is None:
-            self.not_json("droid", line, ts)
+            self.not_json("droid", wire.text, ts)
             return
         self.log.session_id = text(event.get("session_id")) or self.log.session_id
         match event.get("type"):

@@ -26,12 +26,12 @@ class GeminiStreamJsonNormalizer(JsonlToolNormalizer):
         self._names: dict[str, str] = {}
 
     def feed_line(self, wire: WireLine) -> None:
-        line, stream, ts = wire.text, wire.stream, wire.ts
+        stream, ts = wire.stream, wire.ts
         if stream != "stdout":
             return  # TERM and ripgrep warnings
         event = wire.object
         if event is None:
-            self.not_json("gemini", line, ts)
+            self.not_json("gemini", wire.text, ts)
             return
         match event.get("type"):
             case "init":

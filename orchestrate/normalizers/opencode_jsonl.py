@@ -38,12 +38,12 @@ class OpenCodeRunNormalizer(JsonlToolNormalizer):
         self._steps_open = False  # steps finished since the last turn ended
 
     def feed_line(self, wire: WireLine) -> None:
-        line, stream, ts = wire.text, wire.stream, wire.ts
+        stream, ts = wire.stream, wire.ts
         if stream != "stdout":
             return  # stderr repeats the auto-rejections the tool entries show
         event = wire.object
         if event is None:
-            self.not_json("opencode", line, ts)
+            self.not_json("opencode", wire.text, ts)
             return
         self.log.session_id = text(event.get("sessionID")) or self.log.session_id
         part = obj(event.get("part"))
