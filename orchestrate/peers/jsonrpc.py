@@ -128,16 +128,17 @@ class JsonRpcPeer:
         """Classify one line of the agent's, parsed once by the wire (its JSON value is read here,
         never parsed again)."""
         obj = message.value
-        line = message.text
         if type(obj) is not dict:
-            return MalformedMessage(line, "not JSON" if message.error == "not JSON" else "not a JSON object")
+            return MalformedMessage(
+                message.text, "not JSON" if message.error == "not JSON" else "not a JSON object"
+            )
         method = obj.get("method")
         has_id = "id" in obj and _valid_id(obj["id"])
         if "id" in obj and not has_id:
             if isinstance(method, str):
                 reason = f"Invalid Request: id {obj['id']!r} is not a string or an integer"
-                return InvalidRequest(line, self.respond_error(None, INVALID_REQUEST, reason[:200]))
-            return MalformedMessage(line, "a message whose id is not a string or an integer")
+                return InvalidRequest(message.text, self.respond_error(None, INVALID_REQUEST, reason[:200]))
+            return MalformedMessage(message.text, "a message whose id is not a string or an integer")
         if isinstance(method, str):
             if has_id:
                 return IncomingRequest(obj["id"], method, obj.get("params"))
@@ -145,12 +146,14 @@ class JsonRpcPeer:
         if has_id and ("result" in obj or "error" in obj):
             ours = self.pending.pop(obj["id"], None)
             if ours is None:
-                return MalformedMessage(line, f"a response to request {obj['id']!r}, which we never sent")
+                return MalformedMessage(
+                    message.text, f"a response to request {obj['id']!r}, which we never sent"
+                )
             error = obj.get("error")
             if error is not None and not isinstance(error, dict):
                 error = {"code": INTERNAL_ERROR, "message": str(error)}
             return IncomingResponse(obj["id"], ours, obj.get("result"), error)
-        return MalformedMessage(line, "neither a request, a notification nor a response")
+        return MalformedMessage(message.text, "neither a request, a notification nor a response")
 
 
 def _valid_id(value: Any) -> bool:
