@@ -84,7 +84,9 @@ def test_an_approval_answered_from_another_process_reaches_the_worker(cluster: C
 
 
 def test_a_worker_killed_mid_turn_is_finished_by_the_other_after_a_resume(cluster: Cluster) -> None:
-    first = cluster.start("one")
+    # (The first turn streams for 60 s, so it is still running when the signal comes however
+    # long the second worker takes to start on a loaded machine; the resumed turn streams 5 s.)
+    first = cluster.start("one", env={"FAKE_SLOW_WORDS": "600"})
     task_id = cluster.submit("slow", max_attempts=2)
     deadline = time.monotonic() + 30
     while True:
@@ -138,7 +140,9 @@ def test_the_next_worker_on_the_machine_reaps_what_a_dead_worker_left(cluster: C
 def test_a_worker_stopped_by_sigterm_hands_its_turn_on(cluster: Cluster) -> None:
     """A rolling restart: the stopped worker stops its agent and records nothing; Temporal retries the
     turn on the other worker, which takes the run over and resumes the session."""
-    first = cluster.start("one")
+    # (The first turn streams for 60 s, so it is still running when the signal comes however
+    # long the second worker takes to start on a loaded machine; the resumed turn streams 5 s.)
+    first = cluster.start("one", env={"FAKE_SLOW_WORDS": "600"})
     task_id = cluster.submit("slow", max_attempts=2)
     deadline = time.monotonic() + 30
     while not (runs := cluster.store.runs(task_id)) or not runs[0].session_id:
