@@ -27,6 +27,7 @@ __all__ = [
     "PROTOCOLS",
     "Corpus",
     "Segment",
+    "bare",
     "best_of",
     "floor",
     "load",
@@ -134,6 +135,42 @@ def floor(pieces: list[Segment]) -> int:
                     pass
                 n += 1
     return n
+
+
+def bare(pieces: list[Segment]) -> int:
+    """The least a normalizer written in Python could do on top of the floor: per JSON line, look
+    up its kind and its item's id, keep one tuple per line in a table by id.  No entry model, no
+    protocol logic: what is left of the per-line budget after this is all a real one gets."""
+    bufs: dict[str, bytearray] = {}
+    kept: list[tuple[Any, ...]] = []
+    table: dict[Any, tuple[Any, ...]] = {}
+    for seg in pieces:
+        if seg.stream is None:
+            if seg.event is None:
+                table = {}
+            continue
+        buf = bufs.setdefault(seg.stream, bytearray())
+        buf += seg.data
+        end = buf.rfind(b"\n")
+        if end < 0:
+            continue
+        lines = bytes(buf[:end]).split(b"\n")
+        del buf[: end + 1]
+        for line in lines:
+            if line.strip():
+                try:
+                    obj = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                if type(obj) is not dict:
+                    continue
+                kind = obj.get("type") or obj.get("method")
+                item = obj.get("item") or obj.get("params") or obj.get("message")
+                key = item.get("id") if type(item) is dict else kind
+                entry = (kind, key, table.get(key))
+                table[key] = entry
+                kept.append(entry)
+    return len(kept)
 
 
 def normalizer(protocol: str) -> Normalizer:

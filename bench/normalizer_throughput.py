@@ -11,11 +11,12 @@ alternate floor and normalizer, best of ``--repeat``, so a busy machine slows bo
 with other work, time spent waiting for a core then counts for neither side.
 
 ``--decompose`` also runs each protocol's fixtures with its line handler replaced, to show where
-the time goes: ``wire`` (the handler does nothing: what is left is the wire's framing and its one
-parse per line, the normalizer's creation and ``finish``, notes, drains), ``1 entry`` (it adds one
-plain entry per line, so one entry model and one patch per line), then ``full``.  The handlers run
-strict, so a stage whose handler no longer fits the normalizer fails loudly instead of timing the
-error entries it would make.
+the time goes: ``bare`` (not our code: the least a normalizer written in Python could do per
+line on top of the floor, see ``corpus.bare``), ``wire`` (the handler does nothing: what is left
+is the wire's framing and its one parse per line, the normalizer's creation and ``finish``,
+notes, drains), ``1 entry`` (it adds one plain entry per line, so one entry model and one patch
+per line), then ``full``.  The handlers run strict, so a stage whose handler no longer fits the
+normalizer fails loudly instead of timing the error entries it would make.
 
     python bench/normalizer_throughput.py [--mb 10] [--repeat 5] [--answers 1,5] [--protocol NAME]
                                           [--decompose] [--clock wall|cpu]
@@ -32,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus import PIPE_CHUNK, PROTOCOLS, Corpus, Segment, chunks, floor, load, normalize, normalizer
+from corpus import PIPE_CHUNK, PROTOCOLS, Corpus, Segment, bare, chunks, floor, load, normalize, normalizer
 from synthetic import STREAMS, stream
 
 from orchestrate.normalizers.kinds import SYSTEM
@@ -60,15 +61,21 @@ CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 clock = time.perf_counter
 
 
-def ratio(protocol: str, pieces: list[Segment], repeat: int) -> tuple[float, float]:
-    """(floor seconds, normalizer seconds), each the best of ``repeat`` alternating rounds."""
+def ratio(
+    protocol: str, pieces: list[Segment], repeat: int, work: Callable[[], object] | None = None
+) -> tuple[float, float]:
+    """(floor seconds, normalizer seconds), each the best of ``repeat`` alternating rounds (or
+    ``work``'s seconds in place of the normalizer's)."""
     best_floor = best_norm = float("inf")
     for _ in range(repeat):
         start = clock()
         floor(pieces)
         best_floor = min(best_floor, clock() - start)
         start = clock()
-        normalize(protocol, pieces)
+        if work is None:
+            normalize(protocol, pieces)
+        else:
+            work()
         best_norm = min(best_norm, clock() - start)
     return best_floor, best_norm
 
@@ -86,7 +93,8 @@ def decompose(corpus: Corpus, repeat: int) -> None:
     cls = type(normalizer(corpus.protocol))
     own = cls.__dict__.get("feed_line")  # (None: the class inherits it)
     pieces = list(chunks(corpus, None))
-    cells = []
+    f, n = ratio(corpus.protocol, pieces, repeat, lambda: bare(pieces))
+    cells = [f"bare {n / f:5.2f}x"]
     cls.strict = True
     try:
         for label, handler in STAGES:

@@ -49,11 +49,18 @@ def build(cls: type[M], /, **fields: Any) -> M:
     parts that were validated when built."""
     new = _new(cls)
     _set_dict(new, fields)
-    _set_fields_set(new, set(fields))
+    # Every field is given, so every instance of ``cls`` built here has the same set: one shared
+    # set per class (pydantic never changes a frozen model's set in place).
+    given = _ALL_FIELDS.get(cls)
+    if given is None or len(given) != len(fields):
+        given = _ALL_FIELDS[cls] = set(fields)
+    _set_fields_set(new, given)
     _set_extra(new, None)
     _set_private(new, None)
     return new
 
+
+_ALL_FIELDS: dict[type[BaseModel], set[str]] = {}
 
 # Per model class: (every field's default in declaration order, the fields that have none).
 _DEFAULTS: dict[type[BaseModel], tuple[dict[str, Any], frozenset[str]]] = {}
