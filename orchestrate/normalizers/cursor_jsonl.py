@@ -76,40 +76,43 @@ class CursorNormalizer(LineNormalizer):
     # --- dispatch -----------------------------------------------------------------------------
 
     def feed_line(self, wire: WireLine) -> None:
-        line, stream, ts = wire.text, wire.stream, wire.ts
-        if stream == "stdin":
-            return  # the prompt; the CLI echoes it as a `user` event
-        if stream == "stderr":
-            if _AUTH_MARK in line:
-                self.log.error(line.strip(), "auth_required", ts)
+        if wire.stream != "stdout":
+            # stdin is the prompt (the CLI echoes it as a `user` event); stderr only says this
+            if wire.stream == "stderr" and _AUTH_MARK in wire.text:
+                self.log.error(wire.text.strip(), "auth_required", wire.ts)
             return
-        event = wire.object
+        event, ts = wire.object, wire.ts
         if event is None:
+            line = wire.text
             if line.startswith(_MODEL_MARK):
                 self.log.error(line.strip(), "setup_required", ts, content=line)
             else:
                 self.not_json("cursor-agent", line, ts)
             return
         self._events += 1
-        self.log.session_id = text(event.get("session_id")) or self.log.session_id
-        match event.get("type"):
-            case "system":
-                self._system(event, ts)
-            case "user":
-                self._close_text()
-                self.log.add(USER, _message_text(event), ts)
-            case "assistant":
-                self._assistant(event, ts)
-            case "thinking":
-                self._thinking(event, ts)
-            case "tool_call":
-                self._close_text()
-                self._tool_call(event, ts)
-            case "result":
-                self._result(event, ts)
-            case _:
-                self._close_text()
-                self.log.add(SYSTEM, f"`{text(event.get('type')) or 'unknown'}` event", ts, raw=event)
+        session = event.get("session_id")
+        if session is not None:
+            self.log.session_id = text(session) or self.log.session_id
+        # The most frequent first; compared with ==, not looked up: a type of the wrong kind, a
+        # list, is unhashable.
+        kind = event.get("type")
+        if kind == "assistant":
+            self._assistant(event, ts)
+        elif kind == "tool_call":
+            self._close_text()
+            self._tool_call(event, ts)
+        elif kind == "thinking":
+            self._thinking(event, ts)
+        elif kind == "user":
+            self._close_text()
+            self.log.add(USER, _message_text(event), ts)
+        elif kind == "system":
+            self._system(event, ts)
+        elif kind == "result":
+            self._result(event, ts)
+        else:
+            self._close_text()
+            self.log.add(SYSTEM, f"`{text(kind) or 'unknown'}` event", ts, raw=event)
 
     def _system(self, event: dict[str, Any], ts: datetime | None) -> None:
         self._close_text()
@@ -290,6 +293,10 @@ def _message_text(event: dict[str, Any]) -> str:
     content = obj(event.get("message")).get("content")
     if isinstance(content, str):
         return content
+    if type(content) is list and len(content) == 1:  # (the usual: one text block, no join)
+        block = content[0]
+        if isinstance(block, dict) and block.get("type") == "text":
+            return text(block.get("text"))
     return "".join(
         text(b.get("text")) for b in content or [] if isinstance(b, dict) and b.get("type") == "text"
     )
