@@ -25,6 +25,7 @@ from ..entries import (
     EntryPatch,
     FileChange,
     FileEdit,
+    FileWrite,
     GenericTool,
     Plan,
     PlanItem,
@@ -49,6 +50,11 @@ from .values import obj as _dict
 from .values import text as _s
 
 __all__ = ["CodexExecNormalizer"]
+
+# exec reports which files changed, not how: no diff to show (use app-server for diffs).  Frozen,
+# so one of each is shared by every change.
+_CREATE, _EDIT = FileChange(type="create"), FileChange(type="edit")
+_FILE_CHANGES = {"add": _CREATE, "delete": FileChange(type="delete")}
 
 _FINAL: dict[str, ToolStatus] = {"completed": "success", "failed": "failed", "declined": "denied"}
 
@@ -135,7 +141,7 @@ class CodexExecNormalizer(LineNormalizer):
 
     def _item(self, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
         item_id, kind = _s(item.get("id")), _s(item.get("type"))
-        action: FileEdit | Search | GenericTool
+        action: FileEdit | FileWrite | Search | GenericTool
         match kind:
             case "agent_message":
                 self._text(item_id, ASSISTANT, _s(item.get("text")), ts)
@@ -144,16 +150,18 @@ class CodexExecNormalizer(LineNormalizer):
             case "command_execution":
                 self._command(item_id, item, completed, ts)
             case "file_change":
-                changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
-                kinds = {"add": "create", "delete": "delete"}
-                action = make(
-                    FileEdit,
-                    path=", ".join(_s(c.get("path")) for c in changes),
-                    # exec reports which files changed, not how: no diff to show (use app-server for diffs).
-                    changes=tuple(
-                        make(FileChange, type=kinds.get(_s(c.get("kind")), "edit")) for c in changes
-                    ),
+                changes = tuple(
+                    _FILE_CHANGES.get(_s(c.get("kind")), _EDIT)
+                    for c in item.get("changes") or []
+                    if isinstance(c, dict)
                 )
+                path = ", ".join(_s(c.get("path")) for c in item.get("changes") or [] if isinstance(c, dict))
+                # Built as what it is (what shape_tool would make of a file edit): a write when it
+                # only creates files, else an edit.
+                if changes and all(c is _CREATE for c in changes):
+                    action = make(FileWrite, path=path, changes=changes)
+                else:
+                    action = make(FileEdit, path=path, changes=changes)
                 self._tool(item_id, "fileChange", action, completed, _s(item.get("status")), ts)
             case "web_search":
                 self._tool(
