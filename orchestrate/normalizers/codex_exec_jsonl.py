@@ -150,12 +150,9 @@ class CodexExecNormalizer(LineNormalizer):
             case "command_execution":
                 self._command(item_id, item, completed, ts)
             case "file_change":
-                changes = tuple(
-                    _FILE_CHANGES.get(_s(c.get("kind")), _EDIT)
-                    for c in item.get("changes") or []
-                    if isinstance(c, dict)
-                )
-                path = ", ".join(_s(c.get("path")) for c in item.get("changes") or [] if isinstance(c, dict))
+                files = [c for c in item.get("changes") or [] if isinstance(c, dict)]
+                changes = tuple(_FILE_CHANGES.get(_s(c.get("kind")), _EDIT) for c in files)
+                path = ", ".join(_s(c.get("path")) for c in files)
                 # Built as what it is (what shape_tool would make of a file edit): a write when it
                 # only creates files, else an edit.
                 if changes and all(c is _CREATE for c in changes):
