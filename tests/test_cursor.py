@@ -130,3 +130,50 @@ def test_a_plain_capture_that_ends_without_a_result() -> None:
     )
     n.finish()
     assert n.outcome == "failed" and n.entries[-1].type.error.code == "process_exited"  # type: ignore[union-attr]
+
+
+def tool_call(subtype: str, kind: str, args: dict[str, Any], **body: Any) -> dict[str, Any]:
+    return {
+        "type": "tool_call",
+        "subtype": subtype,
+        "call_id": "c1",
+        "tool_call": {kind: {"args": args, **body}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("started", "completed"),
+    [
+        ({"path": "/w/a.txt"}, {"path": "/w/b.txt"}),
+        # equal in Python (1 == 1.0 == True), not on the wire: shown as the completion says
+        ({"path": 1}, {"path": True}),
+        ({"path": 1}, {"path": 1.0}),
+        ({"path": "/w/a.txt", "x": 1}, {"x": 1, "path": "/w/a.txt"}),
+    ],
+)
+@pytest.mark.parametrize("kind", ["readToolCall", "deleteToolCall", "grepToolCall", "semSearchToolCall"])
+def test_a_completion_with_other_arguments_is_shown_as_they_say(
+    kind: str, started: dict[str, Any], completed: dict[str, Any]
+) -> None:
+    """The completion of a call reuses the started call's action only when it was built from the
+    very same arguments; else it is built again, as if the start had never been seen."""
+    system = {"type": "system", "subtype": "init", "model": "m", "cwd": "/w"}
+    done = tool_call("completed", kind, completed, result={"success": {}})
+    both, alone = CursorNormalizer(), CursorNormalizer()
+    both.feed(lines(system, tool_call("started", kind, started), done))
+    alone.feed(lines(system, done))
+    assert [e.to_json_dict() for e in both.entries] == [e.to_json_dict() for e in alone.entries]
+    assert both.entries[-1].type.tool.status == "success"  # type: ignore[union-attr]
+
+
+def test_a_completion_after_the_directory_changed_is_described_in_the_new_one() -> None:
+    def system(cwd: str) -> dict[str, Any]:
+        return {"type": "system", "subtype": "init", "model": "m", "cwd": cwd}
+
+    args = {"path": "/w/sub/a.txt"}
+    n = CursorNormalizer()
+    n.feed(lines(system("/w"), tool_call("started", "readToolCall", args)))
+    assert n.entries[-1].content == "`sub/a.txt`"
+    n.feed(lines(system("/w/sub"), tool_call("completed", "readToolCall", args, result={"success": {}})))
+    tool = n.entries[1]
+    assert tool.type.kind == "tool_use" and tool.content == "`a.txt`"

@@ -25,6 +25,7 @@ from ..entries import (
     EntryPatch,
     FileChange,
     FileEdit,
+    FileWrite,
     GenericTool,
     Plan,
     PlanItem,
@@ -50,8 +51,12 @@ from .values import text as _s
 
 __all__ = ["CodexExecNormalizer"]
 
+# exec reports which files changed, not how: no diff to show (use app-server for diffs).  Frozen,
+# so one of each is shared by every change.
+_CREATE, _EDIT = FileChange(type="create"), FileChange(type="edit")
+_FILE_CHANGES = {"add": _CREATE, "delete": FileChange(type="delete")}
+
 _FINAL: dict[str, ToolStatus] = {"completed": "success", "failed": "failed", "declined": "denied"}
-_USAGE_FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens", "cache_write_input_tokens")
 
 
 class CodexExecNormalizer(LineNormalizer):
@@ -60,7 +65,7 @@ class CodexExecNormalizer(LineNormalizer):
         self._items: dict[str, int] = {}
         self._prompt_index: int | None = None
         self._stdin_decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self._previous_total: dict[str, int] | None = None
+        self._previous_total: tuple[int, int, int, int] | None = None
         self._resumed = False
         self._turn_open = False
         self._cwd: str | None = None
@@ -91,37 +96,37 @@ class CodexExecNormalizer(LineNormalizer):
         return self.log.drain()
 
     def feed_line(self, wire: WireLine) -> None:
-        stream, ts = wire.stream, wire.ts
-        if stream != "stdout":
+        if wire.stream != "stdout":
             return  # stderr is tracing output, never protocol
         obj = wire.object
         if obj is None:
-            self.not_json("codex exec", wire.text, ts)
+            self.not_json("codex exec", wire.text, wire.ts)
             return
-        match obj.get("type"):
-            case "thread.started":
-                self.log.session_id = _s(obj.get("thread_id")) or self.log.session_id
-                verb = "resumed" if self._resumed else "started"
-                self.log.add(SYSTEM, f"Thread `{self.log.session_id}` {verb}", ts)
-            case "turn.started":
-                self._turn_open = True
-            case "item.started" | "item.updated" | "item.completed":
-                self._item(_dict(obj.get("item")), obj.get("type") == "item.completed", ts)
-            case "turn.completed":
-                self._turn_end("completed", ts, usage=_dict(obj.get("usage")))
-            case "turn.failed":
-                message = _s(_dict(obj.get("error")).get("message")) or "the turn failed"
-                if message != self._shown_error:  # exec repeats the stream's error event here
-                    self.log.error(message, "agent_error", ts)
-                self._turn_end("failed", ts)
-            case "error":
-                message = _s(obj.get("message")) or "error"
-                code = "api_retry" if message.startswith("Reconnecting") else "api_error"
-                self._shown_error = message
-                self.log.error(message, code, ts)
-            case _:
-                label = _s(obj.get("type")) or "unknown"
-                self.log.add(SYSTEM, f"`{label}` event", ts, raw=obj)
+        kind = obj.get("type")
+        # (compared with ==, not looked up in a table: a type of the wrong kind, a list, is unhashable)
+        if kind == "item.completed" or kind == "item.started" or kind == "item.updated":
+            item = obj.get("item")
+            self._item(item if isinstance(item, dict) else {}, kind == "item.completed", wire.ts)
+        elif kind == "turn.started":
+            self._turn_open = True
+        elif kind == "thread.started":
+            self.log.session_id = _s(obj.get("thread_id")) or self.log.session_id
+            verb = "resumed" if self._resumed else "started"
+            self.log.add(SYSTEM, f"Thread `{self.log.session_id}` {verb}", wire.ts)
+        elif kind == "turn.completed":
+            self._turn_end("completed", wire.ts, usage=_dict(obj.get("usage")))
+        elif kind == "turn.failed":
+            message = _s(_dict(obj.get("error")).get("message")) or "the turn failed"
+            if message != self._shown_error:  # exec repeats the stream's error event here
+                self.log.error(message, "agent_error", wire.ts)
+            self._turn_end("failed", wire.ts)
+        elif kind == "error":
+            message = _s(obj.get("message")) or "error"
+            code = "api_retry" if message.startswith("Reconnecting") else "api_error"
+            self._shown_error = message
+            self.log.error(message, code, wire.ts)
+        else:
+            self.log.add(SYSTEM, f"`{_s(kind) or 'unknown'}` event", wire.ts, raw=obj)
 
     def on_note(self, event: Note, ts: datetime | None) -> None:
         if isinstance(event, ResumedThread):
@@ -136,7 +141,7 @@ class CodexExecNormalizer(LineNormalizer):
 
     def _item(self, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
         item_id, kind = _s(item.get("id")), _s(item.get("type"))
-        action: FileEdit | Search | GenericTool
+        action: FileEdit | FileWrite | Search | GenericTool
         match kind:
             case "agent_message":
                 self._text(item_id, ASSISTANT, _s(item.get("text")), ts)
@@ -145,16 +150,15 @@ class CodexExecNormalizer(LineNormalizer):
             case "command_execution":
                 self._command(item_id, item, completed, ts)
             case "file_change":
-                changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
-                kinds = {"add": "create", "delete": "delete"}
-                action = make(
-                    FileEdit,
-                    path=", ".join(_s(c.get("path")) for c in changes),
-                    # exec reports which files changed, not how: no diff to show (use app-server for diffs).
-                    changes=tuple(
-                        make(FileChange, type=kinds.get(_s(c.get("kind")), "edit")) for c in changes
-                    ),
-                )
+                files = [c for c in item.get("changes") or [] if isinstance(c, dict)]
+                changes = tuple(_FILE_CHANGES.get(_s(c.get("kind")), _EDIT) for c in files)
+                path = ", ".join(_s(c.get("path")) for c in files)
+                # Built as what it is (what shape_tool would make of a file edit): a write when it
+                # only creates files, else an edit.
+                if changes and all(c is _CREATE for c in changes):
+                    action = make(FileWrite, path=path, changes=changes)
+                else:
+                    action = make(FileEdit, path=path, changes=changes)
                 self._tool(item_id, "fileChange", action, completed, _s(item.get("status")), ts)
             case "web_search":
                 self._tool(
@@ -201,37 +205,44 @@ class CodexExecNormalizer(LineNormalizer):
             self.log.replace(index, content=text)
 
     def _command(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
-        exit_code = item.get("exit_code")
-        result = None
-        if completed:  # (an int as pydantic would make it: True is 1)
-            result = make(
-                CommandResult,
-                exit_code=int(exit_code) if isinstance(exit_code, int) else NO_EXIT_CODE,
-                stdout=_s(item.get("aggregated_output")) or None,
-            )
-        action = make(CommandRun, command=display_command(_s(item.get("command"))), result=result)
+        command = display_command(_s(item.get("command")))
         status = _s(item.get("status"))
-        if completed and status == "completed" and exit_code not in (0, None):
+        if not completed:
+            self._tool(item_id, "commandExecution", make(CommandRun, command=command), False, status, ts)
+            return
+        exit_code = item.get("exit_code")
+        output = _s(item.get("aggregated_output")) or None
+        result = make(  # (an int as pydantic would make it: True is 1)
+            CommandResult,
+            exit_code=int(exit_code) if isinstance(exit_code, int) else NO_EXIT_CODE,
+            stdout=output,
+        )
+        if status == "completed" and exit_code not in (0, None):
             status = "failed"
-        self._tool(item_id, "commandExecution", action, completed, status, ts)
+        action = make(CommandRun, command=command, result=result)
+        self._tool(item_id, "commandExecution", action, True, status, ts, output)
 
     def _tool(
-        self, item_id: str, name: str, action: Any, completed: bool, status: str, ts: datetime | None
+        self,
+        item_id: str,
+        name: str,
+        action: Any,
+        completed: bool,
+        status: str,
+        ts: datetime | None,
+        output: str | None = None,
     ) -> None:
+        """Create or move on the call ``item_id``; ``output`` is a finished command's."""
+        result = None
         new: ToolStatus = "running"
         if completed:
             new = _FINAL.get(status, "success")
-        output = action.result.stdout if isinstance(action, CommandRun) and action.result else None
-        result = (
-            make(
+            result = make(
                 ToolResult,
                 success=new == "success",
                 data=output if new == "success" else None,
                 error=output if new == "failed" else None,
             )
-            if completed
-            else None
-        )
         index = self._items.get(item_id)
         if index is None:  # a new call, built as it is now (not built, then changed)
             tool = make(
@@ -245,26 +256,28 @@ class CodexExecNormalizer(LineNormalizer):
         self._turn_open = False
         self.turn_statuses.append(status)
         if usage:
-            total = {k: count(usage.get(k)) for k in _USAGE_FIELDS}
-            base = self._previous_total or dict.fromkeys(_USAGE_FIELDS, 0)
-            turn = {k: total[k] - base[k] for k in _USAGE_FIELDS}
+            # (input, output, cache read, cache write): the thread's totals so far
+            total = (
+                count(usage.get("input_tokens")),
+                count(usage.get("output_tokens")),
+                count(usage.get("cached_input_tokens")),
+                count(usage.get("cache_write_input_tokens")),
+            )
+            base = self._previous_total or (0, 0, 0, 0)
             cumulative = self._previous_total is None and self._resumed
             self._previous_total = total
-            self.log.add(
-                make(
-                    TokenUsageEntry,
-                    usage=make(
-                        TokenUsage,
-                        input_tokens=turn["input_tokens"],
-                        output_tokens=turn["output_tokens"],
-                        cache_read_tokens=turn["cached_input_tokens"],
-                        cache_write_tokens=turn["cache_write_input_tokens"],
-                    ),
-                ),
-                "",
-                ts,
-                **({"cumulative": True} if cumulative else {}),
+            turn = make(
+                TokenUsage,
+                input_tokens=total[0] - base[0],
+                output_tokens=total[1] - base[1],
+                cache_read_tokens=total[2] - base[2],
+                cache_write_tokens=total[3] - base[3],
             )
+            entry = make(TokenUsageEntry, usage=turn)
+            if cumulative:
+                self.log.add(entry, "", ts, cumulative=True)
+            else:
+                self.log.add(entry, "", ts)
         if status != "completed":
             self.log.close_open_tools("cancelled")
 

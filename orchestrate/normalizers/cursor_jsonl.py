@@ -64,49 +64,55 @@ class CursorNormalizer(LineNormalizer):
         super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
         self._open: tuple[str, int] | None = None  # (kind, entry index) of the text streaming in
         self._tools: dict[str, int] = {}
+        # call id -> what a started call's action was built from, when nothing else went into it
+        self._started: dict[str, tuple[str, bytes, str | None, str | None]] = {}
         self._plan: int | None = None
         self._cwd: str | None = None
         self._events = 0
         self._exit_reported = False
         self.log.track(self._tools)
+        self.log.track(self._started, lambda _: False)  # (a bounded log drops them all: a shortcut)
 
     # --- dispatch -----------------------------------------------------------------------------
 
     def feed_line(self, wire: WireLine) -> None:
-        stream, ts = wire.stream, wire.ts
-        if stream == "stdin":
-            return  # the prompt; the CLI echoes it as a `user` event
-        if stream == "stderr":
-            if _AUTH_MARK in wire.text:
-                self.log.error(wire.text.strip(), "auth_required", ts)
+        if wire.stream != "stdout":
+            # stdin is the prompt (the CLI echoes it as a `user` event); stderr only says this
+            if wire.stream == "stderr" and _AUTH_MARK in wire.text:
+                self.log.error(wire.text.strip(), "auth_required", wire.ts)
             return
-        event = wire.object
+        event, ts = wire.object, wire.ts
         if event is None:
-            if wire.text.startswith(_MODEL_MARK):
-                self.log.error(wire.text.strip(), "setup_required", ts, content=wire.text)
+            line = wire.text
+            if line.startswith(_MODEL_MARK):
+                self.log.error(line.strip(), "setup_required", ts, content=line)
             else:
-                self.not_json("cursor-agent", wire.text, ts)
+                self.not_json("cursor-agent", line, ts)
             return
         self._events += 1
-        self.log.session_id = text(event.get("session_id")) or self.log.session_id
-        match event.get("type"):
-            case "system":
-                self._system(event, ts)
-            case "user":
-                self._close_text()
-                self.log.add(USER, _message_text(event), ts)
-            case "assistant":
-                self._assistant(event, ts)
-            case "thinking":
-                self._thinking(event, ts)
-            case "tool_call":
-                self._close_text()
-                self._tool_call(event, ts)
-            case "result":
-                self._result(event, ts)
-            case _:
-                self._close_text()
-                self.log.add(SYSTEM, f"`{text(event.get('type')) or 'unknown'}` event", ts, raw=event)
+        session = event.get("session_id")
+        if session is not None:
+            self.log.session_id = text(session) or self.log.session_id
+        # The most frequent first; compared with ==, not looked up: a type of the wrong kind, a
+        # list, is unhashable.
+        kind = event.get("type")
+        if kind == "assistant":
+            self._assistant(event, ts)
+        elif kind == "tool_call":
+            self._close_text()
+            self._tool_call(event, ts)
+        elif kind == "thinking":
+            self._thinking(event, ts)
+        elif kind == "user":
+            self._close_text()
+            self.log.add(USER, _message_text(event), ts)
+        elif kind == "system":
+            self._system(event, ts)
+        elif kind == "result":
+            self._result(event, ts)
+        else:
+            self._close_text()
+            self.log.add(SYSTEM, f"`{text(kind) or 'unknown'}` event", ts, raw=event)
 
     def _system(self, event: dict[str, Any], ts: datetime | None) -> None:
         self._close_text()
@@ -170,10 +176,10 @@ class CursorNormalizer(LineNormalizer):
             self._todos(args, ts)
             return
         result = obj(body.get("result"))
-        action, name = _action(kind, args, result)
         index = self._tools.get(call_id)
         completed = event.get("subtype") == "completed"
         if index is None:
+            action, name, by_args = _action(kind, args, result)
             tool = make(
                 ToolUseEntry, tool_name=name, action=action, tool_call_id=call_id or None, status="running"
             )
@@ -181,10 +187,36 @@ class CursorNormalizer(LineNormalizer):
                 make(ToolUse, tool=tool), describe(action, self._cwd), ts
             )
             if not completed:
+                if by_args:  # its completion, with the same arguments, will have the same action
+                    self._started[call_id] = self._made_of(kind, args)
                 return  # (built as it is now: nothing to change)
+            self._started.pop(call_id, None)
+        else:
+            made_of = self._started.get(call_id)
+            if made_of is not None and made_of == self._made_of(kind, args):
+                # The same arguments as it started with, read in the same directory: the entry's
+                # action and description (shaped already) are what they would be built into again.
+                if completed:
+                    del self._started[call_id]
+                    self._complete(index, None, result)
+                else:
+                    self.log.update_tool(index)  # (a repeated start: the entry again, as before)
+                return
+            self._started.pop(call_id, None)
+            action = _action(kind, args, result)[0]
         if not completed:
             self.log.update_tool(index, action=action)
             return
+        self._complete(index, action, result)
+
+    def _made_of(self, kind: str, args: dict[str, Any]) -> tuple[str, bytes, str | None, str | None]:
+        """What an action built from ``args`` alone depends on: the arguments as JSON (exact:
+        ``1``, ``1.0`` and ``true`` are equal in Python, not here) and the directories the action
+        and its description are made relative to."""
+        return kind, orjson.dumps(args), self._cwd, self.log.work_dir
+
+    def _complete(self, index: int, action: ActionType | None, result: dict[str, Any]) -> None:
+        """The call at ``index`` completed with ``result``; ``action`` None: its action is unchanged."""
         failure = obj(result.get("failure"))
         success = "failure" not in result
         detail = obj(result.get("success")) if success else failure
@@ -195,13 +227,13 @@ class CursorNormalizer(LineNormalizer):
             data=detail or None if success else None,
             error=None if success else message or orjson.dumps(failure).decode(),
         )
-        self.log.update_tool(
-            index,
-            action=action,
-            status="success" if success else "failed",
-            result=outcome,
-            content=describe(action, self._cwd),
-        )
+        status = "success" if success else "failed"
+        if action is None:
+            self.log.update_tool(index, status=status, result=outcome)
+        else:
+            self.log.update_tool(
+                index, action=action, status=status, result=outcome, content=describe(action, self._cwd)
+            )
 
     def _todos(self, args: dict[str, Any], ts: datetime | None) -> None:
         items = tuple(
@@ -261,6 +293,10 @@ def _message_text(event: dict[str, Any]) -> str:
     content = obj(event.get("message")).get("content")
     if isinstance(content, str):
         return content
+    if type(content) is list and len(content) == 1:  # (the usual: one text block, no join)
+        block = content[0]
+        if isinstance(block, dict) and block.get("type") == "text":
+            return text(block.get("text"))
     return "".join(
         text(b.get("text")) for b in content or [] if isinstance(b, dict) and b.get("type") == "text"
     )
@@ -278,7 +314,9 @@ def _tool_kind(payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     return key, obj(payload.get(key))
 
 
-def _action(kind: str, args: dict[str, Any], result: dict[str, Any]) -> tuple[ActionType, str]:
+def _action(kind: str, args: dict[str, Any], result: dict[str, Any]) -> tuple[ActionType, str, bool]:
+    """The call's action and tool name, and whether they come from ``args`` alone (``result``
+    not read)."""
     path = text(args.get("path"))
     detail = obj(result.get("success")) or obj(result.get("failure")) or result
     match kind:
@@ -293,47 +331,64 @@ def _action(kind: str, args: dict[str, Any], result: dict[str, Any]) -> tuple[Ac
                     stderr=text(detail.get("stderr")) or None,
                 )
                 command = evolve(command, result=outcome)
-            return command, "shell"
+            return command, "shell", False
         case "readToolCall":
-            return make(FileRead, path=path), "read"
+            return make(FileRead, path=path), "read", True
         case "lsToolCall":
-            return make(FileRead, path=path), "ls"
+            return make(FileRead, path=path), "ls", True
         case "writeToolCall":
             content = text(args.get("fileText") or args.get("contents") or args.get("content"))
             diff = diff_texts(path, "", content, created=True)
-            return make(
-                FileWrite, path=path, changes=(make(FileChange, type="create", unified_diff=diff),)
-            ), "write"
+            return (
+                make(FileWrite, path=path, changes=(make(FileChange, type="create", unified_diff=diff),)),
+                "write",
+                True,
+            )
         case "editToolCall":
-            return make(FileEdit, path=path, changes=_edit_changes(path, args, detail)), "edit"
+            changes, by_args = _edit_changes(path, args, detail)
+            return make(FileEdit, path=path, changes=changes), "edit", by_args
         case "deleteToolCall":
-            return make(FileEdit, path=path, changes=(make(FileChange, type="delete"),)), "delete"
+            return make(FileEdit, path=path, changes=(make(FileChange, type="delete"),)), "delete", True
         case "globToolCall":
-            return make(
-                Search, query=text(args.get("globPattern")), path=text(args.get("targetDirectory")) or None
-            ), "glob"
+            return (
+                make(
+                    Search,
+                    query=text(args.get("globPattern")),
+                    path=text(args.get("targetDirectory")) or None,
+                ),
+                "glob",
+                True,
+            )
         case "grepToolCall":
-            return make(Search, query=text(args.get("pattern")), path=path or None), "grep"
+            return make(Search, query=text(args.get("pattern")), path=path or None), "grep", True
         case "semSearchToolCall":
             dirs = args.get("targetDirectories") or []
-            return make(
-                Search, query=text(args.get("query")), path=", ".join(map(str, dirs)) or None
-            ), "semSearch"
+            return (
+                make(Search, query=text(args.get("query")), path=", ".join(map(str, dirs)) or None),
+                "semSearch",
+                True,
+            )
         case "mcpToolCall":
             name = (
                 f"mcp:{text(args.get('providerIdentifier'))}:{text(args.get('toolName') or args.get('name'))}"
             )
-            return make(GenericTool, tool_name=name, args=args.get("args"), result=result or None), name
+            return (
+                make(GenericTool, tool_name=name, args=args.get("args"), result=result or None),
+                name,
+                False,
+            )
     name = kind.removesuffix("ToolCall") or "tool"
-    return make(GenericTool, tool_name=name, args=args or None, result=result or None), name
+    return make(GenericTool, tool_name=name, args=args or None, result=result or None), name, False
 
 
-def _edit_changes(path: str, args: dict[str, Any], detail: dict[str, Any]) -> tuple[FileChange, ...]:
+def _edit_changes(
+    path: str, args: dict[str, Any], detail: dict[str, Any]
+) -> tuple[tuple[FileChange, ...], bool]:
     """The edit's diff from whichever form it came in: the patch, the old/new strings, else the
-    result's ``diffString``."""
+    result's ``diffString``; and whether it came from the arguments."""
     patch = text(obj(args.get("applyPatch")).get("patchContent"))
     if patch:
-        return (make(FileChange, type="edit", unified_diff=patch),)
+        return (make(FileChange, type="edit", unified_diff=patch),), True
     replace = obj(args.get("strReplace"))
     if replace:
         return (
@@ -342,7 +397,7 @@ def _edit_changes(path: str, args: dict[str, Any], detail: dict[str, Any]) -> tu
                 type="edit",
                 unified_diff=diff_texts(path, text(replace.get("oldText")), text(replace.get("newText"))),
             ),
-        )
+        ), True
     edits = [e for e in obj(args.get("multiStrReplace")).get("edits") or [] if isinstance(e, dict)]
     if edits:
         return tuple(
@@ -352,6 +407,6 @@ def _edit_changes(path: str, args: dict[str, Any], detail: dict[str, Any]) -> tu
                 unified_diff=diff_texts(path, text(e.get("oldText")), text(e.get("newText"))),
             )
             for e in edits
-        )
+        ), True
     diff = text(detail.get("diffString"))
-    return (make(FileChange, type="edit", unified_diff=diff or None),)
+    return (make(FileChange, type="edit", unified_diff=diff or None),), False

@@ -8,7 +8,18 @@
 
 from __future__ import annotations
 
-from ..entries import ActionType, FileEdit, FileRead, FileWrite, Search, ToolUse
+from ..entries import (
+    ActionType,
+    CommandRun,
+    FileEdit,
+    FileRead,
+    FileWrite,
+    GenericTool,
+    Search,
+    TaskAction,
+    ToolUse,
+    WebFetch,
+)
 from .evolve import evolve, make
 
 __all__ = ["relative", "shape_content", "shape_tool"]
@@ -51,7 +62,15 @@ def _diff(diff: str | None, work_dir: str) -> str | None:
     return "\n".join(lines)
 
 
+_PLAIN = frozenset({CommandRun, GenericTool, WebFetch, TaskAction})
+"""The action classes without paths to shape: left as they are at the cost of one set lookup
+(``isinstance`` against a pydantic model class that is not the object's own costs about 0.1 µs,
+and a tool call is shaped whenever it is added or changed)."""
+
+
 def _action(action: ActionType, work_dir: str | None) -> ActionType:
+    if type(action) in _PLAIN:
+        return action
     if isinstance(action, FileWrite | FileEdit):
         changes = action.changes
         path = action.path
@@ -89,7 +108,10 @@ def shape_tool(type_: ToolUse, work_dir: str | None) -> ToolUse:
 def shape_content(content: str, type_: ToolUse, work_dir: str | None) -> str:
     """A file or search call's one-line content with the working directory's paths made relative
     (the normalizer described the action before its paths were)."""
-    if not work_dir or not isinstance(type_.tool.action, FileRead | FileWrite | FileEdit | Search):
+    if not work_dir:
+        return content
+    action = type_.tool.action
+    if type(action) in _PLAIN or not isinstance(action, FileRead | FileWrite | FileEdit | Search):
         return content
     root = work_dir.rstrip("/") + "/"
     return content.replace(root, "") if root in content else content
