@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from ..entries import (
+    ActionType,
     ApprovalInfo,
     ApprovalOutcome,
     GenericTool,
@@ -285,8 +286,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         self._blocks[(mid, idx)] = _Block(index, btype, has_full=has_full)
 
     def _tool_block(
-        self, mid: str, idx: int, tool_id: str, name: str, args: dict[str, Any], ts: datetime | None
+        self, mid: str, idx: int, tool_id: str, name: str, args: dict[str, Any] | None, ts: datetime | None
     ) -> None:
+        """A tool_use block, whole (``args``: its input) or as it starts streaming (None)."""
         block = self._blocks.get((mid, idx))
         if block is not None:
             block.has_full = True
@@ -295,19 +297,24 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         if name == "TodoWrite":
             self._plans.add(tool_id)
             if block is None:
-                index = self.log.add(make(Plan, items=plan_items(args)), "Plan", ts, tool_call_id=tool_id)
+                items = plan_items(args or {})
+                index = self.log.add(make(Plan, items=items), "Plan", ts, tool_call_id=tool_id)
                 self._blocks[(mid, idx)] = _Block(index, "tool_use", has_full=True)
             else:
-                self.log.replace(block.index, type=make(Plan, items=plan_items(args)))
+                self.log.replace(block.index, type=make(Plan, items=plan_items(args or {})))
             return
-        action = action_for(name, args)
+        if args is None:
+            action, content = _started(name)
+        else:
+            action = action_for(name, args)
+            content = describe(action)
         if block is None:
             tool = make(ToolUseEntry, tool_name=name, action=action, tool_call_id=tool_id)
-            index = self.log.add(make(ToolUse, tool=tool), describe(action), ts)
+            index = self.log.add(make(ToolUse, tool=tool), content, ts)
             self._blocks[(mid, idx)] = _Block(index, "tool_use", has_full=True)
         else:
             index = block.index
-            self.log.update_tool(index, content=describe(action), action=action)
+            self.log.update_tool(index, content=content, action=action)
         self._tools[tool_id] = index
 
     # --- partial messages (--include-partial-messages) ---------------------------------------
@@ -340,7 +347,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             return
         btype = _s(cb.get("type"))
         if btype == "tool_use":
-            self._tool_block(mid, idx, _s(cb.get("id")), _s(cb.get("name")), {}, ts)
+            self._tool_block(mid, idx, _s(cb.get("id")), _s(cb.get("name")), None, ts)
             self._blocks[(mid, idx)].has_full = False
         else:
             self._new_text_block(
@@ -522,6 +529,25 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
 
     def close(self, ts: datetime | None) -> None:
         self.log.close_open_tools("cancelled")
+
+
+_STARTED: dict[str, tuple[ActionType, str]] = {}
+_MAX_STARTED = 64
+
+
+def _started(name: str) -> tuple[ActionType, str]:
+    """The action of a ``name`` call whose input has not streamed yet, and its description: the
+    same for every call of one tool, so made once (the models are frozen; a generic tool's is not
+    kept, its ``args`` dict is the entry's own)."""
+    known = _STARTED.get(name)
+    if known is None:
+        action = action_for(name, {})
+        known = (action, describe(action))
+        if not isinstance(action, GenericTool):
+            if len(_STARTED) >= _MAX_STARTED:  # (names come from the agent: the table stays small)
+                _STARTED.clear()
+            _STARTED[name] = known
+    return known
 
 
 def _usage(obj: dict[str, Any], model: str | None) -> TokenUsage:
