@@ -111,3 +111,32 @@ def test_the_digest_sees_a_change_of_one_patch(folder: str) -> None:
         patches[-1].model_copy(update={"entry": entry.model_copy(update={"content": entry.content + "x"})}),
     ]
     assert _digest(altered) != _digest(patches)
+
+
+@pytest.mark.parametrize(
+    ("window", "shown"),
+    [(258400, 258400), (258400.0, 258400), ("258400", 258400), (True, 1), ("x", None), ([1], None)],
+)
+def test_a_context_window_of_another_type_is_still_validated(window: Any, shown: int | None) -> None:
+    # The app-server's usage is built without validation when every value is an int; the context
+    # window is the agent's own value: of another type it goes through pydantic as it always did
+    # (coerced, or refused: then the turn's line is a protocol error entry, and the run goes on).
+    usage = {"total": {"inputTokens": 100, "outputTokens": 20}, "modelContextWindow": window}
+    lines = [
+        {"method": "thread/tokenUsage/updated", "params": {"tokenUsage": usage}},
+        {"method": "turn/completed", "params": {"turn": {"id": "t1", "status": "completed"}}},
+        {"method": "configWarning", "params": {"summary": "after"}},
+    ]
+    n = _normalizer("codex-app-server")
+    n.feed(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+    n.finish()
+    kinds = [e.type.kind for e in n.entries]
+    if shown is None:
+        assert kinds == ["error", "system_message"]
+        assert n.entries[0].type.error.code == "protocol_error"  # type: ignore[union-attr]
+    else:
+        assert kinds == ["token_usage", "system_message"]
+        usage_entry = n.entries[0].type
+        assert usage_entry.usage.context_window == shown  # type: ignore[union-attr]
+        assert type(usage_entry.usage.context_window) is int  # type: ignore[union-attr]
+        assert usage_entry.usage.input_tokens == 100  # type: ignore[union-attr]
