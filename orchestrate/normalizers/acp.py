@@ -204,10 +204,12 @@ class AcpNormalizer(LineNormalizer):
                 self._system(f"`{kind or 'unknown'}` update", ts, raw=update)
 
     def _chunk(self, kind: str, update: dict[str, Any], ts: datetime | None) -> None:
-        usage = obj(obj(update.get("_meta")).get("usage"))
-        for key, value in usage.items():  # Qwen: one usage report per model call, on an empty chunk
-            if isinstance(value, int):
-                self._usage[key] = self._usage.get(key, 0) + value
+        meta = update.get("_meta")
+        if meta:
+            usage = obj(obj(meta).get("usage"))
+            for key, value in usage.items():  # Qwen: one usage report per model call, on an empty chunk
+                if isinstance(value, int):
+                    self._usage[key] = self._usage.get(key, 0) + value
         content = obj(update.get("content"))
         chunk = (
             text(content.get("text")) if content.get("type", "text") == "text" else f"[{content.get('type')}]"
@@ -217,7 +219,7 @@ class AcpNormalizer(LineNormalizer):
         if kind == "agent_message_chunk" and chunk.startswith(_MODE_MARK):
             self._quiet_entry("mode", f"Mode: {chunk[len(_MODE_MARK) :].strip()}", ts)
             return
-        if kind == "agent_message_chunk" and _RETRY_NOTICE.match(chunk) and self._open is None:
+        if self._open is None and kind == "agent_message_chunk" and _RETRY_NOTICE.match(chunk):
             # Copilot 1.0.102 tells of a retried model call as a chunk of its own: a retry, not text.
             self.log.error(chunk.removeprefix("Info: ").strip(), "api_retry", ts)
             return
@@ -292,7 +294,11 @@ class AcpNormalizer(LineNormalizer):
 
     # --- tool calls ---------------------------------------------------------------------------
 
-    def _tool_call(self, call: dict[str, Any], ts: datetime | None) -> None:
+    def _tool_call(
+        self, call: dict[str, Any], ts: datetime | None, asking: ApprovalInfo | None = None
+    ) -> None:
+        """A ``tool_call`` or ``tool_call_update`` (or the call a permission request shows, with
+        ``asking``, the question: the call waits for it, in the one update this line makes)."""
         self._open = None
         tool_id = text(call.get("toolCallId"))
         raw = self._raw_input.setdefault(tool_id, {})
@@ -328,15 +334,14 @@ class AcpNormalizer(LineNormalizer):
                 data=output if status == "success" else None,
                 error=output if status == "failed" else None,
             )
+        if asking is not None:
+            changes["status"] = advance(status, "pending_approval", progress=True)  # (never back)
+            changes["approval"] = asking
         if index is None:
-            tool = make(
-                ToolUseEntry, tool_name=name, action=changes["action"], status=status, tool_call_id=tool_id
-            )
-            self._tools[tool_id] = self.log.add(
-                make(ToolUse, tool=evolve(tool, **changes)), describe(changes["action"], self._cwd), ts
-            )
+            tool = make(ToolUseEntry, tool_call_id=tool_id, **changes)
+            self._tools[tool_id] = self.log.add(make(ToolUse, tool=tool), describe(action, self._cwd), ts)
         else:
-            self.log.update_tool(index, content=describe(changes["action"], self._cwd), **changes)
+            self.log.update_tool(index, content=describe(action, self._cwd), **changes)
 
     def _command_output(
         self, tool_id: str, action: ActionType, call: dict[str, Any], previous: ToolUseEntry | None
@@ -376,25 +381,21 @@ class AcpNormalizer(LineNormalizer):
     ) -> None:
         if method == "session/request_permission":
             call = obj(params.get("toolCall"))
-            self._tool_call({**call, "status": None}, ts)  # Gemini announces some calls only here
+            options = params.get("options") or []
+            # The call (Gemini announces some only here) and the question it waits for, in one
+            # update.  Options that cannot be read fail below, once the call is shown, as ever.
+            asking = (
+                make(ApprovalInfo, request_id=str(request_id))
+                if isinstance(options, list | dict | str)
+                else None
+            )
+            self._tool_call({**call, "status": None}, ts, asking)
             tool_id = text(call.get("toolCallId"))
-            kinds = {
-                text(o.get("optionId")): text(o.get("kind"))
-                for o in params.get("options") or []
-                if isinstance(o, dict)
-            }
+            kinds = {text(o.get("optionId")): text(o.get("kind")) for o in options if isinstance(o, dict)}
             if tool_id not in self._tools:
                 return  # a todo list asking permission: the plan shows it, the answer changes nothing
             self._permissions[request_id] = (tool_id, kinds)
             self._permission_ids[str(request_id)] = request_id
-            index = self._tools[tool_id]
-            tool = self.log.tool(index)
-            before = tool.status if tool is not None else None
-            self.log.update_tool(
-                index,
-                status=advance(before, "pending_approval", progress=True),  # (never back)
-                approval=make(ApprovalInfo, request_id=str(request_id)),
-            )
         elif method == "elicitation/create":
             question = text(params.get("message")) or "The agent asks for input"
             target = text(params.get("url"))

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from ..entries import (
+    ActionType,
     ApprovalInfo,
     ApprovalOutcome,
     GenericTool,
@@ -33,7 +34,7 @@ from ..wire.notes import Approval, Note
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer
 from .claude_tools import action_for, apply_tool_result, plan_items, result_text
-from .evolve import evolve
+from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count
 from .values import obj as _dict
@@ -46,6 +47,8 @@ _INTERRUPT_MARK = "[Request interrupted by user"
 _SILENT_TYPES = {"control_response", "keep_alive"}
 # thinking_tokens: running estimates while a thinking block streams (2.1.330); the block itself shows.
 _SILENT_SYSTEM = {"session_state_changed", "hook_started", "hook_response", "thinking_tokens"}
+# (a tuple: an event type of the wrong type, say an object, is compared, never hashed)
+_BLOCK_EVENTS = ("content_block_start", "content_block_delta", "content_block_stop")
 
 
 @dataclass
@@ -209,7 +212,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         )
         self.log.session_id = _s(obj.get("session_id")) or self.log.session_id
         self.log.add(
-            TokenUsageEntry(usage=_usage(obj, self.log.model)),
+            make(TokenUsageEntry, usage=_usage(obj, self.log.model)),
             "",
             ts,
             num_turns=obj.get("num_turns"),
@@ -283,8 +286,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         self._blocks[(mid, idx)] = _Block(index, btype, has_full=has_full)
 
     def _tool_block(
-        self, mid: str, idx: int, tool_id: str, name: str, args: dict[str, Any], ts: datetime | None
+        self, mid: str, idx: int, tool_id: str, name: str, args: dict[str, Any] | None, ts: datetime | None
     ) -> None:
+        """A tool_use block, whole (``args``: its input) or as it starts streaming (None)."""
         block = self._blocks.get((mid, idx))
         if block is not None:
             block.has_full = True
@@ -293,30 +297,38 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         if name == "TodoWrite":
             self._plans.add(tool_id)
             if block is None:
-                index = self.log.add(Plan(items=plan_items(args)), "Plan", ts, tool_call_id=tool_id)
+                items = plan_items(args or {})
+                index = self.log.add(make(Plan, items=items), "Plan", ts, tool_call_id=tool_id)
                 self._blocks[(mid, idx)] = _Block(index, "tool_use", has_full=True)
             else:
-                self.log.replace(block.index, type=Plan(items=plan_items(args)))
+                self.log.replace(block.index, type=make(Plan, items=plan_items(args or {})))
             return
-        action = action_for(name, args)
+        if args is None:
+            action, content = _started(name)
+        else:
+            action = action_for(name, args)
+            content = describe(action)
         if block is None:
-            tool = ToolUseEntry(tool_name=name, action=action, tool_call_id=tool_id)
-            index = self.log.add(ToolUse(tool=tool), describe(action), ts)
+            tool = make(ToolUseEntry, tool_name=name, action=action, tool_call_id=tool_id)
+            index = self.log.add(make(ToolUse, tool=tool), content, ts)
             self._blocks[(mid, idx)] = _Block(index, "tool_use", has_full=True)
         else:
             index = block.index
-            self.log.update_tool(index, content=describe(action), action=action)
+            self.log.update_tool(index, content=content, action=action)
         self._tools[tool_id] = index
 
     # --- partial messages (--include-partial-messages) ---------------------------------------
 
     def _stream_event(self, obj: dict[str, Any], ts: datetime | None) -> None:
         ev = _dict(obj.get("event"))
-        parent = _s(obj.get("parent_tool_use_id")) or None
         etype = ev.get("type")
         if etype == "message_start":
+            parent = _s(obj.get("parent_tool_use_id")) or None
             self._stream_msg[parent] = _s(_dict(ev.get("message")).get("id"))
             return
+        if etype not in _BLOCK_EVENTS:
+            return  # message_delta, message_stop, ping: nothing to show (the result has the usage)
+        parent = _s(obj.get("parent_tool_use_id")) or None
         mid = _s(obj.get("api_message_id")) or self._stream_msg.get(parent, "")
         idx = ev.get("index")
         if not isinstance(idx, int):
@@ -335,7 +347,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             return
         btype = _s(cb.get("type"))
         if btype == "tool_use":
-            self._tool_block(mid, idx, _s(cb.get("id")), _s(cb.get("name")), {}, ts)
+            self._tool_block(mid, idx, _s(cb.get("id")), _s(cb.get("name")), None, ts)
             self._blocks[(mid, idx)].has_full = False
         else:
             self._new_text_block(
@@ -406,10 +418,13 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             return
         index = self._tools.get(tool_id)
         if index is None:  # a result for a call we never saw: keep it as a generic tool
-            unknown = ToolUseEntry(
-                tool_name="unknown", action=GenericTool(tool_name="unknown"), tool_call_id=tool_id
+            unknown = make(
+                ToolUseEntry,
+                tool_name="unknown",
+                action=make(GenericTool, tool_name="unknown"),
+                tool_call_id=tool_id,
             )
-            index = self._tools[tool_id] = self.log.add(ToolUse(tool=unknown), "unknown tool", ts)
+            index = self._tools[tool_id] = self.log.add(make(ToolUse, tool=unknown), "unknown tool", ts)
         tool = self.log.tool(index)
         assert tool is not None
         is_error = bool(block.get("is_error"))
@@ -419,23 +434,24 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             updated = evolve(updated, status=tool.status)
         elif is_error and decision.get("decision") == "reject":
             updated = evolve(updated, status="denied")
-        self.log.replace(index, type=ToolUse(tool=updated))
+        self.log.replace(index, type=make(ToolUse, tool=updated))
 
     def _permission_denied(self, obj: dict[str, Any], ts: datetime | None) -> None:
         tool_id = _s(obj.get("tool_use_id"))
         reason = _s(obj.get("message")) or "denied by the CLI's permission settings"
-        approval = ApprovalInfo(request_id=f"config:{tool_id}", decision="denied", reason=reason)
+        approval = make(ApprovalInfo, request_id=f"config:{tool_id}", decision="denied", reason=reason)
         index = self._tools.get(tool_id)
         if index is None:
             name = _s(obj.get("tool_name")) or "unknown"
-            tool = ToolUseEntry(
+            tool = make(
+                ToolUseEntry,
                 tool_name=name,
-                action=GenericTool(tool_name=name),
+                action=make(GenericTool, tool_name=name),
                 tool_call_id=tool_id,
                 status="denied",
                 approval=approval,
             )
-            self._tools[tool_id] = self.log.add(ToolUse(tool=tool), reason, ts)
+            self._tools[tool_id] = self.log.add(make(ToolUse, tool=tool), reason, ts)
         else:
             self.log.update_tool(index, status="denied", approval=approval)
 
@@ -449,9 +465,11 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         if index is None:  # a request for a call whose tool_use line we never saw
             name = _s(req.get("tool_name"))
             action = action_for(name, _dict(req.get("input")))
-            tool = ToolUseEntry(tool_name=name, action=action, tool_call_id=tool_id)
-            index = self._tools[tool_id] = self.log.add(ToolUse(tool=tool), describe(action), ts)
-        self.log.update_tool(index, status="pending_approval", approval=ApprovalInfo(request_id=request_id))
+            tool = make(ToolUseEntry, tool_name=name, action=action, tool_call_id=tool_id)
+            index = self._tools[tool_id] = self.log.add(make(ToolUse, tool=tool), describe(action), ts)
+        self.log.update_tool(
+            index, status="pending_approval", approval=make(ApprovalInfo, request_id=request_id)
+        )
 
     def _approval_update(
         self,
@@ -467,8 +485,8 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             return
         if tool.approval is not None and tool.approval.decision == "timed_out":
             return  # the run's own timeout note is more precise than the deny it then sent
-        approval = ApprovalInfo(
-            request_id=request_id, decision=decision, reason=reason, for_session=for_session
+        approval = make(
+            ApprovalInfo, request_id=request_id, decision=decision, reason=reason, for_session=for_session
         )
         self.log.update_tool(
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
@@ -513,10 +531,30 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         self.log.close_open_tools("cancelled")
 
 
+_STARTED: dict[str, tuple[ActionType, str]] = {}
+_MAX_STARTED = 64
+
+
+def _started(name: str) -> tuple[ActionType, str]:
+    """The action of a ``name`` call whose input has not streamed yet, and its description: the
+    same for every call of one tool, so made once (the models are frozen; a generic tool's is not
+    kept, its ``args`` dict is the entry's own)."""
+    known = _STARTED.get(name)
+    if known is None:
+        action = action_for(name, {})
+        known = (action, describe(action))
+        if not isinstance(action, GenericTool):
+            if len(_STARTED) >= _MAX_STARTED:  # (names come from the agent: the table stays small)
+                _STARTED.clear()
+            _STARTED[name] = known
+    return known
+
+
 def _usage(obj: dict[str, Any], model: str | None) -> TokenUsage:
     u = _dict(obj.get("usage"))
     cost = obj.get("total_cost_usd")
-    return TokenUsage(
+    return make(
+        TokenUsage,
         input_tokens=count(u.get("input_tokens")),
         output_tokens=count(u.get("output_tokens")),
         cache_read_tokens=count(u.get("cache_read_input_tokens")),

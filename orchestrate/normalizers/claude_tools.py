@@ -23,7 +23,7 @@ from ..entries import (
     WebFetch,
 )
 from .diffs import diff_from_hunks, diff_texts
-from .evolve import evolve
+from .evolve import evolve, make
 from .values import text as _s
 
 __all__ = ["action_for", "apply_tool_result", "plan_items", "result_text"]
@@ -37,36 +37,39 @@ def action_for(name: str, args: dict[str, Any]) -> ActionType:
     path = _s(args.get("file_path") or args.get("notebook_path") or args.get("path"))
     match name:
         case "Bash":
-            return CommandRun(command=_s(args.get("command")))
+            return make(CommandRun, command=_s(args.get("command")))
         case "Read":
-            return FileRead(path=path)
+            return make(FileRead, path=path)
         case "Write":
             diff = diff_texts(path, "", _s(args.get("content")), created=True)
-            return FileWrite(path=path, changes=(FileChange(type="create", unified_diff=diff),))
+            return make(FileWrite, path=path, changes=(make(FileChange, type="create", unified_diff=diff),))
         case "Edit":
-            return FileEdit(path=path, changes=(_edit_change(path, args),))
+            return make(FileEdit, path=path, changes=(_edit_change(path, args),))
         case "MultiEdit":
             edits = [e for e in args.get("edits") or [] if isinstance(e, dict)]
-            return FileEdit(path=path, changes=tuple(_edit_change(path, e) for e in edits))
+            return make(FileEdit, path=path, changes=tuple(_edit_change(path, e) for e in edits))
         case "Grep" | "Glob":
-            return Search(query=_s(args.get("pattern")), path=_s(args.get("path")) or None)
+            return make(Search, query=_s(args.get("pattern")), path=_s(args.get("path")) or None)
         case "WebSearch":
-            return Search(query=_s(args.get("query")))
+            return make(Search, query=_s(args.get("query")))
         case "WebFetch":
-            return WebFetch(url=_s(args.get("url")), prompt=_s(args.get("prompt")) or None)
+            return make(WebFetch, url=_s(args.get("url")), prompt=_s(args.get("prompt")) or None)
         case "Task" | "Agent":
-            return TaskAction(
+            return make(
+                TaskAction,
                 description=_s(args.get("description")),
                 prompt=_s(args.get("prompt")) or None,
                 subagent_type=_s(args.get("subagent_type")) or None,
             )
         case _:
-            return GenericTool(tool_name=name, args=args)
+            return make(GenericTool, tool_name=name, args=args)
 
 
 def _edit_change(path: str, edit: dict[str, Any]) -> FileChange:
-    return FileChange(
-        type="edit", unified_diff=diff_texts(path, _s(edit.get("old_string")), _s(edit.get("new_string")))
+    return make(
+        FileChange,
+        type="edit",
+        unified_diff=diff_texts(path, _s(edit.get("old_string")), _s(edit.get("new_string"))),
     )
 
 
@@ -78,7 +81,8 @@ def plan_items(args: dict[str, Any]) -> tuple[PlanItem, ...]:
             continue
         status = todo.get("status")
         items.append(
-            PlanItem(
+            make(
+                PlanItem,
                 content=_s(todo.get("content") or todo.get("activeForm")),
                 status=status if status in _PLAN_STATUSES else "pending",
                 priority=_s(todo.get("priority")) or None,
@@ -113,8 +117,11 @@ def apply_tool_result(tool: ToolUseEntry, text: str, is_error: bool, extra: Any)
             action = evolve(action, result=extra if extra is not None else text)
         case _:
             pass
-    result = ToolResult(
-        success=not is_error, data=text if not is_error else None, error=text if is_error else None
+    result = make(
+        ToolResult,
+        success=not is_error,
+        data=text if not is_error else None,
+        error=text if is_error else None,
     )
     return evolve(tool, action=action, result=result, status="failed" if is_error else "success")
 
@@ -126,17 +133,20 @@ def _command_result(text: str, is_error: bool, detail: dict[str, Any]) -> Comman
             code = NO_EXIT_CODE
         else:
             code = int(m.group(1)) if m else 0
-        return CommandResult(
-            exit_code=code, stdout=_s(detail.get("stdout")), stderr=_s(detail.get("stderr")) or None
+        return make(
+            CommandResult,
+            exit_code=code,
+            stdout=_s(detail.get("stdout")),
+            stderr=_s(detail.get("stderr")) or None,
         )
     if not is_error:
-        return CommandResult(exit_code=0, stdout=text)
+        return make(CommandResult, exit_code=0, stdout=text)
     # Failures arrive as "Exit code N\n<output>" (CLI 2.1.330); a denial or a tool error has no code
     # and no output of the command.
     m = _EXIT_CODE.match(text)
     if m is None:
         return None  # the command never ran: no result of it
-    return CommandResult(exit_code=int(m.group(1)), stdout=text[m.end() :].lstrip("\n") or None)
+    return make(CommandResult, exit_code=int(m.group(1)), stdout=text[m.end() :].lstrip("\n") or None)
 
 
 def _refine_file_action(action: FileWrite | FileEdit, detail: dict[str, Any]) -> FileWrite | FileEdit:
@@ -147,5 +157,5 @@ def _refine_file_action(action: FileWrite | FileEdit, detail: dict[str, Any]) ->
         diff = diff_texts(action.path, detail["originalFile"], _s(detail.get("content")))
     if diff is None:
         return action
-    change = FileChange(type="create" if detail.get("type") == "create" else "edit", unified_diff=diff)
+    change = make(FileChange, type="create" if detail.get("type") == "create" else "edit", unified_diff=diff)
     return evolve(action, changes=(change,))

@@ -41,7 +41,7 @@ from ..wire.notes import Approval, Note
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .codex_items import display_command, file_change
-from .evolve import evolve
+from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .shape import relative
 from .text import TextBuffer
@@ -180,6 +180,8 @@ class CodexAppServerNormalizer(LineNormalizer):
                 self.log.update_tool(index, status="running")
 
     def _notification(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        if method in _SILENT:
+            return  # (a third of the lines: before the cases, each a string comparison)
         match method:
             case "item/started" | "item/completed":
                 self._item(_dict(p.get("item")), method == "item/completed", ts)
@@ -208,8 +210,6 @@ class CodexAppServerNormalizer(LineNormalizer):
                 self.log.add(SYSTEM, text, ts, notice=method)
             case "thread/compacted":
                 self.log.add(SYSTEM, "Conversation compacted", ts)
-            case _ if method in _SILENT:
-                pass
             case _:
                 self.log.add(SYSTEM, f"`{method}` notification", ts, raw={"method": method, "params": p})
 
@@ -258,13 +258,13 @@ class CodexAppServerNormalizer(LineNormalizer):
         if index is None:  # an approval before its item: show the call from the request itself
             command = p.get("command")
             action = (
-                CommandRun(command=display_command(_command_text(command)))
+                make(CommandRun, command=display_command(_command_text(command)))
                 if command
-                else GenericTool(tool_name=method, args=p)
+                else make(GenericTool, tool_name=method, args=p)
             )
             name = "commandExecution" if command else "fileChange"
             index = self._add_tool(item_id, name, action, ts)
-        approval = ApprovalInfo(request_id=str(request_id), reason=_s(p.get("reason")) or None)
+        approval = make(ApprovalInfo, request_id=str(request_id), reason=_s(p.get("reason")) or None)
         self.log.update_tool(index, status="pending_approval", approval=approval)
 
     def _request_resolved(self, request_id: Any) -> None:
@@ -275,8 +275,11 @@ class CodexAppServerNormalizer(LineNormalizer):
         tool = self.log.tool(index) if index is not None else None
         if tool is None or index is None or tool.status != "pending_approval":
             return
-        approval = ApprovalInfo(
-            request_id=str(request_id), decision="cancelled", reason="withdrawn by the agent before an answer"
+        approval = make(
+            ApprovalInfo,
+            request_id=str(request_id),
+            decision="cancelled",
+            reason="withdrawn by the agent before an answer",
         )
         self.log.update_tool(index, status="cancelled", approval=approval)
 
@@ -293,7 +296,8 @@ class CodexAppServerNormalizer(LineNormalizer):
             decision, status = "denied", "denied"
         if tool.approval is not None and tool.approval.decision == "timed_out":
             decision, status = "timed_out", "timed_out"
-        approval = ApprovalInfo(
+        approval = make(
+            ApprovalInfo,
             request_id=str(request_id),
             decision=decision,
             for_session=key == "acceptForSession",
@@ -311,7 +315,7 @@ class CodexAppServerNormalizer(LineNormalizer):
         tool = self.log.tool(index) if index is not None else None
         if tool is not None and index is not None and event.decision == "timed_out":
             reason = event.reason or None
-            approval = ApprovalInfo(request_id=event.request_id, decision="timed_out", reason=reason)
+            approval = make(ApprovalInfo, request_id=event.request_id, decision="timed_out", reason=reason)
             self.log.update_tool(index, status="timed_out", approval=approval)
         elif (
             tool is not None
@@ -345,12 +349,14 @@ class CodexAppServerNormalizer(LineNormalizer):
             case "fileChange":
                 self._file_change(item_id, item, completed, ts)
             case "webSearch":
-                self._tool_item(item_id, "webSearch", Search(query=_s(item.get("query"))), completed, ts)
+                self._tool_item(
+                    item_id, "webSearch", make(Search, query=_s(item.get("query"))), completed, ts
+                )
             case "plan":
                 steps = [
                     line.strip("-* ").strip() for line in _s(item.get("text")).splitlines() if line.strip()
                 ]
-                self._plan_entry(f"item:{item_id}", tuple(PlanItem(content=s) for s in steps), ts)
+                self._plan_entry(f"item:{item_id}", tuple(make(PlanItem, content=s) for s in steps), ts)
             case "contextCompaction":
                 if completed:
                     self.log.add(SYSTEM, "Conversation compacted", ts)
@@ -374,7 +380,7 @@ class CodexAppServerNormalizer(LineNormalizer):
             output = _content_items(item["contentItems"])
         error = item.get("error")
         failed = item.get("status") == "failed" or item.get("success") is False or bool(error)
-        action = GenericTool(tool_name=name, args=item.get("arguments"), result=output)
+        action = make(GenericTool, tool_name=name, args=item.get("arguments"), result=output)
         self._tool_item(item_id, name, action, completed, ts, failed=failed)
         index = self._items.get(item_id)
         if completed and index is not None and (output is not None or error):
@@ -382,8 +388,11 @@ class CodexAppServerNormalizer(LineNormalizer):
             problem = _s(_dict(error).get("message")) or _s(error) or text or "failed"
             self.log.update_tool(
                 index,
-                result=ToolResult(
-                    success=not failed, data=output if not failed else None, error=problem if failed else None
+                result=make(
+                    ToolResult,
+                    success=not failed,
+                    data=output if not failed else None,
+                    error=problem if failed else None,
                 ),
             )
 
@@ -412,7 +421,7 @@ class CodexAppServerNormalizer(LineNormalizer):
         index = self._items.get(item_id)
         tool = self.log.tool(index) if index is not None else None
         if index is None or tool is None:  # (an id that was a message's: the call gets its own entry)
-            index = self._add_tool(item_id, "commandExecution", CommandRun(command=command), ts)
+            index = self._add_tool(item_id, "commandExecution", make(CommandRun, command=command), ts)
             tool = self.log.tool(index)
         assert tool is not None
         status = _s(item.get("status"))
@@ -440,13 +449,14 @@ class CodexAppServerNormalizer(LineNormalizer):
         }.get(status, tool.status)
         if tool.status in ("timed_out", "cancelled") or (tool.status == "denied" and new != "success"):
             new = tool.status
-        outcome = ToolResult(
+        outcome = make(
+            ToolResult,
             success=new == "success",
             data=stdout if new == "success" else None,
             error=None if new == "success" else stdout or status,
         )
         self.log.update_tool(
-            index, status=new, action=CommandRun(command=command, result=result), result=outcome
+            index, status=new, action=make(CommandRun, command=command, result=result), result=outcome
         )
 
     def _output_delta(self, item_id: str, delta: str) -> None:
@@ -464,7 +474,7 @@ class CodexAppServerNormalizer(LineNormalizer):
     def _show_output(self, index: int, buf: TextBuffer) -> None:
         tool = self.log.tool(index)
         if tool is not None and isinstance(tool.action, CommandRun):
-            result = CommandResult(stdout=buf.text())
+            result = make(CommandResult, stdout=buf.text())
             status = "running" if tool.status in ("created", "pending_approval") else tool.status
             self.log.update_tool(index, action=evolve(tool.action, result=result), status=status)
 
@@ -475,7 +485,8 @@ class CodexAppServerNormalizer(LineNormalizer):
     def _file_change(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
         changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
         paths = [_s(c.get("path")) for c in changes]
-        action = FileEdit(
+        action = make(
+            FileEdit,
             path=paths[0] if len(paths) == 1 else ", ".join(paths),
             changes=tuple(
                 file_change(_s(c.get("path")), _s(_dict(c.get("kind")).get("type")), c.get("diff"))
@@ -507,9 +518,18 @@ class CodexAppServerNormalizer(LineNormalizer):
         index = self._items.get(item_id)
         tool = self.log.tool(index) if index is not None else None
         if index is None or tool is None:  # (an id that was a message's: the call gets its own entry)
-            index = self._add_tool(item_id, name, action, ts)
-            tool = self.log.tool(index)
-        assert tool is not None
+            # A new call is built once, in the state this line leaves it in: what adding it and
+            # then updating it would give, without the second copy.
+            status: ToolStatus = "running"
+            result = None
+            if completed:
+                status = "denied" if declined else "failed" if failed else "success"
+                result = make(ToolResult, success=status == "success")
+            elif name == "fileChange":
+                status = "created"
+                self._starting[item_id] = False  # (it may wait for an approval, like a command)
+            self._add_tool(item_id, name, action, ts, status=status, result=result)
+            return
         if not completed:
             if tool.status == "created" and name == "fileChange":
                 self._starting[item_id] = False  # (it may wait for an approval, like a command)
@@ -525,7 +545,7 @@ class CodexAppServerNormalizer(LineNormalizer):
             index,
             action=action,
             status=new,
-            result=ToolResult(success=new == "success"),
+            result=make(ToolResult, success=new == "success"),
             content=describe(action, self._cwd),
         )
 
@@ -536,16 +556,23 @@ class CodexAppServerNormalizer(LineNormalizer):
         self.turn_statuses.append(status)
         usage = {k: self._total.get(k, 0) - self._baseline.get(k, 0) for k in _TOKEN_FIELDS}
         self._baseline = dict(self._total)
+        fields = {
+            "input_tokens": usage["inputTokens"],
+            "output_tokens": usage["outputTokens"],
+            "cache_read_tokens": usage["cachedInputTokens"],
+            "cache_write_tokens": usage["cacheWriteInputTokens"],
+            "context_window": self._window,
+        }
+        # Built as it is when every value is an int (the counts always are); the context window
+        # is the agent's own value, validated (coerced or refused) when it is anything else.
+        window = self._window
+        tokens = (
+            make(TokenUsage, **fields)
+            if window is None or type(window) is int
+            else TokenUsage.model_validate(fields)
+        )
         self.log.add(
-            TokenUsageEntry(
-                usage=TokenUsage(
-                    input_tokens=usage["inputTokens"],
-                    output_tokens=usage["outputTokens"],
-                    cache_read_tokens=usage["cachedInputTokens"],
-                    cache_write_tokens=usage["cacheWriteInputTokens"],
-                    context_window=self._window,
-                )
-            ),
+            make(TokenUsageEntry, usage=tokens),
             "",
             ts,
             turn_id=turn.get("id"),
@@ -591,7 +618,7 @@ class CodexAppServerNormalizer(LineNormalizer):
     def _plan(self, turn_id: str, p: dict[str, Any], ts: datetime | None) -> None:
         statuses = {"pending": "pending", "inProgress": "in_progress", "completed": "completed"}
         items = tuple(
-            PlanItem(content=_s(s.get("step")), status=statuses.get(_s(s.get("status")), "pending"))  # type: ignore[arg-type]
+            make(PlanItem, content=_s(s.get("step")), status=statuses.get(_s(s.get("status")), "pending"))
             for s in p.get("plan") or []
             if isinstance(s, dict)
         )
@@ -601,13 +628,23 @@ class CodexAppServerNormalizer(LineNormalizer):
         self, key: str, items: tuple[PlanItem, ...], ts: datetime | None, text: str = "Plan"
     ) -> None:
         index = self._per_turn.get((key, "plan"))
-        self._per_turn[(key, "plan")] = self.log.put(index, Plan(items=items), text, ts)
+        self._per_turn[(key, "plan")] = self.log.put(index, make(Plan, items=items), text, ts)
 
     # --- helpers ------------------------------------------------------------------------------
 
-    def _add_tool(self, item_id: str, name: str, action: Any, ts: datetime | None) -> int:
-        tool = ToolUseEntry(tool_name=name, action=action, tool_call_id=item_id)
-        index = self._items[item_id] = self.log.add(ToolUse(tool=tool), describe(action, self._cwd), ts)
+    def _add_tool(
+        self,
+        item_id: str,
+        name: str,
+        action: Any,
+        ts: datetime | None,
+        status: ToolStatus = "created",
+        result: ToolResult | None = None,
+    ) -> int:
+        tool = make(
+            ToolUseEntry, tool_name=name, action=action, tool_call_id=item_id, status=status, result=result
+        )
+        index = self._items[item_id] = self.log.add(make(ToolUse, tool=tool), describe(action, self._cwd), ts)
         return index
 
     def close(self, ts: datetime | None) -> None:
