@@ -43,14 +43,14 @@ def read(*args: str) -> str:
     return done.output
 
 
-def background(*args: str, log: Path) -> subprocess.Popen[bytes]:
+def background(*args: str, log: Path, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     with log.open("wb") as out:
         return subprocess.Popen(
             [sys.executable, "-m", "orchestrate", *args],
             stdout=out,
             stderr=subprocess.STDOUT,
             cwd=ROOT,
-            env=os.environ | {"PYTHONPATH": str(ROOT)},
+            env=os.environ | {"PYTHONPATH": str(ROOT)} | (env or {}),
         )
 
 
@@ -207,7 +207,10 @@ def test_cancel_stops_an_orchestrate_run_from_another_process(tmp_path: Path) ->
     """`orchestrate cancel` reaches a run a person started with `orchestrate run`, not only a
     worker's: the recorder sees the store's flag and the run stops, its agent with it."""
     args = ["run", "-e", "claude-code", "--command", FAKE, "--approvals", "deny", "--cwd", str(tmp_path)]
-    live = background(*args, "--output", "jsonl", "slow", log=tmp_path / "run.log")
+    # (A 60 s turn: on a loaded machine the cancel's own process may take longer to start than
+    # the fake's default 5 s of streaming, and the run would finish first.)
+    slow = {"FAKE_SLOW_WORDS": "600"}
+    live = background(*args, "--output", "jsonl", "slow", log=tmp_path / "run.log", env=slow)
     try:
         with store() as s:
             wait_until(lambda: bool(s.list_tasks()) and bool(s.runs(s.list_tasks()[0].id)[0].pid))
