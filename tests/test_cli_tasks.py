@@ -77,7 +77,10 @@ def wait_until(test: Any, within: float = 20) -> None:
 def worker(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     """`orchestrate worker` in its own process; what it printed is shown if the test fails."""
     log = tmp_path / "worker.log"
-    proc = background("worker", "--approvals", "auto", "--poll", "0.05", "--lease", "3", log=log)
+    # (A "slow" turn streams for 60 s here, so a cancel still finds it running however long the
+    # cancel's own process takes to start on a loaded machine.)
+    slow = {"FAKE_SLOW_WORDS": "600"}
+    proc = background("worker", "--approvals", "auto", "--poll", "0.05", "--lease", "3", log=log, env=slow)
     yield proc
     if proc.poll() is None:
         proc.kill()

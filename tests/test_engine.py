@@ -276,7 +276,9 @@ async def test_heartbeats_keep_a_long_run_from_the_other_workers_recovery(url: s
 CANCEL = "from orchestrate.store import Store; import sys; Store.open(sys.argv[1]).cancel(int(sys.argv[2]))"
 
 
-async def test_cancel_from_another_process(url: str, tmp_path: Path) -> None:
+async def test_cancel_from_another_process(url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A 60 s turn: under load the cancelling process may take longer to start than the default 5 s.
+    monkeypatch.setenv("FAKE_SLOW_WORDS", "600")
     async with engine_on(url, lease=0.6) as engine, anyio.create_task_group() as tg:
         tg.start_soon(engine.work)
         task_id = await submit(engine, "slow", tmp_path)
