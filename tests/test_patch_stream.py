@@ -1,12 +1,18 @@
-"""The exact patch stream of every Claude, app-server and ACP fixture, pinned.
+"""The exact patch stream of every fixture of every protocol, pinned.
 
-The golden files (test_golden.py) pin each fixture's final entries; the speed work on these
-normalizers must not change the patches on the way there either (how many, in which order, each
-entry's state in each).  Each fixture is replayed as it was recorded (one feed per raw-log record),
-fed whole (one feed per run of the same stream, as bench/corpus.py does), and replayed bounded;
-the digest of each patch stream is compared with the one recorded in
-tests/data/patch_digests.json.  After a deliberate change of output, regenerate that file with
+The golden files (test_golden.py) pin each fixture's final entries, checked by hand; the speed work
+on the normalizers, the log and the wire must not change the patches on the way there either (how
+many, in which order, each entry's state in each, ``None`` fields and a bool where an int was
+included).  Each fixture is replayed as recorded (one feed per raw-log record), fed whole (one feed
+per run of the same stream, as bench/corpus.py feeds it) and replayed bounded; and a sample of its
+fuzzed variants (one value of one line swapped for one of another type, as test_fuzz.py swaps them:
+the protocol error entries those make are pinned too) is run.  Each digest is compared with the one
+in tests/data/patch_digests.json.  After a deliberate change of output, record them again with
 ``ORCHESTRATE_RECORD_PATCH_DIGESTS=1 pytest tests/test_patch_stream.py`` and say why in the commit.
+
+(The digests were first recorded from code that passed the two earlier pins they replace: the full
+patch streams of codex exec and Cursor, and the digests of the Claude, app-server and ACP
+fixtures, each recorded before the fourth round of speed work changed those normalizers.)
 """
 
 from __future__ import annotations
@@ -20,28 +26,24 @@ from typing import Any
 import orjson
 import pytest
 
-from orchestrate import get_executor
-from orchestrate.entries import EntryPatch
+from orchestrate.entries import EntryPatch, NormalizedEntry
 from orchestrate.normalizers.base import Normalizer
 from orchestrate.process.rawlog import read_raw_log
 from orchestrate.replay import replay
 from orchestrate.wire.notes import parse_note
 
-from .helpers import FIXTURES
+from .test_fuzz import _BAD_IDS, _SWAPS, Line, _get, _paths, _set, normalizer, run, units
+from .test_golden import CASES, FIXTURES, FOLDERS, IDS
 
-FOLDERS = {
-    "claude-stream-json": "claude-code",
-    "codex-app-server": "codex",
-    "acp-gemini": "gemini",
-    "acp-qwen": "qwen",
-}
-CASES = sorted((folder, p.stem) for folder in FOLDERS for p in (FIXTURES / folder).glob("*.jsonl"))
 DIGESTS = Path(__file__).parent / "data" / "patch_digests.json"
 RECORD = os.environ.get("ORCHESTRATE_RECORD_PATCH_DIGESTS") == "1"
+FUZZED_PER_FIXTURE = 150
+"""Fuzzed variants run per fixture, evenly spaced over all of them (every value of every line,
+every swap: 23,000 for Claude's fixtures alone, half a minute)."""
 
 
 def _normalizer(folder: str) -> Normalizer:
-    return get_executor(FOLDERS[folder]).create_normalizer()
+    return normalizer(folder, strict=False)
 
 
 def _whole(path: Path, n: Normalizer) -> Iterator[EntryPatch]:
@@ -70,12 +72,46 @@ def _whole(path: Path, n: Normalizer) -> Iterator[EntryPatch]:
     yield from n.finish(last_ts)
 
 
-def _digest(patches: Iterable[EntryPatch]) -> str:
+def _digest(models: Iterable[EntryPatch | NormalizedEntry]) -> str:
+    # Every field, None ones too (to_json_dict leaves those out): a field left unset where it used
+    # to be None, or a bool where an int was, changes the digest.
     h = hashlib.sha256()
     count = 0
-    for patch in patches:
-        h.update(orjson.dumps(patch.to_json_dict(), option=orjson.OPT_SORT_KEYS))
+    for model in models:
+        h.update(orjson.dumps(model.model_dump(mode="json", by_alias=True), option=orjson.OPT_SORT_KEYS))
         h.update(b"\n")
+        count += 1
+    return f"{count}:{h.hexdigest()[:32]}"
+
+
+def _variants(folder: str, case: str) -> list[tuple[int, tuple[str | int, ...], Any, list[Any]]]:
+    """The fixture with one value of one line swapped for one of another type, a sample of
+    :data:`FUZZED_PER_FIXTURE` evenly spaced over every value of every line and every swap."""
+    seq = units(folder, case)
+    every = []
+    for k, unit in enumerate(seq):
+        if not isinstance(unit, Line) or not unit.text.startswith("{"):
+            continue
+        obj = orjson.loads(unit.text)
+        for path in _paths(obj):
+            for new in _BAD_IDS if path == ("id",) else _SWAPS[type(_get(obj, path))]:
+                every.append((k, path, new))
+    step = max(1, -(-len(every) // FUZZED_PER_FIXTURE))
+    out = []
+    for k, path, new in every[::step]:
+        unit = seq[k]
+        line = Line(unit.stream, orjson.dumps(_set(orjson.loads(unit.text), path, new)).decode(), unit.ts)
+        out.append((k, path, new, [*seq[:k], line, *seq[k + 1 :]]))
+    return out
+
+
+def _fuzzed(folder: str, case: str) -> str:
+    h = hashlib.sha256()
+    count = 0
+    for k, path, new, seq in _variants(folder, case):
+        n = _normalizer(folder)
+        run(n, seq)
+        h.update(orjson.dumps([k, list(path), repr(new), _digest(n.entries)]))
         count += 1
     return f"{count}:{h.hexdigest()[:32]}"
 
@@ -86,31 +122,40 @@ def _digests(folder: str, case: str) -> dict[str, str]:
         "replay": _digest(replay(path, _normalizer(folder))),
         "whole": _digest(_whole(path, _normalizer(folder))),
         "bounded": _digest(replay(path, _normalizer(folder), streaming=True)),
+        "fuzzed": _fuzzed(folder, case),
     }
 
 
-def test_patch_streams_are_unchanged() -> None:
-    got = {f"{folder}/{case}": _digests(folder, case) for folder, case in CASES}
+def _expected() -> dict[str, dict[str, str]]:
+    return orjson.loads(DIGESTS.read_bytes()) if DIGESTS.exists() else {}  # type: ignore[no-any-return]
+
+
+def test_every_fixture_is_pinned() -> None:
     if RECORD:
+        got = {name: _digests(folder, case) for name, (folder, case) in zip(IDS, CASES, strict=True)}
         DIGESTS.write_bytes(orjson.dumps(got, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS) + b"\n")
-    expected = orjson.loads(DIGESTS.read_bytes())
-    assert sorted(expected) == sorted(got), "a fixture was added or removed: record the digests again"
-    changed = [name for name in got if got[name] != expected[name]]
-    assert not changed, f"patch streams changed: {changed}"
+    expected = _expected()
+    assert sorted(expected) == sorted(IDS), "a fixture was added or removed: record the digests again"
+    assert {name.split("/")[0] for name in expected} == set(FOLDERS)
+
+
+@pytest.mark.parametrize(("folder", "case"), CASES, ids=IDS)
+def test_patch_streams_are_unchanged(folder: str, case: str) -> None:
+    assert _digests(folder, case) == _expected()[f"{folder}/{case}"]
 
 
 @pytest.mark.parametrize("folder", sorted(FOLDERS))
 def test_the_digest_sees_a_change_of_one_patch(folder: str) -> None:
-    # The pin can fail: one entry's content changed in one patch changes the digest.
+    # The pin can fail: one entry's content changed in one patch changes the digest; the sample
+    # of fuzzed variants is not empty.
     case = next(c for f, c in CASES if f == folder)
     patches = list(replay(FIXTURES / folder / f"{case}.jsonl", _normalizer(folder)))
     assert len(patches) > 1
     entry = patches[-1].entry
-    altered = [
-        *patches[:-1],
-        patches[-1].model_copy(update={"entry": entry.model_copy(update={"content": entry.content + "x"})}),
-    ]
+    changed = entry.model_copy(update={"content": entry.content + "x"})
+    altered = [*patches[:-1], patches[-1].model_copy(update={"entry": changed})]
     assert _digest(altered) != _digest(patches)
+    assert sum(len(_variants(folder, c)) for f, c in CASES if f == folder) > 100
 
 
 @pytest.mark.parametrize(
