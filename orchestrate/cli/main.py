@@ -388,6 +388,11 @@ def run(
             live.adopt(early)
         stored: dict[str, int] | None = None
         try:
+            if early is not None and early.discarded and early.was_written:  # refused by adopt
+                from .early import say_killed
+
+                say_killed(live.early_refused or "the run was refused")
+                early = None
             # Recorded in the store as a task (`orchestrate tasks`); a store failure only warns.
             from .recording import record_run  # opens the store on a thread, beside the run
 
@@ -407,6 +412,10 @@ def run(
                 stored = recording.ids
         finally:
             asker.close()
+            if early is not None and early.discarded and early.was_written:  # the run failed to start
+                from .early import say_killed
+
+                say_killed("the run could not start")
     except OrchestrateError as exc:
         error = _translate(exc)
         if output == "jsonl":  # a program reading the lines still gets its result line
