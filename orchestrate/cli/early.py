@@ -155,7 +155,8 @@ def _acceptable(given: dict[str, Any]) -> bool:
     or a bad timeout must not have started one; nor may a run with a policy file, whose content
     only the full path reads."""
     try:
-        float(given.get("approval_timeout", 0))
+        if not float(given.get("approval_timeout", 600)) > 0:  # Task's own bound
+            return False
         for name in ("timeout", "startup_timeout"):
             if not float(given.get(name, 0)) >= 0:
                 return False

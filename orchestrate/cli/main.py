@@ -357,7 +357,7 @@ def run(
         in_workspace = workspace_run_options(
             workspace, workspace_base, workspace_setup, workspace_globs, workspace_keep, workspace_root
         )
-        task = Task(
+        task = _task(
             **in_workspace,
             prompt=prompt,
             cwd=cwd.resolve(),
@@ -433,6 +433,19 @@ def run(
         )
         _finish_conversation(output, talk, asker, time.monotonic() - began, stored, resume)
     _finish(output, result, asker, time.monotonic() - began, stored)
+
+
+def _task(**fields: Any) -> Task:
+    """The run's task; a value the model refuses (``--approval-timeout 0``) is a usage error."""
+    from pydantic import ValidationError
+
+    try:
+        return Task(**fields)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
+        )
+        raise click.UsageError(f"invalid option: {problems}") from None
 
 
 def _chat(**options: Any) -> None:

@@ -22,7 +22,8 @@ the CLI act without asking, so the early write is made only when all of these ho
   settings in ``/etc/claude-code``) is a JSON object with no ``allow`` rules, no default mode but
   ``default``, no hooks (a ``PreToolUse`` hook can allow a tool itself; a ``UserPromptSubmit`` one
   runs a command on the prompt), no plugins (they bring hooks), no sandbox settings (a sandboxed
-  Bash command may be allowed without asking) and no such variable in its ``env``.  A file that cannot be read or parsed counts against it.
+  Bash command may be allowed without asking) and no such variable in its ``env``.  A file that
+  cannot be read or parsed counts against it.
 
 Not seen, and so not covered: settings an organization serves to the CLI over the network, and a
 ``claude`` on the PATH that is itself a wrapper adding options.
