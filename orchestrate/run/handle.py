@@ -380,8 +380,6 @@ class Run:
             self._after_exit(rc, process.stderr_tail)
 
     async def _converse(self, driver: Driver[Any], task: Task, eof: anyio.Event) -> None:
-        from .jsonrpc import JsonRpcError
-
         remaining = None if task.timeout is None else task.timeout - (time.monotonic() - self._started)
         try:
             with anyio.fail_after(math.inf if remaining is None else max(remaining, 0.0)):
@@ -389,12 +387,15 @@ class Run:
                     await driver.start(task.prompt)
                 except ProcessExitedError:
                     pass  # the exit is reported with its code and stderr once the process is reaped
-                except JsonRpcError:
-                    driver.set_idle(True)  # the agent's error answer is in the entries already
                 except Exception as exc:  # an answer of the wrong shape, too, ends the conversation
-                    detail = str(exc) if isinstance(exc, OrchestrateError) else f"{type(exc).__name__}: {exc}"
-                    message = f"starting the conversation failed: {detail}"
-                    self._note(RunError("protocol_error", message))
+                    # (imported here: a Claude run, which speaks no JSON-RPC, never loads it)
+                    from .jsonrpc import JsonRpcError
+
+                    if not isinstance(exc, JsonRpcError):  # (its error answer is in the entries)
+                        known = isinstance(exc, OrchestrateError)
+                        detail = str(exc) if known else f"{type(exc).__name__}: {exc}"
+                        message = f"starting the conversation failed: {detail}"
+                        self._note(RunError("protocol_error", message))
                     driver.set_idle(True)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._close_when_idle, driver, task, eof)
