@@ -374,13 +374,18 @@ def test_a_run_refused_after_the_early_write_kills_its_agent_and_says_so(
         raise ConfigError("a bad option only the full path sees")
 
     monkeypatch.setattr(cli_main, "build_executor_options", refuse)
-    monkeypatch.setattr(sys, "argv", ["orchestrate", *run_args(home), "hello"])
-    with pytest.raises(SystemExit) as exit_:
-        early.main()
-    assert exit_.value.code != 0
+    args = [*run_args(home), "hello"]
+    # early.main(), with a pause to see the agent read its prompt before the full path refuses
+    assert early.begin(args) is not None
     pid = int(wait_for(pid_file))
-    assert dies(pid, 5.0)
-    assert b'"content":"hello"' in wait_for(got)  # it was sent the prompt, early
+    assert b'"content":"hello"' in wait_for(got, b"hello")  # it was sent the prompt, early
+    with pytest.raises(SystemExit) as exit_:
+        try:
+            cli_main.main(args)
+        finally:
+            early.discard()
+    assert exit_.value.code != 0
+    assert not pid_alive(pid) or dies(pid, 5.0)
     err = capsys.readouterr().err
     assert "had been sent the prompt" in err and "killed" in err
     assert early.take() is None
@@ -405,12 +410,12 @@ def test_a_start_another_run_would_not_write_is_refused_killed(home: Path) -> No
         assert isinstance(opening, ClaudeOpening)
         assert started.write(opening.lines, opening)
         pid = int(wait_for(pid_file))
+        assert other_prompt.encode() in wait_for(got, other_prompt.encode())  # it read it
         run = Run(executor, task)
         assert not run.adopt(started)
         assert run.early_refused is not None and why in run.early_refused
         assert started.discarded and started.popen.poll() is not None
         assert dies(pid, 5.0)
-        assert other_prompt.encode() in wait_for(got)
 
 
 def test_what_the_agent_asks_before_adoption_goes_through_the_approval_pipeline(home: Path) -> None:
