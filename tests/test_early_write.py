@@ -41,7 +41,7 @@ from orchestrate.run.handle import Run
 from orchestrate.run.protocols import start_driver
 from orchestrate.task import Task
 
-from .helpers import FAKE_CLAUDE, pid_alive
+from .helpers import CLI_BIN, FAKE_CLAUDE, needs_cli, pid_alive
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the early start's supervisor: Linux")
 
@@ -482,3 +482,86 @@ def test_a_cli_killed_between_the_early_write_and_adoption_leaves_no_process(hom
             owner.kill()
             owner.wait(10)
     assert dies(pid)
+
+
+# --- the real Claude Code ------------------------------------------------------------------------
+
+
+@pytest.mark.real_cli
+@needs_cli("claude")
+def test_the_real_claude_asks_before_acting_on_a_prompt_written_early(tmp_path: Path) -> None:
+    """The pinned Claude Code, sent its prompt by the early start and left unadopted for a second
+    after its model asked it to delete a file: the file is still there (it asked, and waited), and
+    once adopted the run's policy denies it."""
+    from orchestrate.testing import Scenario, ScriptedModelServer
+    from orchestrate.testing.offline import Scratch, claude_offline_env
+
+    steps = [
+        {
+            "tool": {
+                "name": "Bash",
+                "input": {"command": "rm -f keep.txt && echo removed", "description": "Rm"},
+            }
+        },
+        {"text": "Result: {tool_result}"},
+    ]
+    probe = (
+        "import sys\n"
+        "from orchestrate.cli import early\n"
+        "args = sys.argv[1:]\n"
+        "started = early.begin(args)\n"
+        "assert started is not None and started.was_written, 'no early write'\n"
+        "print('written', flush=True)\n"
+        "sys.stdin.readline()\n"
+        "sys.argv = ['orchestrate', *args]\n"
+        "from orchestrate.cli.main import main\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    early.discard()\n"
+    )
+    with (
+        Scratch.create() as scratch,
+        ScriptedModelServer(Scenario.from_obj({"steps": steps})) as server,
+    ):
+        (scratch.work / "keep.txt").write_text("precious")
+        env = {
+            **os.environ,
+            **claude_offline_env(server, scratch),
+            "ORCHESTRATE_BIN_PATH": str(CLI_BIN),  # the executor's own program, as the write wants
+            "ORCHESTRATE_STORE": "off",
+            "ORCHESTRATE_HOME": str(tmp_path),
+        }
+        log = tmp_path / "log.jsonl"
+        args = ["run", "-e", "claude-code", "--cwd", str(scratch.work), "--approvals", "deny"]
+        args += ["--output", "jsonl", "--record", str(log), "--timeout", "90", "clean up"]
+        with subprocess.Popen(
+            [sys.executable, "-c", probe, *args],
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        ) as cli:
+            assert cli.stdin is not None and cli.stdout is not None
+            try:
+                assert cli.stdout.readline().startswith(b"written")
+                deadline = time.monotonic() + 60
+                while not server.main_requests():  # it read the prompt and asked its model
+                    assert time.monotonic() < deadline, "the CLI never asked its model"
+                    time.sleep(0.05)
+                time.sleep(1.0)  # the tool call came back; unadopted, nothing answers it
+                assert (scratch.work / "keep.txt").read_text() == "precious"
+                cli.stdin.write(b"go\n")
+                cli.stdin.flush()
+                out, err = cli.communicate(timeout=120)
+            finally:
+                cli.kill()
+        assert (scratch.work / "keep.txt").read_text() == "precious"
+        lines = [orjson.loads(line) for line in out.splitlines()]
+        assert lines[-1]["outcome"] == "success", err
+        assert '"status":"denied"' in out.decode()
+        assert "clean up" in str(server.main_requests()[0]["body"]["messages"])
+        records = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+        started = datetime.fromisoformat(records[0]["started"]).timestamp()
+        stdin = [r for r in records if r.get("type") == "chunk" and r["stream"] == "stdin"]
+        assert stdin[0]["ts"] < started and b"clean up" in stdin[1]["data"].encode()
