@@ -565,3 +565,33 @@ def test_the_real_claude_asks_before_acting_on_a_prompt_written_early(tmp_path: 
         started = datetime.fromisoformat(records[0]["started"]).timestamp()
         stdin = [r for r in records if r.get("type") == "chunk" and r["stream"] == "stdin"]
         assert stdin[0]["ts"] < started and b"clean up" in stdin[1]["data"].encode()
+
+
+def test_a_run_whose_spec_differs_kills_the_early_agent_says_so_and_runs_its_own(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The full path computes another environment than the early start did (made so here): the
+    agent that read its prompt early is killed at once, stderr says why, and the run starts its
+    own agent, which answers as usual."""
+    pids = home / "pids"
+    command = f'{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLAUDE))} "$@"'
+    claude_is(home, f"#!/bin/sh\necho $$ >> {shlex.quote(str(pids))}\nexec {command}\n")
+    args = [*run_args(home, "--output", "jsonl"), "plain hello"]
+    assert early.begin(args) is not None
+    first = int(wait_for(pids).split()[0])
+    real = ClaudeCodeExecutor.env_additions
+    monkeypatch.setattr(
+        ClaudeCodeExecutor, "env_additions", lambda self, task: {**real(self, task), "LATER": "1"}
+    )
+    with pytest.raises(SystemExit) as exit_:
+        try:
+            cli_main.main(args)
+        finally:
+            early.discard()
+    assert exit_.value.code == 0
+    out, err = capsys.readouterr()
+    assert "had been sent the prompt" in err and "another command line" in err
+    assert dies(first, 5.0)
+    started = [int(p) for p in pids.read_text().split()]
+    assert len(started) == 2 and started[0] == first  # the run's own agent, then
+    assert "hello from fake claude" in out and '"outcome":"success"' in out.splitlines()[-1]
