@@ -8,8 +8,8 @@ that the run calls; executors/base.py imports neither pydantic nor anyio) and it
 contained, under its supervisor (process/prestart.py).  The CLI then loads and checks everything as
 it always did, and the run adopts the process (:meth:`Run.adopt <orchestrate.run.handle.Run.adopt>`)
 only if it was started with exactly the command line, directory and environment the run computed
-itself; else, and when the options are refused, the agent is killed before it has been sent
-anything (its input is written by the run alone, after adoption).
+itself; else, and when the options are refused, the agent is killed (before it has been sent
+anything, unless its first message was written early: below).
 
 Only what this module is sure to read the way click does is started early: the options below, one
 PROMPT (not ``-``), an executor of ours over pipes whose ``prepare`` and ``policy_args`` are the
