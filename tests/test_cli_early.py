@@ -1,6 +1,7 @@
 """`orchestrate run`'s early start (cli/early.py): the agent is spawned before the CLI loads, with the
 command line, directory and environment the full path would give it (and only then adopted), and an
-agent whose run is refused is killed before it is sent anything."""
+agent whose run is refused is killed before it is sent anything (an agent the early write takes on
+is sent its prompt first: tests/test_early_write.py)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,8 @@ that the run calls; executors/base.py imports neither pydantic nor anyio) and it
 contained, under its supervisor (process/prestart.py).  The CLI then loads and checks everything as
 it always did, and the run adopts the process (:meth:`Run.adopt <orchestrate.run.handle.Run.adopt>`)
 only if it was started with exactly the command line, directory and environment the run computed
-itself; else, and when the options are refused, the agent is killed before it has been sent
-anything (its input is written by the run alone, after adoption).
+itself; else, and when the options are refused, the agent is killed (before it has been sent
+anything, unless its first message was written early: below).
 
 Only what this module is sure to read the way click does is started early: the options below, one
 PROMPT (not ``-``), an executor of ours over pipes whose ``prepare`` and ``policy_args`` are the
@@ -17,6 +17,15 @@ defaults, and not ``--approvals ask`` (the default) without a terminal to ask on
 path refuses at once.  Anything else (a policy file, ``--interactive``, a workspace, ``-c``,
 ``--mcp-config``, ``--help``, an option this module does not know) takes the ordinary path,
 unchanged.  ``ORCHESTRATE_EARLY=0`` turns the early start off.
+
+Where the agent asks us before every tool that changes anything (Claude Code over our stdio
+permission prompt tool, in its default mode, nothing in its options, environment or settings that
+lets it act without asking: run/early_opening.py), its first message is written right after the
+spawn too, by the driver's own code, since Claude Code prints nothing before it has read one: the
+run that adopts the process records those bytes as its own.  That trades away "a refused run's
+agent never receives a prompt": a run refused after the early write kills its agent at once, whole
+tree, and says so on stderr; whatever the agent asked meanwhile waits, unanswered, for the run's
+approval pipeline.  ``ORCHESTRATE_EARLY=spawn`` starts the agent early but writes nothing to it.
 """
 
 from __future__ import annotations
@@ -28,14 +37,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
+    from ..executors.base import Executor
     from ..executors.options import ExecutorOptions
     from ..process.prestart import Prestarted
     from ..process.spec import ProcessSpec
     from ..task import Task
 
-__all__ = ["EARLY_ENV", "discard", "early_spec", "main", "take"]
+__all__ = ["EARLY_ENV", "KILLED_AFTER_WRITE", "discard", "early_spec", "main", "take"]
 
 EARLY_ENV = "ORCHESTRATE_EARLY"
+KILLED_AFTER_WRITE = (
+    "orchestrate: the agent started early had been sent the prompt, and the run did not take it "
+    "over ({why}): it was killed, with every process it started"
+)
 
 # `run`'s options that take a value, by the name of the parameter that matters here (None: it does
 # not change the command line; the full path checks its value).
@@ -141,7 +155,8 @@ def _acceptable(given: dict[str, Any]) -> bool:
     or a bad timeout must not have started one; nor may a run with a policy file, whose content
     only the full path reads."""
     try:
-        float(given.get("approval_timeout", 0))
+        if not float(given.get("approval_timeout", 600)) > 0:  # Task's own bound
+            return False
         for name in ("timeout", "startup_timeout"):
             if not float(given.get(name, 0)) >= 0:
                 return False
@@ -171,6 +186,12 @@ def _has_terminal() -> bool:
 def early_spec(args: list[str]) -> ProcessSpec | None:
     """The agent's command line, directory and environment for ``orchestrate ARGS...``, built by its
     executor's own ``process_spec``; None when the early start does not apply."""
+    early = _early(args)
+    return None if early is None else early[1]
+
+
+def _early(args: list[str]) -> tuple[Executor, ProcessSpec, str] | None:
+    """The executor, its process spec and the prompt of ``orchestrate ARGS...``, or None."""
     given = _parse(args)
     if given is None:  # before any import: every other command goes on at once
         return None
@@ -202,7 +223,7 @@ def early_spec(args: list[str]) -> ProcessSpec | None:
         env=parse_env_overrides(given["env"]),
     )
     executor = cls(cast("ExecutorOptions", options))
-    return executor.process_spec(cast("Task", task), None)
+    return executor, executor.process_spec(cast("Task", task), None), task.prompt
 
 
 _pending: list[Prestarted] = []
@@ -210,20 +231,40 @@ _pending: list[Prestarted] = []
 
 def begin(args: list[str]) -> Prestarted | None:
     """Start the agent of ``orchestrate ARGS...`` now, if the early start applies."""
-    if os.environ.get(EARLY_ENV, "1") == "0":
+    mode = os.environ.get(EARLY_ENV, "1")
+    if mode == "0":
         return None
     try:
-        spec = early_spec(args)
+        early = _early(args)
     except Exception:  # anything at all: the ordinary path says what is wrong
         return None
-    if spec is None:
+    if early is None:
         return None
+    executor, spec, prompt = early
     from ..process.prestart import prestart
 
     started = prestart(spec)
-    if started is not None:
-        _pending.append(started)
+    if started is None:
+        return None
+    _pending.append(started)
+    if mode != "spawn":
+        _write_first(started, executor, prompt)
     return started
+
+
+def _write_first(started: Prestarted, executor: Executor, prompt: str) -> None:
+    """Send the agent its first message now, if it asks before every tool that changes anything
+    (run/early_opening.py): the lines the run's driver would write first, made by its code."""
+    try:
+        from ..run.early_opening import early_opening
+
+        opening = early_opening(executor, started.spec, prompt)
+    except Exception:  # the run writes them itself, as it always did
+        return
+    if isinstance(opening, str):
+        return
+    if not started.write(opening.lines, opening) and started.was_written:
+        discard("the first message could not be written whole")  # the run starts its own agent
 
 
 def take() -> Prestarted | None:
@@ -231,10 +272,23 @@ def take() -> Prestarted | None:
     return _pending.pop() if _pending else None
 
 
-def discard() -> None:
-    """End an early start nobody adopted (the options were refused, or another command ran)."""
+def discard(why: str = "the run was refused") -> None:
+    """End an early start nobody adopted (the options were refused, or another command ran); one
+    that had been sent its prompt says so on stderr."""
     while _pending:
-        _pending.pop().discard()
+        started = _pending.pop()
+        started.discard()
+        if started.was_written:
+            say_killed(why)
+
+
+def say_killed(why: str) -> None:
+    """Tell the person that an agent which had read its prompt was killed unadopted."""
+    try:
+        sys.stderr.write(KILLED_AFTER_WRITE.format(why=why) + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # no stderr to say it on: the agent is dead all the same
+        pass
 
 
 def main() -> None:

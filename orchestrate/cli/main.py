@@ -357,7 +357,7 @@ def run(
         in_workspace = workspace_run_options(
             workspace, workspace_base, workspace_setup, workspace_globs, workspace_keep, workspace_root
         )
-        task = Task(
+        task = _task(
             **in_workspace,
             prompt=prompt,
             cwd=cwd.resolve(),
@@ -388,6 +388,11 @@ def run(
             live.adopt(early)
         stored: dict[str, int] | None = None
         try:
+            if early is not None and early.discarded and early.was_written:  # refused by adopt
+                from .early import say_killed
+
+                say_killed(live.early_refused or "the run was refused")
+                early = None
             # Recorded in the store as a task (`orchestrate tasks`); a store failure only warns.
             from .recording import record_run  # opens the store on a thread, beside the run
 
@@ -407,6 +412,10 @@ def run(
                 stored = recording.ids
         finally:
             asker.close()
+            if early is not None and early.discarded and early.was_written:  # the run failed to start
+                from .early import say_killed
+
+                say_killed("the run could not start")
     except OrchestrateError as exc:
         error = _translate(exc)
         if output == "jsonl":  # a program reading the lines still gets its result line
@@ -424,6 +433,19 @@ def run(
         )
         _finish_conversation(output, talk, asker, time.monotonic() - began, stored, resume)
     _finish(output, result, asker, time.monotonic() - began, stored)
+
+
+def _task(**fields: Any) -> Task:
+    """The run's task; a value the model refuses (``--approval-timeout 0``) is a usage error."""
+    from pydantic import ValidationError
+
+    try:
+        return Task(**fields)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc'])}: {error['msg']}" for error in exc.errors()
+        )
+        raise click.UsageError(f"invalid option: {problems}") from None
 
 
 def _chat(**options: Any) -> None:

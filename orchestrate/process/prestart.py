@@ -10,9 +10,14 @@ everything is loaded and checked, so the two start-ups overlap.
 Containment is the same from the first instruction the agent runs: the supervisor, its subreaper,
 ``PR_SET_PDEATHSIG`` and the cgroup (containment.py); a start that is never adopted is ended by
 :meth:`Prestarted.discard`, and if we die first the supervisor sees its control socket close and
-kills the tree.  Nothing is written to the agent here: its input is the run's, written only after
-adoption, so an agent whose run is refused never receives a prompt.  What it prints meanwhile waits
-in the pipe for the run, which records it in the raw log from the first byte.
+kills the tree.  What it prints meanwhile waits in the pipe for the run, which records it in the
+raw log from the first byte.
+
+Nothing is written to the agent here unless the early start asks for it (:meth:`Prestarted.write`:
+the first message of an agent that asks before every tool that changes anything, run/early_opening.py
+says which); the run that adopts it records those bytes as its own (:attr:`Prestarted.written`).
+A start that was written to and is then discarded is killed at once, whole tree, and says so
+(:attr:`Prestarted.was_written`).
 
 This module imports neither anyio nor asyncio (that is its point).
 """
@@ -20,9 +25,11 @@ This module imports neither anyio nor asyncio (that is its point).
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import os
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from . import supervisor
 from .containment import Launch, prepare
@@ -35,13 +42,56 @@ _DISCARD_SECONDS = supervisor.KILL_SECONDS + 2.0  # the supervisor's own bound, 
 
 @dataclass(eq=False)
 class Prestarted:
-    """A supervised agent process spawned for :attr:`spec`, its pipes unread and its input unwritten."""
+    """A supervised agent process spawned for :attr:`spec`, its pipes unread, and its input unwritten
+    but for :attr:`written`."""
 
     spec: ProcessSpec
     popen: subprocess.Popen[bytes]
     launch: Launch
     started: float  # wall clock, seconds since the epoch
     taken: bool = False
+    written: list[tuple[bytes, float]] = field(default_factory=list)
+    """What :meth:`write` sent to the agent's stdin, each write with its time (wall clock)."""
+    opening: object = None
+    """What the protocol layer wrote :attr:`written` for (opaque here: bytes only)."""
+    discarded: bool = field(default=False, init=False)
+    """Ended by :meth:`discard` (never adopted)."""
+    _tried: bool = field(default=False, init=False)
+
+    @property
+    def was_written(self) -> bool:
+        """Whether the agent was sent anything (even in part) before it was adopted."""
+        return bool(self.written) or self._tried
+
+    def write(self, lines: tuple[bytes, ...], opening: object) -> bool:
+        """Send ``lines`` to the agent now, each whole, without blocking: True when all went in.
+        Only into an empty pipe with room for all of them, so nothing waits; False (and nothing
+        sent) otherwise.  A write that fails part way (the pipe closed: the agent died) leaves
+        :attr:`was_written` set: the start must then be discarded."""
+        stdin = self.popen.stdin
+        if self.taken or self.written or stdin is None:
+            return False
+        fd = stdin.fileno()
+        try:
+            room = fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ) // 2  # half: the bytes fill whole pages
+        except OSError:
+            return False
+        if sum(len(line) for line in lines) > room:
+            return False
+        self._tried = True
+        os.set_blocking(fd, False)
+        try:
+            for line in lines:
+                ts = time.time()
+                if os.write(fd, line) != len(line):
+                    return False
+                self.written.append((line, ts))
+        except OSError:
+            return False
+        finally:
+            os.set_blocking(fd, True)
+        self.opening = opening
+        return True
 
     def take(self) -> Prestarted:
         """Hand it to the one that adopts it (only once)."""
@@ -56,7 +106,9 @@ class Prestarted:
         and killed from here if it does not end."""
         if self.taken:
             return
-        self.taken = True
+        self.taken = self.discarded = True
+        if self.was_written and self.launch.cgroup is not None:
+            supervisor.cgroup_kill(self.launch.cgroup)  # it has its prompt: at once, from here too
         self.launch.abandon()  # our end of the control socket closes: the supervisor kills the tree
         for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
             if stream is not None:

@@ -19,6 +19,7 @@ from ..peers.claude_control import (
     TurnEnded,
     UnsupportedRequest,
 )
+from ..peers.claude_opening import ClaudeOpening, open_claude
 from ..wire.lines import WireLine
 from ..wire.notes import ApprovalWithdrawn, RunError
 from .driver import Driver, DriverContext
@@ -38,18 +39,38 @@ class ClaudeDriver(Driver[ClaudeCodeExecutor]):
         self._turns_done = 0
         self._answers: dict[str, anyio.Event] = {}
         self._asking: dict[str, anyio.CancelScope] = {}  # can_use_tool id -> the question being asked
+        self._opened = False  # its first lines were written before the run adopted the process
 
     async def start(self, prompt: str) -> None:
-        # initialize is optional for approvals, but it makes the CLI report its capabilities and it
-        # is what the official SDK does; we do not wait for its answer before the first turn.
-        _, line = self.peer.request("initialize", hooks=None)
-        await self._write(line)
-        await self.send_message(prompt)
+        if self._opened:  # written before the run adopted the process, by the code below
+            self._opened = False
+            self._turn_sent()
+            return
+        # initialize, then the prompt (peers/claude_opening.py: the early start's code too); we
+        # do not wait for initialize's answer before the first turn.
+        initialize, message = open_claude(prompt, self.peer).lines
+        await self._write(initialize)
+        self._turn_sent()
+        await self.ctx.process.write(message)
+
+    @classmethod
+    def takes_opening(cls, opening: object) -> bool:
+        return isinstance(opening, ClaudeOpening) and len(opening.lines) == 2
+
+    def take_opening(self, opening: object) -> None:
+        if not self.takes_opening(opening):
+            super().take_opening(opening)
+        assert isinstance(opening, ClaudeOpening)
+        self.peer = opening.peer  # the initialize request it sent is one it waits an answer for
+        self._opened = True
 
     async def send_message(self, text: str) -> None:
+        self._turn_sent()
+        await self.ctx.process.write(self.peer.user_message(text))
+
+    def _turn_sent(self) -> None:
         self._turns_sent += 1
         self.set_idle(False)
-        await self.ctx.process.write(self.peer.user_message(text))
 
     async def interrupt(self) -> None:
         request_id, line = self.peer.request("interrupt")

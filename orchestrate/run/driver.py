@@ -90,6 +90,18 @@ class Driver(abc.ABC, Generic[X]):
     async def start(self, prompt: str) -> None:
         """Open the conversation and send the first prompt."""
 
+    @classmethod
+    def takes_opening(cls, opening: object) -> bool:
+        """Whether this driver can take over ``opening``: the first lines its agent was sent before
+        the run adopted the process (the CLI's early start, run/early_opening.py), made by this
+        driver's own code.  No driver does unless it says so."""
+        return False
+
+    def take_opening(self, opening: object) -> None:
+        """Take over ``opening`` (:meth:`takes_opening` said it can): the driver's state becomes
+        what writing those lines itself would have left, and :meth:`start` writes nothing."""
+        raise ConfigError(f"{type(self).__name__} takes over no opening")
+
     async def on_output(self, data: bytes) -> None:
         """A chunk of what the agent printed, as it came (before lines are cut from it)."""
 

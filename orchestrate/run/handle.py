@@ -72,6 +72,8 @@ class Run:
         self.shutdown_policy = shutdown or ShutdownPolicy()
         self._normalizer: Normalizer | None = None  # made just after the spawn (see normalizer)
         self._prestarted: Prestarted | None = None
+        self._opening: object = None  # what an adopted process was sent early (see adopt)
+        self._written: list[tuple[bytes, float]] = []
         self.raw_log_path = task.raw_log or default_log_dir() / _log_name(executor.name)
         self._spec = executor.process_spec(task, self.approvals)  # fails early: unknown binary, bad options
         self._patches = PatchQueue()
@@ -94,14 +96,48 @@ class Run:
         """Let the first attempt take over an agent process already started (the CLI's early
         start, process/prestart.py) instead of spawning one: only if it runs exactly this run's
         command line, directory and environment, and the executor prepares nothing before a
-        start.  Otherwise it is discarded, killed before anything was written to it, and the run
-        spawns its own.  True when adopted."""
+        start; and, if its first message was written early, only if this run's driver would have
+        written exactly that, to an agent that asks before every tool that changes anything
+        (run/early_opening.py).  Otherwise it is discarded, killed at once with its whole tree,
+        and the run spawns its own (:attr:`early_refused` says why).  True when adopted."""
         plain = type(self.executor).prepare is Executor.prepare and self.executor.transport == "pipes"
-        if self._prestarted is not None or not plain or prestarted.spec != self._spec:
+        if self._prestarted is not None or not plain:
+            why: str | None = "the run was started another way"
+        elif prestarted.spec != self._spec:
+            why = "the run computed another command line, directory or environment"
+        else:
+            why = self._opened_as_ours(prestarted)
+        if why is not None:
+            self.early_refused = why
             prestarted.discard()
             return False
         self._prestarted = prestarted
         return True
+
+    early_refused: str | None = None
+    """Why an agent started early was not adopted (None: it was, or there was none)."""
+
+    def _opened_as_ours(self, prestarted: Prestarted) -> str | None:
+        """None when what was written to ``prestarted`` early (if anything) is what this run would
+        write first, to an agent that may be sent it before adoption; else why not."""
+        if not prestarted.was_written:
+            return None
+        from .early_opening import why_not_early
+        from .protocols import driver_class
+
+        opening = prestarted.opening
+        written = tuple(data for data, _ in prestarted.written)
+        if opening is None or written != getattr(opening, "lines", None):
+            return "its first message was not written whole"
+        if getattr(opening, "prompt", None) != self.task.prompt:
+            return "it was sent another prompt"
+        try:
+            takes = driver_class(self.executor).takes_opening(opening)
+        except ConfigError as exc:
+            return str(exc)
+        if not takes:
+            return "this run's driver writes its first message another way"
+        return why_not_early(self.executor, self._spec)
 
     # --- the handle ---------------------------------------------------------------------------
 
@@ -269,7 +305,10 @@ class Run:
     async def _spawn(self) -> AgentIO:
         if self._prestarted is not None:  # started before the event loop: taken over, not spawned
             prestarted, self._prestarted = self._prestarted, None
-            return await AgentProcess.adopt(prestarted)
+            adopted = await AgentProcess.adopt(prestarted)
+            if prestarted.written:  # the first attempt records them and hands the driver its state
+                self._opening, self._written = prestarted.opening, list(prestarted.written)
+            return adopted
         if self.executor.transport == "pty":
             from ..process.pty import PtyAgentProcess  # ptyprocess: only for terminal agents
 
@@ -298,6 +337,10 @@ class Run:
         self._process = process
         self.pids.append(process.pid)
         process.on_write = self._wrote
+        opening, written = self._opening, self._written
+        self._opening, self._written = None, []
+        for data, ts in written:  # written before adoption: recorded as the run's own writes
+            self._wrote(data, ts)
         # Bounded: when the read loop falls behind, the pump stops reading, the pipe fills and the
         # agent waits on its writes; a fast agent never grows our memory.
         chunks_in, chunks_out = anyio.create_memory_object_stream[Chunk](_CHUNK_BUFFER)
@@ -314,6 +357,8 @@ class Run:
                     lambda: self.normalizer.log.session_id,
                 )
                 driver = self._driver = start_driver(ctx)
+                if opening is not None:
+                    driver.take_opening(opening)  # (Run.adopt checked that it takes it)
                 tg.start_soon(process.pump, chunks_in)
                 tg.start_soon(self._consume, chunks_out, driver, eof)
                 self._output_seen = False
@@ -335,8 +380,6 @@ class Run:
             self._after_exit(rc, process.stderr_tail)
 
     async def _converse(self, driver: Driver[Any], task: Task, eof: anyio.Event) -> None:
-        from .jsonrpc import JsonRpcError
-
         remaining = None if task.timeout is None else task.timeout - (time.monotonic() - self._started)
         try:
             with anyio.fail_after(math.inf if remaining is None else max(remaining, 0.0)):
@@ -344,12 +387,15 @@ class Run:
                     await driver.start(task.prompt)
                 except ProcessExitedError:
                     pass  # the exit is reported with its code and stderr once the process is reaped
-                except JsonRpcError:
-                    driver.set_idle(True)  # the agent's error answer is in the entries already
                 except Exception as exc:  # an answer of the wrong shape, too, ends the conversation
-                    detail = str(exc) if isinstance(exc, OrchestrateError) else f"{type(exc).__name__}: {exc}"
-                    message = f"starting the conversation failed: {detail}"
-                    self._note(RunError("protocol_error", message))
+                    # (imported here: a Claude run, which speaks no JSON-RPC, never loads it)
+                    from .jsonrpc import JsonRpcError
+
+                    if not isinstance(exc, JsonRpcError):  # (its error answer is in the entries)
+                        known = isinstance(exc, OrchestrateError)
+                        detail = str(exc) if known else f"{type(exc).__name__}: {exc}"
+                        message = f"starting the conversation failed: {detail}"
+                        self._note(RunError("protocol_error", message))
                     driver.set_idle(True)
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._close_when_idle, driver, task, eof)

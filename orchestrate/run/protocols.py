@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..executors.codex import CodexExecutor
     from ..executors.terminal import TerminalExecutor
 
-__all__ = ["PROTOCOLS", "LiveProtocol", "start_driver"]
+__all__ = ["PROTOCOLS", "LiveProtocol", "driver_class", "start_driver"]
 
 X = TypeVar("X", bound=Executor)
 
@@ -118,9 +118,17 @@ PROTOCOLS: dict[str, LiveProtocol[Any]] = {
 
 def start_driver(ctx: DriverContext[Executor]) -> Driver[Any]:
     """The live driver of ``ctx``'s executor: the one it names, else the one of its protocol."""
-    executor = ctx.executor
+    return _protocol(ctx.executor).start(ctx)
+
+
+def driver_class(executor: Executor) -> type[Driver[Any]]:
+    """The class of the driver :func:`start_driver` would start for ``executor``."""
+    return _protocol(executor).driver()
+
+
+def _protocol(executor: Executor) -> LiveProtocol[Any]:
     key = executor.driver or executor.protocol
     protocol = PROTOCOLS.get(key)
     if protocol is None:
         raise ConfigError(f"no live driver {key!r} for executor {executor.name!r}")
-    return protocol.start(ctx)
+    return protocol

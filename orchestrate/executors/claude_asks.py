@@ -1,0 +1,157 @@
+"""Whether a Claude Code process asks us before every tool that changes anything.
+
+The CLI's early start (cli/early.py) writes the first message to a Claude Code process before the
+run has adopted it, a few hundred milliseconds before the run could (bench/first_entry.py).  The
+run may still be refused then (an option only the full path checks, a spec that differs), and its
+agent is killed; what it must not have done meanwhile is change anything.  Claude Code over
+``--permission-prompt-tool stdio`` asks its host (``can_use_tool``) before every tool that is not
+read-only, and waits: before adoption the question waits in the pipe, unanswered, and after it
+goes through the run's whole approval pipeline, as any other.  That holds only while nothing lets
+the CLI act without asking, so the early write is made only when all of these hold:
+
+- the command line is the executor's own program with exactly the options the executor builds,
+  ``--permission-prompt-tool stdio`` among them, and a permission mode of ``default`` (or its
+  alias ``manual``) if any: no ``--base-command`` (a wrapper's own options cannot be seen), no
+  bypass or skip-permissions option, no ``acceptEdits``, ``auto``, ``dontAsk`` or ``plan`` mode, no
+  allowed-tools list, no extra option of any kind;
+- no ``CLAUDE...`` variable of its environment names permissions, bypass, skipping, danger or auto
+  mode (Claude Code reads, for one, ``CLAUDE_CODE_EVEN_MORE_DANGEROUSLY_SKIP_PERMISSIONS``;
+  ``IS_SANDBOX`` only matters with a bypass mode, which is refused above);
+- every settings file the CLI reads that we can see (the user's, ``.claude/settings.json`` and
+  ``settings.local.json`` in the working directory and each of its parents, the machine's managed
+  settings in ``/etc/claude-code``) is a JSON object with no ``allow`` rules, no default mode but
+  ``default``, no hooks (a ``PreToolUse`` hook can allow a tool itself; a ``UserPromptSubmit`` one
+  runs a command on the prompt), no plugins (they bring hooks), no sandbox settings (a sandboxed
+  Bash command may be allowed without asking) and no such variable in its ``env``.  A file that
+  cannot be read or parsed counts against it.
+
+Not seen, and so not covered: settings an organization serves to the CLI over the network, and a
+``claude`` on the PATH that is itself a wrapper adding options.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+__all__ = ["always_asks"]
+
+_PROMPT_TOOL = ("--permission-prompt-tool", "stdio")
+_BARE = frozenset({"--verbose", "--include-partial-messages", "--fork-session"})
+_FIXED = {
+    "--input-format": "stream-json",
+    "--output-format": "stream-json",
+    "--permission-prompt-tool": "stdio",
+}
+_ASKING_MODES = frozenset({"default", "manual"})
+_LOOSENING_WORDS = ("PERMISSION", "BYPASS", "SKIP", "AUTO_MODE", "DANGEROUS")
+_MANAGED = Path("/etc/claude-code")
+_MAX_SETTINGS_BYTES = 1 << 20
+
+
+def always_asks(argv: list[str], env: dict[str, str], cwd: Path, program: str | None) -> str | None:
+    """None when the Claude Code process ``argv`` (started in ``cwd`` with ``env``; ``program``: the
+    executor's own program, None when the base command was given) asks us before every tool that
+    changes anything, as far as we can see; else why not."""
+    if program is None or not argv or argv[0] != program:
+        return "the agent's command is not the executor's own program"
+    reason = _options(argv[1:])
+    if reason is None:
+        reason = _environment(env, "the environment")
+    if reason is None:
+        reason = _all_settings(env, cwd)
+    return reason
+
+
+def _options(args: list[str]) -> str | None:
+    words = iter(args)
+    seen_prompt_tool = False
+    for word in words:
+        if word in _BARE:
+            continue
+        if word.startswith("--resume=") and len(word) > len("--resume="):
+            continue
+        if word in ("--model", "--permission-mode") or word in _FIXED:
+            value = next(words, None)
+            if value is None:
+                return f"{word} has no value"
+            if word in _FIXED and value != _FIXED[word]:
+                return f"{word} {value}"
+            if word == "--permission-mode" and value not in _ASKING_MODES:
+                return f"--permission-mode {value} lets it act without asking"
+            if word == "--model" and value.startswith("-"):
+                return f"--model {value}"
+            seen_prompt_tool = seen_prompt_tool or (word, value) == _PROMPT_TOOL
+            continue
+        return f"{word!r}: an option not known to keep it asking"
+    return None if seen_prompt_tool else "no --permission-prompt-tool stdio"
+
+
+def _environment(env: dict[str, Any], where: str) -> str | None:
+    for name in env:
+        upper = str(name).upper()
+        if upper.startswith("CLAUDE") and any(word in upper for word in _LOOSENING_WORDS):
+            return f"{name} in {where}"
+    return None
+
+
+def _all_settings(env: dict[str, str], cwd: Path) -> str | None:
+    home = env.get("HOME")
+    config = env.get("CLAUDE_CONFIG_DIR") or (str(Path(home) / ".claude") if home else None)
+    files: list[Path] = []
+    if config:
+        files += [Path(config) / "settings.json", Path(config) / "settings.local.json"]
+    for folder in (cwd, *cwd.parents):
+        files += [folder / ".claude" / "settings.json", folder / ".claude" / "settings.local.json"]
+    files.append(_MANAGED / "managed-settings.json")
+    try:
+        files += sorted((_MANAGED / "managed-settings.d").glob("*.json"))
+    except OSError:
+        return f"{_MANAGED / 'managed-settings.d'} cannot be read"
+    for path in files:
+        reason = _settings(path)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _settings(path: Path) -> str | None:
+    try:
+        with path.open("rb") as f:
+            data = f.read(_MAX_SETTINGS_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        return None
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror})"
+    if len(data) > _MAX_SETTINGS_BYTES:
+        return f"{path} is too large to check"
+    if not data.strip():
+        return None
+    try:
+        settings = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return f"{path} is not JSON"
+    if not isinstance(settings, dict):
+        return f"{path} is not a JSON object"
+    permissions = settings.get("permissions")
+    if permissions is not None:
+        if not isinstance(permissions, dict):
+            return f"{path}: permissions is not an object"
+        if permissions.get("allow"):
+            return f"{path} allows tools without asking"
+        mode = permissions.get("defaultMode")
+        if mode is not None and mode not in _ASKING_MODES:
+            return f"{path}: defaultMode {mode}"
+    for key in ("hooks", "enabledPlugins", "sandbox"):
+        if settings.get(key):
+            return f"{path} has {key}"
+    env = settings.get("env")
+    if env is not None:
+        if not isinstance(env, dict):
+            return f"{path}: env is not an object"
+        return _environment(env, str(path))
+    return None
