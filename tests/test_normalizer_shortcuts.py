@@ -11,11 +11,12 @@ import difflib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from orchestrate.entries import EntryMetadata, NormalizedEntry
+from orchestrate.entries import EntryMetadata, FileChange, FileEdit, NormalizedEntry, ToolUse, ToolUseEntry
 from orchestrate.normalizers import diffs
 from orchestrate.normalizers.base import EntryLog
 from orchestrate.normalizers.evolve import build, evolve, make
 from orchestrate.normalizers.kinds import SYSTEM
+from orchestrate.normalizers.shape import shape_tool
 
 # Line breaks of every kind str.splitlines knows, so a line's end is never only "\n".
 _PIECES = ["a", "b", " ", "\n", "\r", "\r\n", "\u2028", "\x0c", "é"]
@@ -83,3 +84,17 @@ def test_models_built_by_the_shortcuts_behave_as_validated_ones() -> None:
     assert changed.content == "bye" and entry.content == "hi"
     assert changed == evolve(validated, content="bye") == validated.model_copy(update={"content": "bye"})
     assert changed.__pydantic_extra__ is None and changed.__pydantic_private__ is None
+
+
+def test_a_tool_already_in_its_shape_is_not_copied_again() -> None:
+    """A call is shaped whenever it is added or changed: an action already shaped comes back as
+    the very same object (it was copied on every update), and one with an absolute diff header
+    inside the working directory is still made relative."""
+    diff = "--- a/work/x.py\n+++ b/work/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+    change = FileChange(type="edit", unified_diff=diff)
+    tool = ToolUse(tool=ToolUseEntry(tool_name="Edit", action=FileEdit(path="/work/x.py", changes=(change,))))
+    shaped = shape_tool(tool, "/work")
+    action = shaped.tool.action
+    assert isinstance(action, FileEdit) and action.path == "x.py"
+    assert action.changes[0].unified_diff == "--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+    assert shape_tool(shaped, "/work") is shaped

@@ -76,10 +76,14 @@ def _action(action: ActionType, work_dir: str | None) -> ActionType:
         path = action.path
         if work_dir:
             path = _paths(path, work_dir)
-            changes = tuple(
+            shaped = [
                 c if (d := _diff(c.unified_diff, work_dir)) is c.unified_diff else evolve(c, unified_diff=d)
                 for c in changes
-            )
+            ]
+            # (the same tuple when no diff changed: an action already shaped is then returned as
+            # it is, not copied on every update of its call)
+            if any(new is not old for new, old in zip(shaped, changes, strict=True)):
+                changes = tuple(shaped)
         creates = all(c.type == "create" for c in changes)
         cls: type[FileWrite] | type[FileEdit] = FileWrite if creates else FileEdit
         if changes and not isinstance(action, cls):
