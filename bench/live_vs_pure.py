@@ -1,106 +1,203 @@
-"""A live run against the pure normalizer on the same bytes.
+"""A live run against the pure normalizer on the same bytes, for every protocol.
 
-A fake Claude CLI (a few lines of Python, below) prints a synthetic stream-json session (a streamed
-answer of ``--answer-mb`` and ``--tools`` tool calls, then one result) as fast as the pipe takes
-it; ``orchestrate.Run`` drives it, writes the raw log and hands every patch to a consumer that
-counts them.  The pure side feeds the chunks recorded in that raw log, in memory, to a fresh
-normalizer.  Both are this process's CPU time (the fake agent's own time is not counted).
+A fake CLI per protocol (a few lines of Python, below) speaks just enough of it to hold a run
+(Claude's stream-json input, ACP's and Codex app-server's JSON-RPC handshake and prompt, the prompt
+on stdin of ``codex exec`` and Cursor), then prints a synthetic session in that protocol's real
+shapes (bench/synthetic.py): an answer of ``--answer-kb`` in text deltas of ``--delta`` bytes
+(``codex exec`` streams none: one item) and ``--tools`` tool calls, each started and completed.
+It writes and flushes every line on its own, as the real CLIs do (``--flush block``: 64 KiB
+writes instead).  ``orchestrate.Run`` drives it with the protocol's own driver, writes the raw log
+and hands every patch to a consumer that counts them.
 
-With ``--agent acp`` the agent is a JSON-RPC one instead: the hostile fake of the tests
-(fixtures/bin/fake_hostile.py) speaking ACP, streaming an answer of ``--deltas`` text deltas of
-``--size`` bytes, each a ``session/update`` notification (every line of which the driver's peer
-reads, as ACP's driver does).
+The pure side reads that raw log back and feeds its records (the chunks as the live run read them
+off the pipes, what it wrote to the agent, its notes), in memory, to a fresh normalizer: the same
+bytes in the same pieces, without processes, pipes, event loop, driver or raw log.  Both are this
+process's CPU time; the fake agent's own time is not counted.  Rounds alternate live and pure;
+each side's best round is reported.
 
-    python bench/live_vs_pure.py [--answer-mb 1] [--tools 10000] [--repeat 3]
-    python bench/live_vs_pure.py --agent acp [--deltas 100000] [--size 20] [--repeat 3]
+    python bench/live_vs_pure.py [--protocols claude,acp,app-server,exec,cursor]
+        [--answer-kb 1000] [--delta 50] [--tools 2000] [--repeat 3] [--flush line|block]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
+import os
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from corpus import Segment, normalize
+from corpus import Segment, normalizer
 from synthetic import stream
 
-from orchestrate import AutoApprove, Executor, ExecutorOptions, Run, Task, get_executor
+from orchestrate import AutoApprove, ExecutorOptions, Run, Task, get_executor
 from orchestrate.process.rawlog import read_raw_log
 
-FAKE = """
-import sys
-data = open(sys.argv[1], "rb").read()
+FAKE = r"""
+import json, sys
+protocol, path, flush = sys.argv[1], sys.argv[2], sys.argv[3]
+lines = open(path, "rb").read().splitlines(keepends=True)
 out = sys.stdout.buffer
-for i in range(0, len(data), 65536):
-    out.write(data[i : i + 65536])
-out.flush()
-sys.stdin.buffer.read()  # until the client closes our input
+SID = "00000000-0000-4000-8000-000000000001"
+
+def send(data):
+    out.write(data)
+    out.flush()
+
+def rpc(obj):
+    send(json.dumps(obj).encode() + b"\n")
+
+def session():
+    if flush == "line":
+        for line in lines:  # one write per line, as the real CLIs print
+            send(line)
+    else:
+        data = b"".join(lines)
+        for i in range(0, len(data), 65536):
+            send(data[i : i + 65536])
+
+if protocol in ("exec", "cursor"):  # the prompt on stdin, to its end; one turn
+    sys.stdin.buffer.read()
+    session()
+    sys.exit(0)
+for raw in sys.stdin.buffer:
+    msg = json.loads(raw)
+    if protocol == "claude":
+        if msg.get("type") == "control_request":
+            response = {"subtype": "success", "request_id": msg["request_id"], "response": {}}
+            rpc({"type": "control_response", "response": response})
+        elif msg.get("type") == "user":
+            session()  # ends with its result line
+        continue
+    method, rid = msg.get("method"), msg.get("id")
+    head = {"jsonrpc": "2.0"} if protocol == "acp" else {}
+    if method == "initialize":
+        rpc({**head, "id": rid, "result": {"protocolVersion": 1, "agentCapabilities": {}}})
+    elif method == "session/new":
+        rpc({**head, "id": rid, "result": {"sessionId": SID}})
+    elif method == "thread/start":
+        rpc({"id": rid, "result": {"thread": {"id": "t"}, "model": "fake"}})
+    elif method == "turn/start":
+        rpc({"id": rid, "result": {"turn": {"id": "u"}}})
+        session()  # ends with turn/completed
+    elif method == "session/prompt":
+        session()
+        rpc({**head, "id": rid, "result": {"stopReason": "end_turn"}})
+    elif rid is not None:
+        rpc({**head, "id": rid, "result": {}})
 """
 
 
-HOSTILE = Path(__file__).resolve().parent.parent / "fixtures" / "bin" / "fake_hostile.py"
+@dataclass(frozen=True)
+class Protocol:
+    executor: str  # the executor whose driver and normalizer run it
+    synthetic: str  # bench/synthetic.py's name for its shapes
+    drop_last: bool = False  # the last line answers a request: the fake writes it with the real id
 
 
-async def live(executor: Executor, prompt: str, cwd: Path, log: Path) -> tuple[float, int]:
-    task = Task(prompt=prompt, cwd=cwd, raw_log=log)
+PROTOCOLS = {
+    "claude": Protocol("claude-code", "claude-stream-json"),
+    "acp": Protocol("gemini", "acp-gemini", drop_last=True),
+    "app-server": Protocol("codex", "codex-app-server"),
+    "exec": Protocol("codex-exec", "codex-exec"),
+    "cursor": Protocol("cursor", "cursor-jsonl"),
+}
+
+
+def session_lines(p: Protocol, args: argparse.Namespace) -> bytes:
+    """What the fake prints after the handshake: the synthetic session's stdout."""
+    segments = stream(
+        p.synthetic, answer_bytes=int(args.answer_kb * 1000), delta=args.delta, tools=args.tools
+    )
+    lines = b"".join(s.data for s in segments if s.stream == "stdout").splitlines(keepends=True)
+    return b"".join(lines[:-1] if p.drop_last else lines)
+
+
+async def live(
+    name: str, p: Protocol, script: Path, capture: Path, flush: str, log: Path
+) -> tuple[float, int, int]:
+    argv = [sys.executable, str(script), name, str(capture), flush]
+    executor = get_executor(p.executor, ExecutorOptions(base_command=argv))
+    task = Task(prompt="go", cwd=log.parent, raw_log=log)
     patches = 0
     start = time.process_time()
     async with Run(executor, task, approvals=AutoApprove()) as run:
         async for _ in run.patches():
             patches += 1
         result = await run.wait()
-    assert result.outcome == "success", result
-    return time.process_time() - start, patches
+    seconds = time.process_time() - start
+    assert result.outcome == "success", (name, result.outcome, result.error)
+    return seconds, patches, len(result.entries)
 
 
-def pure(log: Path, protocol: str) -> tuple[float, int]:
+def recorded(log: Path) -> list[Segment]:
     pieces = []
     for rec in read_raw_log(log)[1]:
         pieces.append(Segment(rec.stream, rec.data) if rec.stream else Segment(None, event=rec.event))
+    return pieces
+
+
+def pure(pieces: list[Segment], protocol: str) -> tuple[float, int, int]:
+    """The recorded pieces through a fresh normalizer: CPU seconds, patches, entries."""
     start = time.process_time()
-    patches = normalize(protocol, pieces)
-    return time.process_time() - start, patches
+    n = normalizer(protocol)
+    patches = 0
+    for seg in pieces:
+        if seg.stream is None:
+            patches += len(n.note(seg.event or {}))
+        else:
+            patches += len(n.feed(seg.data, seg.stream))  # type: ignore[arg-type]
+    patches += len(n.finish())
+    return time.process_time() - start, patches, len(n.entries)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--answer-mb", type=float, default=1.0)
-    parser.add_argument("--tools", type=int, default=10_000)
+    parser.add_argument("--protocols", default=",".join(PROTOCOLS))
+    parser.add_argument("--answer-kb", type=float, default=1000)
+    parser.add_argument("--delta", type=int, default=50)
+    parser.add_argument("--tools", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--agent", choices=["claude", "acp"], default="claude")
-    parser.add_argument("--deltas", type=int, default=100_000)
-    parser.add_argument("--size", type=int, default=20)
+    parser.add_argument("--flush", choices=["line", "block"], default="line")
     args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.2f}; flush per {args.flush}; CPU time of this process")
+    print("protocol        MB   lines  reads  live s  pure s live/pure   (live / pure)")
     with tempfile.TemporaryDirectory() as tmp:
-        capture, script, log = Path(tmp) / "capture.jsonl", Path(tmp) / "fake.py", Path(tmp) / "raw.jsonl"
-        if args.agent == "claude":
-            segments = stream("claude-stream-json", answer_bytes=int(args.answer_mb * 1e6), tools=args.tools)
-            capture.write_bytes(b"".join(s.data for s in segments))
-            script.write_text(FAKE)
-            options = ExecutorOptions(base_command=[sys.executable, str(script), str(capture)])
-            executor, prompt, protocol = get_executor("claude-code", options), "go", "claude-stream-json"
-        else:
-            options = ExecutorOptions(base_command=[sys.executable, str(HOSTILE), "--protocol", "acp"])
-            executor, protocol = get_executor("gemini", options), "acp-gemini"
-            prompt = f"deltas={args.deltas} size={args.size}"
-        best_live = best_pure = float("inf")
-        for _ in range(args.repeat):
-            seconds, live_patches = anyio.run(live, executor, prompt, Path(tmp), log)
-            best_live = min(best_live, seconds)
-            seconds, pure_patches = pure(log, protocol)
-            best_pure = min(best_pure, seconds)
-        size = sum(len(r.data) for r in read_raw_log(log)[1] if r.stream == "stdout") / 1e6
-        what = "Claude stream-json" if args.agent == "claude" else "ACP (JSON-RPC) notifications"
-        print(f"stream: {size:.1f} MB of {what} through a fake CLI")
-        print(f"live run (CPU of this process): {best_live:6.3f} s, {live_patches} patches")
-        print(f"pure normalizer, same chunks:   {best_pure:6.3f} s, {pure_patches} patches")
-        print(f"live / pure:                    {best_live / best_pure:6.2f}x")
+        script = Path(tmp) / "fake.py"
+        script.write_text(FAKE)
+        for name in args.protocols.split(","):
+            p = PROTOCOLS[name]
+            capture, log = Path(tmp) / f"{name}.jsonl", Path(tmp) / f"{name}-raw.jsonl"
+            capture.write_bytes(session_lines(p, args))
+            best_live = best_pure = float("inf")
+            for _ in range(args.repeat):
+                # Each side starts with no garbage left by the other: a run's objects end in cycles
+                # (the normalizer's), freed by a full collection, which the next allocating side
+                # would pay for.
+                gc.collect()
+                seconds, live_patches, live_entries = anyio.run(
+                    live, name, p, script, capture, args.flush, log
+                )
+                best_live = min(best_live, seconds)
+                pieces = recorded(log)
+                gc.collect()
+                seconds, pure_patches, pure_entries = pure(pieces, p.synthetic)
+                best_pure = min(best_pure, seconds)
+            out = [s for s in pieces if s.stream == "stdout"]
+            size, lines = sum(len(s.data) for s in out) / 1e6, sum(s.data.count(b"\n") for s in out)
+            print(
+                f"{name:12s} {size:5.1f} {lines:7d} {len(out):6d} {best_live:7.3f} {best_pure:7.3f}"
+                f" {best_live / best_pure:8.2f}x   entries {live_entries} / {pure_entries},"
+                f" patches {live_patches} / {pure_patches}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ REQUEST_CANCELLED = -32800  # the answer to a request the agent withdrew ($/canc
 CANCELLED: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
 _PERMISSION = "session/request_permission"
 _ELICITATION = "elicitation/create"
+_UPDATE = "session/update"
 _WITHDRAWN = {_PERMISSION: CANCELLED, _ELICITATION: acp_elicitation.CANCEL}
 _STARTUP_TIMEOUT = 90.0  # Gemini and Qwen take 1.5-2 s to answer initialize on an idle machine
 _CALL_TIMEOUT = 60.0
@@ -55,6 +56,7 @@ class AcpDriver(Driver[AcpExecutor]):
             JsonRpcPeer(), ctx.process, ctx.task_group, handlers=handlers, on_notification=self._notified
         )
         self._activity = anyio.Event()
+        self._settling = False  # waiting for a loaded session's replayed updates to stop
         self._stopped = anyio.Event()
         self.session_id: str | None = None
         self.agent_capabilities: dict[str, Any] = {}
@@ -152,13 +154,17 @@ class AcpDriver(Driver[AcpExecutor]):
     async def _replay_settled(self, quiet: float = 0.3, limit: float = 5.0) -> None:
         """A loaded session's history is replayed as updates that may go on after the load's answer
         (Gemini 0.61.0); a prompt sent meanwhile would interleave with it.  Wait for a quiet spell."""
-        with anyio.move_on_after(limit):
-            while True:
-                self._activity = anyio.Event()
-                with anyio.move_on_after(quiet) as spell:
-                    await self._activity.wait()
-                if spell.cancelled_caught:
-                    return
+        self._settling = True
+        try:
+            with anyio.move_on_after(limit):
+                while True:
+                    self._activity = anyio.Event()
+                    with anyio.move_on_after(quiet) as spell:
+                        await self._activity.wait()
+                    if spell.cancelled_caught:
+                        return
+        finally:
+            self._settling = False
 
     def _authenticate_once(self) -> bool:
         env = self.executor.run_env(self.ctx.task)
@@ -195,6 +201,14 @@ class AcpDriver(Driver[AcpExecutor]):
             self._prompt(self.queued.pop(0))
         else:
             self.set_idle(True)
+
+    def wants(self, line: WireLine) -> bool:
+        # Requests, answers and the notifications _notified reads; the streamed updates (nearly
+        # every line of a turn) only while a loaded session's replay is being waited out.
+        obj = line.object
+        if obj is None:
+            return False  # a line that is no JSON object is the normalizer's to show
+        return "id" in obj or self._settling or obj.get("method") != _UPDATE
 
     async def on_line(self, line: WireLine) -> None:
         await self.conn.on_line(line)
