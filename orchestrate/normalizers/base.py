@@ -564,8 +564,16 @@ class LineNormalizer(Normalizer):
                     if self.strict:
                         raise
                     self._skipped(event, exc)
-                if keep is not None and kept is not None and _wanted(keep, event):
-                    kept.append(event)
+                if keep is not None and kept is not None:
+                    # A question the peer cannot answer about a line of the wrong shape: it gets
+                    # the line, and the run's guard around the peer turns whatever the line does
+                    # to it into an entry.  (Inline: this runs per line of a live run.)
+                    try:
+                        wanted = keep(event)
+                    except Exception:
+                        wanted = True
+                    if wanted:
+                        kept.append(event)
             elif isinstance(event, LineDropped) and event.stream == "stdout":
                 message = f"{event.stream} line of {event.length} bytes exceeds the limit and was dropped"
                 self.log.error(message, "line_too_long", event.ts, content=event.head)
@@ -622,15 +630,6 @@ def _patch(op: str, index: int, entry: NormalizedEntry) -> EntryPatch:
     _set_extra(new, None)
     _set_private(new, None)
     return new
-
-
-def _wanted(keep: Callable[[WireLine], bool], line: WireLine) -> bool:
-    # A question the peer cannot answer about a line of the wrong shape: it gets the line, and
-    # the run's guard around the peer turns whatever the line does to it into an entry.
-    try:
-        return keep(line)
-    except Exception:
-        return True
 
 
 def _summary_text(count: int) -> str:
