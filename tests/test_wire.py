@@ -326,3 +326,17 @@ def test_the_peer_and_the_normalizer_read_the_same_parse() -> None:
 
     assert ClaudeControlPeer().receive(line) == [TurnEnded(False, "success")]
     assert dataclasses.is_dataclass(NOTES[0])
+
+
+def test_a_line_the_driver_cannot_judge_is_handed_to_it() -> None:
+    """The driver's filter may trip on a line of the wrong shape: the line is kept for the driver
+    (whose own guard turns what it does into an entry) and the normalizer goes on."""
+
+    def wants(line: WireLine) -> bool:
+        return bool(line.object and line.object["type"] == "control_request")  # KeyError: no type
+
+    normalizer = ClaudeCodeExecutor().create_normalizer()
+    data = b'{"no_type": 1}\n{"type": "control_request", "request_id": "r"}\n{"type": "other"}\n'
+    kept, _ = normalizer.feed_wire(data, "stdout", None, wants)
+    request = b'{"type": "control_request", "request_id": "r"}'
+    assert [line.raw for line in kept] == [b'{"no_type": 1}', request]
