@@ -37,26 +37,31 @@ JSONL = ["--approvals", "deny", "--output", "jsonl"]
 
 
 class _Captured(Exception):
-    def __init__(self, spec: ProcessSpec) -> None:
-        self.spec = spec
+    def __init__(self, run: Run) -> None:
+        self.run = run
 
 
 class _Capture(Run):
-    """The full path's run, stopped as soon as it has computed its process spec."""
+    """The full path's run, stopped once made (its executor, task and spec are what matter)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        raise _Captured(self._spec)
+        raise _Captured(self)
+
+
+def full_run(args: list[str], monkeypatch: pytest.MonkeyPatch) -> Run | None:
+    """The run `orchestrate ARGS...` would make, through click and pydantic, stopped before it
+    starts anything (None: it refused)."""
+    with monkeypatch.context() as patch:
+        patch.setattr(cli_main, "Run", _Capture)
+        result = CliRunner().invoke(cli_main.main, args)
+    return result.exception.run if isinstance(result.exception, _Captured) else None
 
 
 def full_spec(args: list[str], monkeypatch: pytest.MonkeyPatch) -> ProcessSpec | None:
     """The spec `orchestrate ARGS...` would run, through click and pydantic (None: it refused)."""
-    with monkeypatch.context() as patch:
-        patch.setattr(cli_main, "Run", _Capture)
-        result = CliRunner().invoke(cli_main.main, args)
-    if isinstance(result.exception, _Captured):
-        return result.exception.spec
-    return None
+    run = full_run(args, monkeypatch)
+    return None if run is None else run._spec
 
 
 def early_names() -> list[str]:

@@ -21,7 +21,6 @@ from typing import Any
 import anyio
 import orjson
 import pytest
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -42,6 +41,7 @@ from orchestrate.run.protocols import start_driver
 from orchestrate.task import Task
 
 from .helpers import CLI_BIN, FAKE_CLAUDE, needs_cli, pid_alive
+from .test_cli_early import full_run
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the early start's supervisor: Linux")
 
@@ -112,19 +112,6 @@ def run_args(home: Path, *more: str) -> list[str]:
 # --- the bytes: the driver's own ------------------------------------------------------------------
 
 
-class _Captured(Exception):
-    def __init__(self, run: Run) -> None:
-        self.run = run
-
-
-class _Capture(Run):
-    """The full path's run, stopped once made (its executor, task and spec are what matter)."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        raise _Captured(self)
-
-
 class _Stdin:
     """Stands for the agent's process: what the driver writes."""
 
@@ -175,10 +162,8 @@ def test_the_early_lines_are_the_drivers_for_every_combination(
         executor, spec, early_prompt = made
         opening = early_opening(executor, spec, early_prompt)
         assert isinstance(opening, ClaudeOpening), (args, opening)
-        patch.setattr(cli_main, "Run", _Capture)
-        result = CliRunner().invoke(cli_main.main, args)
-        assert isinstance(result.exception, _Captured), (args, result.output)
-        run = result.exception.run
+        run = full_run(args, monkeypatch)
+        assert run is not None, args
         assert run._spec == spec
         written = anyio.run(_driver_writes, run)
     assert list(opening.lines) == written, args
@@ -418,6 +403,23 @@ def test_a_start_another_run_would_not_write_is_refused_killed(home: Path) -> No
         assert dies(pid, 5.0)
 
 
+def _held_back(arguments: str, wait: str) -> str:
+    """A script that starts ``orchestrate run`` early (the write made), runs ``wait`` before the
+    full path adopts the agent, then runs that path; ``arguments`` sets ``args`` from sys.argv."""
+    return (
+        "import sys, time, pathlib\n"
+        "from orchestrate.cli import early\n" + arguments + "started = early.begin(args)\n"
+        "assert started is not None and started.was_written, 'no early write'\n"
+        + wait
+        + "sys.argv = ['orchestrate', *args]\n"
+        "from orchestrate.cli.main import main\n"
+        "try:\n"
+        "    main()\n"
+        "finally:\n"
+        "    early.discard()\n"
+    )
+
+
 def test_what_the_agent_asks_before_adoption_goes_through_the_approval_pipeline(home: Path) -> None:
     """The fake Claude asks to run a command as soon as it has read its prompt, long before the run
     adopts it (here held back until it has asked): the question waits in the pipe, and the adopted
@@ -426,22 +428,12 @@ def test_what_the_agent_asks_before_adoption_goes_through_the_approval_pipeline(
     fake_claude(home, tee)
     log = home / "log.jsonl"
     args = [*run_args(home, "--output", "jsonl", "--record", str(log)), "tool please"]
-    probe = (
-        "import sys, time, pathlib\n"
-        "from orchestrate.cli import early\n"
-        "tee, args = pathlib.Path(sys.argv[1]), sys.argv[2:]\n"
-        "started = early.begin(args)\n"
-        "assert started is not None and started.was_written, 'no early write'\n"
+    probe = _held_back(
+        "tee, args = pathlib.Path(sys.argv[1]), sys.argv[2:]\n",
         "deadline = time.monotonic() + 20\n"
         "while b'can_use_tool' not in (tee.read_bytes() if tee.exists() else b''):\n"
         "    assert time.monotonic() < deadline, 'it never asked'\n"
-        "    time.sleep(0.01)\n"
-        "sys.argv = ['orchestrate', *args]\n"
-        "from orchestrate.cli.main import main\n"
-        "try:\n"
-        "    main()\n"
-        "finally:\n"
-        "    early.discard()\n"
+        "    time.sleep(0.01)\n",
     )
     done = subprocess.run(
         [sys.executable, "-c", probe, str(tee), *args], capture_output=True, text=True, timeout=60
@@ -505,20 +497,9 @@ def test_the_real_claude_asks_before_acting_on_a_prompt_written_early(tmp_path: 
         },
         {"text": "Result: {tool_result}"},
     ]
-    probe = (
-        "import sys\n"
-        "from orchestrate.cli import early\n"
-        "args = sys.argv[1:]\n"
-        "started = early.begin(args)\n"
-        "assert started is not None and started.was_written, 'no early write'\n"
-        "print('written', flush=True)\n"
-        "sys.stdin.readline()\n"
-        "sys.argv = ['orchestrate', *args]\n"
-        "from orchestrate.cli.main import main\n"
-        "try:\n"
-        "    main()\n"
-        "finally:\n"
-        "    early.discard()\n"
+    probe = _held_back(
+        "args = sys.argv[1:]\n",
+        "print('written', flush=True)\nsys.stdin.readline()\n",
     )
     with (
         Scratch.create() as scratch,
