@@ -17,8 +17,10 @@ the CLI act without asking, so the early write is made only when all of these ho
 - no ``CLAUDE...`` variable of its environment names permissions, bypass, skipping, danger or auto
   mode (Claude Code reads, for one, ``CLAUDE_CODE_EVEN_MORE_DANGEROUSLY_SKIP_PERMISSIONS``;
   ``IS_SANDBOX`` only matters with a bypass mode, which is refused above);
-- every settings file the CLI reads that we can see (the user's, ``.claude/settings.json`` and
-  ``settings.local.json`` in the working directory and each of its parents, the machine's managed
+- every settings file the CLI reads that we can see (the user's, found where the CLI finds it: a
+  relative ``$HOME`` or ``$CLAUDE_CONFIG_DIR`` from its working directory, the account's home
+  without ``$HOME``; ``.claude/settings.json`` and ``settings.local.json`` in the working
+  directory and each of its parents, the machine's managed
   settings in ``/etc/claude-code``) is a JSON object with no ``allow`` rules, no default mode but
   ``default``, no hooks (a ``PreToolUse`` hook can allow a tool itself; a ``UserPromptSubmit`` one
   runs a command on the prompt), no plugins (they bring hooks), no sandbox settings (a sandboxed
@@ -31,6 +33,7 @@ Not seen, and so not covered: settings an organization serves to the CLI over th
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -98,11 +101,14 @@ def _environment(env: dict[str, Any], where: str) -> str | None:
 
 
 def _all_settings(env: dict[str, str], cwd: Path) -> str | None:
-    home = env.get("HOME")
+    # Without $HOME the CLI's home is the account's; a relative $HOME or $CLAUDE_CONFIG_DIR is
+    # relative to the CLI's working directory, not to ours.
+    home = env.get("HOME") or _account_home()
     config = env.get("CLAUDE_CONFIG_DIR") or (str(Path(home) / ".claude") if home else None)
     files: list[Path] = []
     if config:
-        files += [Path(config) / "settings.json", Path(config) / "settings.local.json"]
+        config_dir = cwd / config
+        files += [config_dir / "settings.json", config_dir / "settings.local.json"]
     for folder in (cwd, *cwd.parents):
         files += [folder / ".claude" / "settings.json", folder / ".claude" / "settings.local.json"]
     files.append(_MANAGED / "managed-settings.json")
@@ -115,6 +121,15 @@ def _all_settings(env: dict[str, str], cwd: Path) -> str | None:
         if reason is not None:
             return reason
     return None
+
+
+def _account_home() -> str | None:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_dir or None
+    except KeyError:  # no account entry: no home the CLI could find either
+        return None
 
 
 def _settings(path: Path) -> str | None:

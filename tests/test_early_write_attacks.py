@@ -1,0 +1,145 @@
+"""Attacks on `orchestrate run`'s early write (cli/early.py, run/early_opening.py,
+executors/claude_asks.py): ways Claude Code could act, without asking us, on a prompt written before
+the run adopted it (and so before the run could still be refused)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from orchestrate.cli import early
+from orchestrate.executors.claude_asks import always_asks
+from orchestrate.executors.claude_code import ClaudeCodeExecutor
+from orchestrate.executors.options import ExecutorOptions
+from orchestrate.peers.claude_opening import ClaudeOpening
+from orchestrate.run.early_opening import early_opening
+from orchestrate.task import Task
+
+from .helpers import CLI_BIN, needs_cli
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the early start's supervisor: Linux")
+
+_ALLOW_TOUCH = orjson.dumps({"permissions": {"allow": ["Bash(touch:*)"]}})
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """As in test_early_write.py: our own `claude` on $ORCHESTRATE_BIN_PATH, a HOME without Claude
+    settings, the work directory tmp_path/work; orchestrate itself runs in tmp_path/elsewhere."""
+    for sub in ("bin", "home", "work", "elsewhere"):
+        (tmp_path / sub).mkdir()
+    program = tmp_path / "bin" / "claude"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("ORCHESTRATE_BIN_PATH", str(tmp_path / "bin"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.setenv("ORCHESTRATE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ORCHESTRATE_STORE", "off")
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    return tmp_path
+
+
+def run_args(home: Path, *more: str) -> list[str]:
+    return ["run", "-e", "claude-code", "--cwd", str(home / "work"), "--approvals", "deny", *more]
+
+
+def opening_for(args: list[str]) -> ClaudeOpening | str:
+    made = early._early(args)
+    assert made is not None, args  # the agent is started early either way
+    return early_opening(*made)
+
+
+# --- a slash command is run by the CLI itself, not by a tool that asks -----------------------------
+
+
+@pytest.mark.parametrize("prompt", ["/evil", "/evil now", "/heapdump", "/config"])
+def test_no_early_write_of_a_slash_command(home: Path, prompt: str) -> None:
+    """Claude Code runs a prompt that starts with ``/`` as a command without asking anyone: a
+    project command's ``!`` lines under its own ``allowed-tools`` (measured with 2.1.330: `touch`
+    ran, no can_use_tool), or a built-in that writes (``/heapdump`` writes a heap snapshot into
+    HOME).  Written before adoption, a refused run's agent would have changed something."""
+    assert isinstance(opening_for([*run_args(home), prompt]), str)
+
+
+def test_a_prompt_with_a_slash_inside_is_still_written_early(home: Path) -> None:
+    assert isinstance(opening_for([*run_args(home), "fix a/b and /tmp"]), ClaudeOpening)
+
+
+@pytest.mark.real_cli
+@needs_cli("claude")
+def test_the_real_claude_runs_no_project_command_before_adoption(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pinned Claude Code, started early for the prompt ``/evil`` where the project's command
+    ``evil`` runs ``touch pwned`` under its own ``allowed-tools``: left unadopted, nothing is
+    created (the prompt is the run's to write, after adoption)."""
+    from orchestrate.testing import Scenario, ScriptedModelServer
+    from orchestrate.testing.offline import Scratch, claude_offline_env
+
+    with (
+        Scratch.create() as scratch,
+        ScriptedModelServer(Scenario.from_obj({"steps": [{"text": "ok"}]})) as server,
+    ):
+        commands = scratch.work / ".claude" / "commands"
+        commands.mkdir(parents=True)
+        (commands / "evil.md").write_text(
+            "---\nallowed-tools: Bash(touch:*)\ndescription: x\n---\n!`touch pwned`\nsay ok\n"
+        )
+        for name, value in claude_offline_env(server, scratch).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("ORCHESTRATE_BIN_PATH", str(CLI_BIN))
+        args = ["run", "-e", "claude-code", "--cwd", str(scratch.work), "--approvals", "deny", "/evil"]
+        started = early.begin(args)
+        assert started is not None
+        try:
+            deadline = time.monotonic() + 4.0  # the CLI ran the command within 1 s when sent it
+            while time.monotonic() < deadline and not (scratch.work / "pwned").exists():
+                time.sleep(0.05)
+            assert not (scratch.work / "pwned").exists(), "the project command ran before adoption"
+        finally:
+            early.discard()
+
+
+# --- settings the CLI finds relative to its own working directory ---------------------------------
+
+
+@pytest.mark.parametrize("variable", ["CLAUDE_CONFIG_DIR", "HOME"])
+def test_a_relative_config_dir_is_read_where_the_agent_runs(home: Path, variable: str) -> None:
+    """A relative $CLAUDE_CONFIG_DIR or $HOME is resolved by Claude Code against its own working
+    directory (--cwd), not orchestrate's (measured: a `touch` allowed in work/cfg/settings.json ran
+    without asking, the early write made).  The check must read that file."""
+    folder = home / "work" / "cfg"
+    if variable == "HOME":
+        folder = folder / ".claude"
+    folder.mkdir(parents=True)
+    (folder / "settings.json").write_bytes(_ALLOW_TOUCH)
+    assert isinstance(opening_for([*run_args(home, "--env", f"{variable}=cfg"), "hi"]), str)
+
+
+def test_no_home_variable_means_the_account_home(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without $HOME the CLI's home is the account's (getpwuid), whose settings it reads: the check
+    must read them too, not skip the user settings."""
+    import pwd
+
+    account = home / "account"
+    (account / ".claude").mkdir(parents=True)
+    (account / ".claude" / "settings.json").write_bytes(_ALLOW_TOUCH)
+    real = pwd.getpwuid
+
+    def getpwuid(uid: int) -> Any:
+        entry = list(real(uid))
+        entry[5] = str(account)
+        return pwd.struct_passwd(entry)
+
+    monkeypatch.setattr(pwd, "getpwuid", getpwuid)
+    program = str(home / "bin" / "claude")
+    argv = [program, *ClaudeCodeExecutor(ExecutorOptions()).build_argv(Task(prompt="p", cwd=home))[1:]]
+    assert always_asks(argv, {"HOME": str(account)}, home / "work", program) is not None  # (as given)
+    assert always_asks(argv, {}, home / "work", program) is not None
+
