@@ -4,6 +4,8 @@ the run adopted it (and so before the run could still be refused)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -143,3 +145,36 @@ def test_no_home_variable_means_the_account_home(home: Path, monkeypatch: pytest
     assert always_asks(argv, {"HOME": str(account)}, home / "work", program) is not None  # (as given)
     assert always_asks(argv, {}, home / "work", program) is not None
 
+
+def _git(*args: str) -> None:
+    subprocess.run(
+        ["git", *args],
+        check=True,
+        capture_output=True,
+        timeout=30,
+        env={
+            **os.environ,
+            "GIT_AUTHOR_NAME": "a",
+            "GIT_AUTHOR_EMAIL": "a@b",
+            "GIT_COMMITTER_NAME": "a",
+            "GIT_COMMITTER_EMAIL": "a@b",
+        },
+    )
+
+
+@pytest.mark.parametrize("name", ["settings.local.json", "settings.json"])
+def test_a_linked_worktree_reads_the_main_trees_settings(home: Path, name: str) -> None:
+    """In a linked git worktree Claude Code reads the local settings of the main work tree, which is
+    not a parent of the worktree (measured: a `touch` allowed in main/.claude/settings.local.json
+    ran without asking in the worktree, the early write made)."""
+    main, linked = home / "main", home / "linked"
+    main.mkdir()
+    _git("init", "-q", str(main))
+    _git("-C", str(main), "commit", "-q", "--allow-empty", "-m", "x")
+    _git("-C", str(main), "worktree", "add", "-q", str(linked))
+    args = ["run", "-e", "claude-code", "--cwd", str(linked / "sub"), "--approvals", "deny", "hi"]
+    (linked / "sub").mkdir()
+    assert isinstance(opening_for(args), ClaudeOpening)  # nothing loose yet
+    (main / ".claude").mkdir()
+    (main / ".claude" / name).write_bytes(_ALLOW_TOUCH)
+    assert isinstance(opening_for(args), str)

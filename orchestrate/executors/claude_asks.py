@@ -109,7 +109,11 @@ def _all_settings(env: dict[str, str], cwd: Path) -> str | None:
     if config:
         config_dir = cwd / config
         files += [config_dir / "settings.json", config_dir / "settings.local.json"]
-    for folder in (cwd, *cwd.parents):
+    folders = [cwd, *cwd.parents]
+    main = _main_worktree(folders)
+    if isinstance(main, str):
+        return main
+    for folder in folders if main is None else [*folders, main]:
         files += [folder / ".claude" / "settings.json", folder / ".claude" / "settings.local.json"]
     files.append(_MANAGED / "managed-settings.json")
     try:
@@ -120,6 +124,33 @@ def _all_settings(env: dict[str, str], cwd: Path) -> str | None:
         reason = _settings(path)
         if reason is not None:
             return reason
+    return None
+
+
+def _main_worktree(folders: list[Path]) -> Path | str | None:
+    """The main work tree of the git work tree the folders (a directory, then its parents) are in,
+    when it is another (a linked worktree: the CLI reads the local settings there, not only in
+    the directory and its parents); None when there is none; a string when it cannot be told."""
+    for folder in folders:
+        dot_git = folder / ".git"
+        if dot_git.is_dir():
+            return None
+        if not dot_git.exists():
+            continue
+        try:
+            line = dot_git.read_text(errors="replace").strip()
+            if not line.startswith("gitdir:"):
+                return f"{dot_git} is not a git work tree link"
+            git_dir = folder / line.removeprefix("gitdir:").strip()
+            commondir = git_dir / "commondir"
+            if not commondir.exists():
+                return None  # a submodule's own repository: the folder is its root
+            common = (git_dir / commondir.read_text().strip()).resolve()
+        except OSError as exc:
+            return f"{dot_git} cannot be read ({exc.strerror})"
+        if common.name != ".git":
+            return f"{folder} is a work tree of {common}, whose local settings are not known"
+        return common.parent
     return None
 
 
