@@ -178,3 +178,80 @@ def test_a_linked_worktree_reads_the_main_trees_settings(home: Path, name: str) 
     (main / ".claude").mkdir()
     (main / ".claude" / name).write_bytes(_ALLOW_TOUCH)
     assert isinstance(opening_for(args), str)
+
+
+# --- tools the CLI runs without asking ------------------------------------------------------------
+
+
+def test_the_tools_claude_runs_without_asking_are_not_offered(home: Path) -> None:
+    """Claude Code 2.1.330 runs EnterWorktree (a git worktree and branch) and CronCreate (a durable
+    schedule in .claude/scheduled_tasks.json) without asking its host: every run disallows them, and
+    a command line that offers them again gets no early write."""
+    program = str(home / "bin" / "claude")
+    argv = [program, *ClaudeCodeExecutor(ExecutorOptions()).build_argv(Task(prompt="p", cwd=home))[1:]]
+    at = argv.index("--disallowedTools")
+    assert {"EnterWorktree", "CronCreate", "CronDelete"} <= set(argv[at + 1].split(","))
+    env = {"HOME": str(home / "home")}
+    assert always_asks(argv, env, home / "work", program) is None
+    without = argv[:at] + argv[at + 2 :]
+    assert always_asks(without, env, home / "work", program) is not None
+    fewer = [*argv[: at + 1], "CronCreate", *argv[at + 2 :]]
+    assert always_asks(fewer, env, home / "work", program) is not None
+
+
+@pytest.mark.real_cli
+@needs_cli("claude")
+@pytest.mark.parametrize("tool", ["CronCreate", "EnterWorktree"])
+def test_the_real_claude_changes_nothing_unasked_before_adoption(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tool: str
+) -> None:
+    """The pinned Claude Code, sent its prompt early and left unadopted while its model calls a tool
+    the CLI runs without asking: no durable schedule is written, no worktree or branch is made."""
+    from orchestrate.testing import Scenario, ScriptedModelServer
+    from orchestrate.testing.offline import Scratch, claude_offline_env
+
+    steps: list[dict[str, Any]] = {
+        "CronCreate": [
+            {"tool": {"name": "ToolSearch", "input": {"query": "select:CronCreate", "max_results": 5}}},
+            {
+                "tool": {
+                    "name": "CronCreate",
+                    "input": {
+                        "cron": "*/5 * * * *",
+                        "prompt": "touch pwned",
+                        "recurring": True,
+                        "durable": True,
+                    },
+                }
+            },
+        ],
+        "EnterWorktree": [{"tool": {"name": "EnterWorktree", "input": {"name": "wt1"}}}],
+    }[tool]
+    with (
+        Scratch.create() as scratch,
+        ScriptedModelServer(Scenario.from_obj({"steps": [*steps, {"text": "done"}]})) as server,
+    ):
+        _git("init", "-q", str(scratch.work))
+        _git("-C", str(scratch.work), "commit", "-q", "--allow-empty", "-m", "x")
+        for name, value in claude_offline_env(server, scratch).items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("ORCHESTRATE_BIN_PATH", str(CLI_BIN))
+        args = ["run", "-e", "claude-code", "--cwd", str(scratch.work), "--approvals", "deny", "go"]
+        started = early.begin(args)
+        assert started is not None and started.was_written
+        try:
+            deadline = time.monotonic() + 30
+            while len(server.main_requests()) <= len(steps):  # each tool call done, answered back
+                assert time.monotonic() < deadline, "the CLI never got through its tool calls"
+                time.sleep(0.05)
+            assert not (scratch.work / ".claude" / "scheduled_tasks.json").exists()
+            assert not (scratch.work / ".claude" / "worktrees").exists()
+            branches = subprocess.run(
+                ["git", "-C", str(scratch.work), "branch", "--list"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+            )
+            assert "worktree-" not in branches.stdout
+        finally:
+            early.discard()

@@ -39,11 +39,14 @@ from typing import Any
 
 import orjson
 
+from .claude_code import UNASKED_TOOLS
+
 __all__ = ["always_asks"]
 
 _PROMPT_TOOL = ("--permission-prompt-tool", "stdio")
 _BARE = frozenset({"--verbose", "--include-partial-messages", "--fork-session"})
 _FIXED = {
+    "--disallowedTools": UNASKED_TOOLS,  # (what it runs without asking: claude_code.py)
     "--input-format": "stream-json",
     "--output-format": "stream-json",
     "--permission-prompt-tool": "stdio",
@@ -89,6 +92,8 @@ def _options(args: list[str]) -> str | None:
             seen_prompt_tool = seen_prompt_tool or (word, value) == _PROMPT_TOOL
             continue
         return f"{word!r}: an option not known to keep it asking"
+    if "--disallowedTools" not in args:
+        return f"no --disallowedTools {UNASKED_TOOLS}"
     return None if seen_prompt_tool else "no --permission-prompt-tool stdio"
 
 
