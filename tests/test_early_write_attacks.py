@@ -255,3 +255,28 @@ def test_the_real_claude_changes_nothing_unasked_before_adoption(
             assert "worktree-" not in branches.stdout
         finally:
             early.discard()
+
+
+# --- the check itself is bounded ------------------------------------------------------------------
+
+
+def test_a_settings_file_that_blocks_does_not_hang_the_start(home: Path) -> None:
+    """A settings file that is a FIFO (a link to a terminal alike) blocked the early check's read
+    for ever, before the CLI had even loaded (measured: `orchestrate run` hung, ORCHESTRATE_EARLY=0
+    did not).  It is not a plain file: no early write, at once."""
+    import threading
+
+    settings = home / "work" / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    os.mkfifo(settings)
+    answers: list[Any] = []
+    worker = threading.Thread(
+        target=lambda: answers.append(opening_for([*run_args(home), "hi"])), daemon=True
+    )
+    worker.start()
+    worker.join(5)
+    blocked = worker.is_alive()
+    if blocked:  # let the stuck reader go
+        os.close(os.open(settings, os.O_WRONLY | os.O_NONBLOCK))
+    assert not blocked, "the early check blocked on a settings file"
+    assert isinstance(answers[0], str) and "not a plain file" in answers[0]

@@ -34,6 +34,7 @@ Not seen, and so not covered: settings an organization serves to the CLI over th
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -170,7 +171,11 @@ def _account_home() -> str | None:
 
 def _settings(path: Path) -> str | None:
     try:
-        with path.open("rb") as f:
+        # Not blocking, and only a plain file: a FIFO or a terminal would hang the start-up here.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return f"{path} is not a plain file"
             data = f.read(_MAX_SETTINGS_BYTES + 1)
     except FileNotFoundError:
         return None
