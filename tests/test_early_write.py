@@ -132,7 +132,7 @@ async def _driver_writes(run: Run) -> list[bytes]:
 
 
 _PROMPTS = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1, max_size=40).filter(
-    lambda p: p.strip() and not p.startswith("-")
+    lambda p: p.strip() and not p.startswith("-") and not p.lstrip().startswith("/")  # (/: never early)
 )
 _OPTION = st.one_of(
     st.tuples(st.just("--model"), st.sampled_from(["opus", "sonnet", "x y"])),

@@ -37,7 +37,11 @@ def test_argv_carries_every_option(tmp_path: Path) -> None:
         "stdio",
         "--include-partial-messages",
     ]
-    assert argv[11:] == [
+    assert argv[11:13] == [
+        "--disallowedTools",
+        "EnterWorktree,ExitWorktree,CronCreate,CronDelete,ScheduleWakeup",
+    ]
+    assert argv[13:] == [
         "--model",
         "sonnet",
         "--permission-mode",

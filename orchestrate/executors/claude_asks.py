@@ -17,8 +17,10 @@ the CLI act without asking, so the early write is made only when all of these ho
 - no ``CLAUDE...`` variable of its environment names permissions, bypass, skipping, danger or auto
   mode (Claude Code reads, for one, ``CLAUDE_CODE_EVEN_MORE_DANGEROUSLY_SKIP_PERMISSIONS``;
   ``IS_SANDBOX`` only matters with a bypass mode, which is refused above);
-- every settings file the CLI reads that we can see (the user's, ``.claude/settings.json`` and
-  ``settings.local.json`` in the working directory and each of its parents, the machine's managed
+- every settings file the CLI reads that we can see (the user's, found where the CLI finds it: a
+  relative ``$HOME`` or ``$CLAUDE_CONFIG_DIR`` from its working directory, the account's home
+  without ``$HOME``; ``.claude/settings.json`` and ``settings.local.json`` in the working
+  directory and each of its parents, the machine's managed
   settings in ``/etc/claude-code``) is a JSON object with no ``allow`` rules, no default mode but
   ``default``, no hooks (a ``PreToolUse`` hook can allow a tool itself; a ``UserPromptSubmit`` one
   runs a command on the prompt), no plugins (they bring hooks), no sandbox settings (a sandboxed
@@ -31,16 +33,21 @@ Not seen, and so not covered: settings an organization serves to the CLI over th
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
 import orjson
+
+from .claude_code import UNASKED_TOOLS
 
 __all__ = ["always_asks"]
 
 _PROMPT_TOOL = ("--permission-prompt-tool", "stdio")
 _BARE = frozenset({"--verbose", "--include-partial-messages", "--fork-session"})
 _FIXED = {
+    "--disallowedTools": UNASKED_TOOLS,  # (what it runs without asking: claude_code.py)
     "--input-format": "stream-json",
     "--output-format": "stream-json",
     "--permission-prompt-tool": "stdio",
@@ -86,6 +93,8 @@ def _options(args: list[str]) -> str | None:
             seen_prompt_tool = seen_prompt_tool or (word, value) == _PROMPT_TOOL
             continue
         return f"{word!r}: an option not known to keep it asking"
+    if "--disallowedTools" not in args:
+        return f"no --disallowedTools {UNASKED_TOOLS}"
     return None if seen_prompt_tool else "no --permission-prompt-tool stdio"
 
 
@@ -98,12 +107,19 @@ def _environment(env: dict[str, Any], where: str) -> str | None:
 
 
 def _all_settings(env: dict[str, str], cwd: Path) -> str | None:
-    home = env.get("HOME")
+    # Without $HOME the CLI's home is the account's; a relative $HOME or $CLAUDE_CONFIG_DIR is
+    # relative to the CLI's working directory, not to ours.
+    home = env.get("HOME") or _account_home()
     config = env.get("CLAUDE_CONFIG_DIR") or (str(Path(home) / ".claude") if home else None)
     files: list[Path] = []
     if config:
-        files += [Path(config) / "settings.json", Path(config) / "settings.local.json"]
-    for folder in (cwd, *cwd.parents):
+        config_dir = cwd / config
+        files += [config_dir / "settings.json", config_dir / "settings.local.json"]
+    folders = [cwd, *cwd.parents]
+    main = _main_worktree(folders)
+    if isinstance(main, str):
+        return main
+    for folder in folders if main is None else [*folders, main]:
         files += [folder / ".claude" / "settings.json", folder / ".claude" / "settings.local.json"]
     files.append(_MANAGED / "managed-settings.json")
     try:
@@ -117,9 +133,49 @@ def _all_settings(env: dict[str, str], cwd: Path) -> str | None:
     return None
 
 
+def _main_worktree(folders: list[Path]) -> Path | str | None:
+    """The main work tree of the git work tree the folders (a directory, then its parents) are in,
+    when it is another (a linked worktree: the CLI reads the local settings there, not only in
+    the directory and its parents); None when there is none; a string when it cannot be told."""
+    for folder in folders:
+        dot_git = folder / ".git"
+        if dot_git.is_dir():
+            return None
+        if not dot_git.exists():
+            continue
+        try:
+            line = dot_git.read_text(errors="replace").strip()
+            if not line.startswith("gitdir:"):
+                return f"{dot_git} is not a git work tree link"
+            git_dir = folder / line.removeprefix("gitdir:").strip()
+            commondir = git_dir / "commondir"
+            if not commondir.exists():
+                return None  # a submodule's own repository: the folder is its root
+            common = (git_dir / commondir.read_text().strip()).resolve()
+        except OSError as exc:
+            return f"{dot_git} cannot be read ({exc.strerror})"
+        if common.name != ".git":
+            return f"{folder} is a work tree of {common}, whose local settings are not known"
+        return common.parent
+    return None
+
+
+def _account_home() -> str | None:
+    import pwd
+
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_dir or None
+    except KeyError:  # no account entry: no home the CLI could find either
+        return None
+
+
 def _settings(path: Path) -> str | None:
     try:
-        with path.open("rb") as f:
+        # Not blocking, and only a plain file: a FIFO or a terminal would hang the start-up here.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return f"{path} is not a plain file"
             data = f.read(_MAX_SETTINGS_BYTES + 1)
     except FileNotFoundError:
         return None

@@ -18,6 +18,12 @@ __all__ = ["ClaudeCodeExecutor"]
 
 _PATH_KEYS = ("file_path", "notebook_path", "path")
 
+UNASKED_TOOLS = "EnterWorktree,ExitWorktree,CronCreate,CronDelete,ScheduleWakeup"
+"""Tools Claude Code (2.1.330) runs in its default mode without asking its host, that change
+something: EnterWorktree makes a git worktree and branch, CronCreate writes a durable schedule to
+.claude/scheduled_tasks.json.  They would bypass the approval pipeline (and act on a prompt written
+before the run adopted the process: cli/early.py), so no run offers them."""
+
 
 class ClaudeCodeExecutor(Executor):
     name = "claude-code"
@@ -47,6 +53,8 @@ class ClaudeCodeExecutor(Executor):
             "--permission-prompt-tool",
             "stdio",
             "--include-partial-messages",
+            "--disallowedTools",
+            UNASKED_TOOLS,
         ]
         model = task.model or self.options.model
         if model:

@@ -51,6 +51,10 @@ def early_opening(executor: Executor, spec: ProcessSpec, prompt: str) -> ClaudeO
     reason = why_not_early(executor, spec)
     if reason is not None:
         return reason
+    if prompt.lstrip().startswith("/"):
+        # A slash command is run by the CLI itself, asking no one: a project command's `!` lines
+        # under its own allowed-tools, or a built-in that writes (/heapdump).
+        return "a slash command is run without asking"
     opening = open_claude(prompt)
     if sum(len(line) for line in opening.lines) > EARLY_WRITE_MAX:
         return "the first message is too long to be written before the run exists"
