@@ -138,7 +138,7 @@ _OPTION = st.one_of(
     st.tuples(st.just("--model"), st.sampled_from(["opus", "sonnet", "x y"])),
     st.tuples(st.just("--permission-mode"), st.sampled_from(["default", "manual"])),
     st.tuples(st.just("--resume"), st.sampled_from(["abc-123", "s p"])),
-    st.tuples(st.just("--env"), st.sampled_from(["A=1", "B=", "E=a=b", "CLAUDE_CODE_X=1"])),
+    st.tuples(st.just("--env"), st.sampled_from(["A=1", "B=", "E=a=b", "CLAUDE_CODE_MAX_OUTPUT_TOKENS=1"])),
     st.tuples(st.just("--output"), st.sampled_from(["jsonl", "text"])),
     st.tuples(st.sampled_from(["--timeout", "--startup-timeout", "--approval-timeout"]), st.just("30")),
     st.tuples(st.sampled_from(["--fork", "--resume-fallback", "--no-redact", "-v"])),
@@ -211,10 +211,16 @@ def test_the_driver_takes_the_early_lines_over_and_writes_nothing(home: Path) ->
         ["--base-command", "claude"],  # a wrapper's own options cannot be seen
         ["--env", "CLAUDE_CODE_EVEN_MORE_DANGEROUSLY_SKIP_PERMISSIONS=1"],
         ["--env", "CLAUDE_BG_SESSION_PERMISSION_RULES=x"],
+        # not known to loosen asking, nor known not to: unknown costs the early write
+        ["--env", "CLAUDE_CODE_DISABLE_INLINE_SHELL_RM_PROMPT=1"],
+        ["--env", "CLAUDE_CODE_REMOTE_TOOLS_HOST_ALLOWS_UNATTENDED=1"],
+        ["--env", "claude_code_some_future_option=1"],
     ],
 )
 def test_no_early_write_where_the_agent_may_act_without_asking(home: Path, more: list[str]) -> None:
     claude_is(home, "#!/bin/sh\n")
+    plain = early._early([*run_args(home), "hi"])
+    assert plain is not None and isinstance(early_opening(*plain), ClaudeOpening)  # (without ``more``: one)
     made = early._early([*run_args(home, *more), "hi"])
     assert made is not None  # the agent is still started early ...
     assert isinstance(early_opening(*made), str)  # ... but sent nothing
@@ -230,6 +236,7 @@ _LOOSE_SETTINGS: list[Any] = [
     {"enabledPlugins": {"p@m": True}},
     {"sandbox": {"enabled": True, "autoAllowBashIfSandboxed": True}},
     {"env": {"CLAUDE_CODE_EVEN_MORE_DANGEROUSLY_SKIP_PERMISSIONS": "1"}},
+    {"env": {"CLAUDE_CODE_DISABLE_SUBSTITUTION_RM_PROMPT": "1"}},
     {"env": ["not", "an", "object"]},
     ["not", "an", "object"],
     "not json {",
@@ -373,6 +380,34 @@ def test_a_run_refused_after_the_early_write_kills_its_agent_and_says_so(
     assert not pid_alive(pid) or dies(pid, 5.0)
     err = capsys.readouterr().err
     assert "had been sent the prompt" in err and "killed" in err
+    assert early.take() is None
+
+
+def test_ctrl_c_while_the_cli_loads_kills_the_early_agent_without_a_traceback(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ctrl-C after the early write, before click's own handling starts: exit 130, the agent (which
+    had read its prompt) killed and said to be, for the interrupt, not for a refusal."""
+    pid_file, got = recorder(home)
+
+    def interrupted() -> None:
+        wait_for(got, b"hello")  # (it was sent the prompt before the key was pressed)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main, "main", interrupted)
+    monkeypatch.setattr(sys, "argv", ["orchestrate", *run_args(home), "hello"])
+    try:
+        early.main()
+        code: object = "returned"
+    except SystemExit as exc:
+        code = exc.code
+    except KeyboardInterrupt:  # (the test fails, not the session: pytest stops on this one)
+        code = "KeyboardInterrupt escaped"
+    assert code == 130
+    pid = int(wait_for(pid_file))
+    assert not pid_alive(pid) or dies(pid, 5.0)
+    err = capsys.readouterr().err
+    assert "(interrupted)" in err and "killed" in err and "refused" not in err
     assert early.take() is None
 
 

@@ -298,5 +298,10 @@ def main() -> None:
         from .main import main as cli
 
         cli()
+    except KeyboardInterrupt:
+        # Ctrl-C while the CLI loads (click's own handling starts later): no traceback, and an
+        # agent started early is said to be killed for that, not for a refusal.
+        discard("interrupted")
+        sys.exit(130)
     finally:
         discard()

@@ -14,9 +14,11 @@ the CLI act without asking, so the early write is made only when all of these ho
   alias ``manual``) if any: no ``--base-command`` (a wrapper's own options cannot be seen), no
   bypass or skip-permissions option, no ``acceptEdits``, ``auto``, ``dontAsk`` or ``plan`` mode, no
   allowed-tools list, no extra option of any kind;
-- no ``CLAUDE...`` variable of its environment names permissions, bypass, skipping, danger or auto
-  mode (Claude Code reads, for one, ``CLAUDE_CODE_EVEN_MORE_DANGEROUSLY_SKIP_PERMISSIONS``;
-  ``IS_SANDBOX`` only matters with a bypass mode, which is refused above);
+- no ``CLAUDE...`` variable in its environment but the few known not to touch asking
+  (:data:`_KNOWN_VARIABLES`: ours, the model provider's, the config directory, output limits):
+  the CLI reads over a thousand, some loosen it (``CLAUDE_CODE_EVEN_MORE_DANGEROUSLY_SKIP_PERMISSIONS``)
+  and others may (``CLAUDE_CODE_DISABLE_INLINE_SHELL_RM_PROMPT``), so an unknown one costs the early
+  write, never the other way round (``IS_SANDBOX`` only matters with a bypass mode, refused above);
 - every settings file the CLI reads that we can see (the user's, found where the CLI finds it: a
   relative ``$HOME`` or ``$CLAUDE_CONFIG_DIR`` from its working directory, the account's home
   without ``$HOME``; ``.claude/settings.json`` and ``settings.local.json`` in the working
@@ -53,7 +55,21 @@ _FIXED = {
     "--permission-prompt-tool": "stdio",
 }
 _ASKING_MODES = frozenset({"default", "manual"})
-_LOOSENING_WORDS = ("PERMISSION", "BYPASS", "SKIP", "AUTO_MODE", "DANGEROUS")
+_KNOWN_VARIABLES = frozenset(
+    {
+        "CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS",  # ours (executors/claude_code.py)
+        "CLAUDE_CONFIG_DIR",  # where the settings checked below are
+        "CLAUDE_CODE_OAUTH_TOKEN",
+        "CLAUDE_CODE_USE_BEDROCK",
+        "CLAUDE_CODE_USE_VERTEX",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+        "CLAUDE_CODE_MAX_RETRIES",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "CLAUDE_CODE_DISABLE_TERMINAL_TITLE",
+        "CLAUDE_CODE_ENTRYPOINT",
+    }
+)
+"""``CLAUDE...`` variables an early write allows: none of them touches asking."""
 _MANAGED = Path("/etc/claude-code")
 _MAX_SETTINGS_BYTES = 1 << 20
 
@@ -101,8 +117,8 @@ def _options(args: list[str]) -> str | None:
 def _environment(env: dict[str, Any], where: str) -> str | None:
     for name in env:
         upper = str(name).upper()
-        if upper.startswith("CLAUDE") and any(word in upper for word in _LOOSENING_WORDS):
-            return f"{name} in {where}"
+        if upper.startswith("CLAUDE") and upper not in _KNOWN_VARIABLES:
+            return f"{name} in {where}: a variable not known to keep it asking"
     return None
 
 
