@@ -22,9 +22,9 @@ against the CLI's own first entry-making line (and, for comparison, against its 
 With ``--orchestrate`` (repeatable) each checkout's ``orchestrate run`` is timed in the same rounds,
 against the same CLI-alone times: two branches compared back to back on a noisy machine.  With
 ``--late``, each checkout is also timed with its early start off (``ORCHESTRATE_EARLY=0``: the agent
-spawned only once the CLI, the models and the event loop are loaded) and with the agent spawned
-early but its prompt written by the run once loaded (``ORCHESTRATE_EARLY=spawn``; a checkout from
-before the early write takes it as its plain early start), in the same rounds.
+spawned only once the CLI, the models and the event loop are loaded) and with the early write
+(``ORCHESTRATE_EARLY=write``: the prompt written right after the early spawn, where the agent asks
+before acting; the default spawns early and lets the run write it), in the same rounds.
 
 The CPU time each ``orchestrate run`` used up to its first entry is reported too (its median): on a
 machine with no free core, our work and the agent's start-up take turns, and the wall time follows
@@ -165,7 +165,7 @@ def main() -> None:
         alone: list[float] = []
         alone_entry: list[float] = []
         judge = makes_entry(args.executor)
-        modes = ("1", "spawn", "0") if args.late else ("1",)
+        modes = ("1", "write", "0") if args.late else ("1",)
         variants = [(c, early) for c in checkouts for early in modes]
         through: dict[tuple[Path, str], list[tuple[float, float]]] = {v: [] for v in variants}
         with tempfile.TemporaryDirectory() as home:
@@ -196,8 +196,8 @@ def main() -> None:
         label = "" if len(checkouts) == 1 else f"{checkout}"
         if args.late:
             label += {
-                "1": " early start",
-                "spawn": " early spawn, prompt written by the run (ORCHESTRATE_EARLY=spawn)",
+                "1": " early start (the default: agent spawned early, prompt written by the run)",
+                "write": " early start with the early write (ORCHESTRATE_EARLY=write)",
                 "0": " early start off (ORCHESTRATE_EARLY=0)",
             }[early]
         if label:

@@ -61,6 +61,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.setenv("ORCHESTRATE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("ORCHESTRATE_STORE", "off")
+    monkeypatch.setenv("ORCHESTRATE_EARLY", "write")  # (opt-in: the default spawns but writes nothing)
     return tmp_path
 
 
@@ -316,13 +317,34 @@ def test_a_long_prompt_is_written_by_the_run(home: Path) -> None:
 # --- real processes -------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("mode", [None, "1", "spawn"])
+def test_by_default_the_agent_is_spawned_early_and_sent_nothing(
+    home: Path, monkeypatch: pytest.MonkeyPatch, mode: str | None
+) -> None:
+    """The early write is opt-in (ORCHESTRATE_EARLY=write): by default the agent starts early and
+    its first message waits for the run."""
+    pid_file, got = recorder(home)
+    if mode is None:
+        monkeypatch.delenv("ORCHESTRATE_EARLY")
+    else:
+        monkeypatch.setenv("ORCHESTRATE_EARLY", mode)
+    started = early.begin([*run_args(home), "hello"])
+    try:
+        assert started is not None and not started.was_written
+        wait_for(pid_file)
+        time.sleep(0.2)
+        assert not got.exists() or b"hello" not in got.read_bytes()
+    finally:
+        early.discard()
+
+
 def test_the_adopting_run_records_the_early_lines_as_its_own(home: Path) -> None:
     """Through the CLI, the fake Claude read its prompt before the run existed (its stdin records
     are older than the raw log's header), answered, and the run's records are those of a run that
     wrote the lines itself (ORCHESTRATE_EARLY=spawn), but for the request id's random part."""
     fake_claude(home)
     records = {}
-    for mode in ("1", "spawn"):
+    for mode in ("write", "spawn"):
         log = home / f"log-{mode}.jsonl"
         done = subprocess.run(
             [
@@ -347,12 +369,12 @@ def test_the_adopting_run_records_the_early_lines_as_its_own(home: Path) -> None
         assert [r["stream"] for r in chunks[:2]] == ["stdin", "stdin"]  # before anything it printed
         first_two = [r["data"] for r in stdin[:2]]
         records[mode] = [re.sub(r"req_1_[0-9a-f]{8}", "req_1_ID", d) for d in first_two]
-        if mode == "1":  # written before the run opened its log
+        if mode == "write":  # written before the run opened its log
             assert stdin[0]["ts"] < started
         else:
             assert stdin[0]["ts"] > started
-    assert records["1"] == records["spawn"]
-    assert '"subtype":"initialize"' in records["1"][0] and '"content":"plain hi"' in records["1"][1]
+    assert records["write"] == records["spawn"]
+    assert '"subtype":"initialize"' in records["write"][0] and '"content":"plain hi"' in records["write"][1]
 
 
 def test_a_run_refused_after_the_early_write_kills_its_agent_and_says_so(
@@ -547,6 +569,7 @@ def test_the_real_claude_asks_before_acting_on_a_prompt_written_early(tmp_path: 
             "ORCHESTRATE_BIN_PATH": str(CLI_BIN),  # the executor's own program, as the write wants
             "ORCHESTRATE_STORE": "off",
             "ORCHESTRATE_HOME": str(tmp_path),
+            "ORCHESTRATE_EARLY": "write",
         }
         log = tmp_path / "log.jsonl"
         args = ["run", "-e", "claude-code", "--cwd", str(scratch.work), "--approvals", "deny"]

@@ -43,6 +43,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
     monkeypatch.setenv("ORCHESTRATE_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("ORCHESTRATE_STORE", "off")
+    monkeypatch.setenv("ORCHESTRATE_EARLY", "write")
     monkeypatch.chdir(tmp_path / "elsewhere")
     return tmp_path
 
@@ -236,6 +237,7 @@ def test_the_real_claude_changes_nothing_unasked_before_adoption(
         for name, value in claude_offline_env(server, scratch).items():
             monkeypatch.setenv(name, value)
         monkeypatch.setenv("ORCHESTRATE_BIN_PATH", str(CLI_BIN))
+        monkeypatch.setenv("ORCHESTRATE_EARLY", "write")
         args = ["run", "-e", "claude-code", "--cwd", str(scratch.work), "--approvals", "deny", "go"]
         started = early.begin(args)
         assert started is not None and started.was_written

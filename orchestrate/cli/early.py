@@ -18,14 +18,18 @@ path refuses at once.  Anything else (a policy file, ``--interactive``, a worksp
 ``--mcp-config``, ``--help``, an option this module does not know) takes the ordinary path,
 unchanged.  ``ORCHESTRATE_EARLY=0`` turns the early start off.
 
-Where the agent asks us before every tool that changes anything (Claude Code over our stdio
-permission prompt tool, in its default mode, nothing in its options, environment or settings that
-lets it act without asking: run/early_opening.py), its first message is written right after the
-spawn too, by the driver's own code, since Claude Code prints nothing before it has read one: the
-run that adopts the process records those bytes as its own.  That trades away "a refused run's
-agent never receives a prompt": a run refused after the early write kills its agent at once, whole
-tree, and says so on stderr; whatever the agent asked meanwhile waits, unanswered, for the run's
-approval pipeline.  ``ORCHESTRATE_EARLY=spawn`` starts the agent early but writes nothing to it.
+With ``ORCHESTRATE_EARLY=write``, and where the agent asks us before every tool that changes
+anything (Claude Code over our stdio permission prompt tool, in its default mode, nothing in its
+options, environment or settings that lets it act without asking: run/early_opening.py), its first
+message is written right after the spawn too, by the driver's own code, since Claude Code prints
+nothing before it has read one: the run that adopts the process records those bytes as its own.
+That trades away "a refused run's agent never receives a prompt": a run refused after the early
+write kills its agent at once, whole tree, and says so on stderr; whatever the agent asked meanwhile
+waits, unanswered, for the run's approval pipeline.  It is not the default: measured on a quiet
+2-core machine it gained nothing over the run's own write (bench/README.md, *Time to first entry*:
+the run writes the prompt before Claude Code is ready to read it), and the trade rests on knowing
+everything that lets the CLI act unasked.  ``ORCHESTRATE_EARLY=spawn`` (or ``1``, the default)
+starts the agent early and writes nothing to it.
 """
 
 from __future__ import annotations
@@ -247,7 +251,7 @@ def begin(args: list[str]) -> Prestarted | None:
     if started is None:
         return None
     _pending.append(started)
-    if mode != "spawn":
+    if mode == "write":
         _write_first(started, executor, prompt)
     return started
 
