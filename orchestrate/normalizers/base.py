@@ -70,34 +70,39 @@ class EntryLog:
     length.  The tool calls still open are indexed, so closing them does not scan every entry.
     """
 
+    # Scalars start at the class's value and become the instance's on their first change: a log
+    # is made per run, and codex exec's and Cursor's captures are thousands of runs of a few lines
+    # each, where every attribute set here is paid again (so are the bounded mode's tables, made
+    # by :meth:`bound` and :meth:`track` when used).
+    _count = 0
+    _metadata: EntryMetadata | None = None  # shared by every entry with no extra keys
+    session_id: str | None = None
+    model: str | None = None
+    work_dir: str | None = None
+    """The task's working directory: tool paths inside it are shown relative to it (shape.py)."""
+    _protocol_errors = 0  # shown one by one so far
+    # The entry counting those past the cap: its index, the count, and the count it shows (it is
+    # rebuilt when read, not once per garbage line).
+    _protocol_summary: tuple[int, int] | None = None
+    _summary_shown = 0
+    # Bounded mode (see :meth:`bound`); None keeps every entry.
+    _window: int | None = None
+    _low = 0  # every index below this one was released, or is held while its tool is open
+    _held: set[int]  # ... those held (made by :meth:`bound`)
+    _settled: list[int]  # held ones whose tool closed since the last drain (made by :meth:`bound`)
+    _released = 0  # since the tables were last swept
+    _tables: tuple[tuple[dict[Any, Any], Callable[[Any], bool] | None], ...] = ()
+    _sweep_hooks: tuple[Callable[[], None], ...] = ()
+
     def __init__(self) -> None:
         # A dict, not a list: a bounded log lets old entries go and their indexes stay reserved.
         self._entries: dict[int, NormalizedEntry] = {}
-        self._count = 0
         self._pending: dict[int, dict[str, Any]] = {}
         self._touched: dict[int, Literal["add", "replace"]] = {}
         self._texts: dict[int, TextBuffer] = {}  # entries whose content streams in pieces
         self._grown: set[int] = set()  # ... and got pieces not yet in the entry
         self._open_tools: dict[int, None] = {}  # tool calls created, pending approval or running
         self._refresh: dict[int, Callable[[], None]] = {}  # updates due before the entry is read
-        self._metadata: EntryMetadata | None = None  # shared by every entry with no extra keys
-        self.session_id: str | None = None
-        self.model: str | None = None
-        self.work_dir: str | None = None
-        """The task's working directory: tool paths inside it are shown relative to it (shape.py)."""
-        self._protocol_errors = 0  # shown one by one so far
-        # The entry counting those past the cap: its index, the count, and the count it shows (it is
-        # rebuilt when read, not once per garbage line).
-        self._protocol_summary: tuple[int, int] | None = None
-        self._summary_shown = 0
-        # Bounded mode (see :meth:`bound`); None keeps every entry.
-        self._window: int | None = None
-        self._low = 0  # every index below this one was released, or is held while its tool is open
-        self._held: set[int] = set()  # ... those held
-        self._settled: list[int] = []  # held ones whose tool closed since the last drain
-        self._released = 0  # since the tables were last swept
-        self._tables: list[tuple[dict[Any, Any], Callable[[Any], bool] | None]] = []
-        self._sweep_hooks: list[Callable[[], None]] = []
 
     def bound(self, window: int = DEFAULT_WINDOW) -> None:
         """Keep memory flat however long the run: after each drain, let go of every entry but the
@@ -110,17 +115,19 @@ class EntryLog:
         bound, :attr:`entries` holds only the entries kept."""
         if window < 1:
             raise ValueError("window must be positive")
+        if self._window is None:
+            self._held, self._settled = set(), []
         self._window = window
 
     def track(self, table: dict[Any, Any], alive: Callable[[Any], bool] | None = None) -> None:
         """A normalizer's table whose values are entry indexes (or, with ``alive``, hold them):
         in a bounded log the rows of released entries are dropped from time to time."""
-        self._tables.append((table, alive))
+        self._tables = (*self._tables, (table, alive))
 
     def after_sweep(self, hook: Callable[[], None]) -> None:
         """Call ``hook`` after a bounded log dropped the rows of released entries, to trim the
         normalizer's tables that hang off those rows."""
-        self._sweep_hooks.append(hook)
+        self._sweep_hooks = (*self._sweep_hooks, hook)
 
     def __contains__(self, index: object) -> bool:
         """Whether the log still holds entry ``index`` (always, unless bounded)."""
@@ -147,26 +154,24 @@ class EntryLog:
             return build(EntryMetadata, session_id=self.session_id, model=self.model, extra=extra)
         meta = self._metadata
         if meta is None or meta.session_id != self.session_id or meta.model != self.model:
-            meta = self._metadata = build(
-                EntryMetadata, session_id=self.session_id, model=self.model, extra=None
-            )
+            meta = self._metadata = _metadata(self.session_id, self.model)
         return meta
 
     def add(self, type_: EntryType, content: str = "", ts: datetime | None = None, **extra: Any) -> int:
         index = self._count
         self._count += 1
         meta = self._metadata  # (the shared one, checked here: a call less on every entry)
-        if extra or meta is None or meta.session_id != self.session_id or meta.model != self.model:
+        if extra:
             meta = self.metadata(**extra)
+        elif meta is None or meta.session_id != self.session_id or meta.model != self.model:
+            meta = self._metadata = _metadata(self.session_id, self.model)
         # (``type(...) is``: a miss of isinstance against a pydantic class goes through its
         # metaclass's __instancecheck__, about 0.1 µs, on every entry; entry types have no subclasses)
         if type(type_) is ToolUse:
             type_ = shape_tool(type_, self.work_dir)
             content = shape_content(content, type_, self.work_dir)
             self._track(index, type_)
-        self._entries[index] = build(
-            NormalizedEntry, index=index, timestamp=ts, type=type_, content=content, metadata=meta
-        )
+        self._entries[index] = _entry(index, ts, type_, content, meta)
         self._touched[index] = "add"
         return index
 
@@ -619,6 +624,31 @@ class LineNormalizer(Normalizer):
 
 
 _PATCH_FIELDS = {"op", "index", "entry"}
+_ENTRY_FIELDS = {"index", "timestamp", "type", "content", "metadata"}
+_METADATA_FIELDS = {"session_id", "model", "extra"}
+
+
+def _entry(
+    index: int, ts: datetime | None, type_: EntryType, content: str, meta: EntryMetadata
+) -> NormalizedEntry:
+    """``build(NormalizedEntry, ...)`` for the model made for every entry: as :func:`_patch`."""
+    new = _new(NormalizedEntry)
+    _set_dict(new, {"index": index, "timestamp": ts, "type": type_, "content": content, "metadata": meta})
+    _set_fields_set(new, _ENTRY_FIELDS)
+    _set_extra(new, None)
+    _set_private(new, None)
+    return new
+
+
+def _metadata(session_id: str | None, model: str | None) -> EntryMetadata:
+    """The shared metadata of entries with no extra keys (made again when the session's id or
+    model changes, twice in most runs): as :func:`_patch`."""
+    new = _new(EntryMetadata)
+    _set_dict(new, {"session_id": session_id, "model": model, "extra": None})
+    _set_fields_set(new, _METADATA_FIELDS)
+    _set_extra(new, None)
+    _set_private(new, None)
+    return new
 
 
 def _patch(op: str, index: int, entry: NormalizedEntry) -> EntryPatch:

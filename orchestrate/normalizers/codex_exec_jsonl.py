@@ -41,7 +41,7 @@ from ..entries import (
 from ..wire.lines import WireLine
 from ..wire.notes import Cwd, Note, ResumedThread
 from .actions import describe
-from .base import LineNormalizer, Stream
+from .base import DEFAULT_WINDOW, LineNormalizer, Stream
 from .codex_items import display_command
 from .evolve import make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
@@ -59,18 +59,30 @@ _FILE_CHANGES = {"add": _CREATE, "delete": FileChange(type="delete")}
 _FINAL: dict[str, ToolStatus] = {"completed": "success", "failed": "failed", "declined": "denied"}
 
 
+_Utf8Decoder = codecs.getincrementaldecoder("utf-8")
+
+
 class CodexExecNormalizer(LineNormalizer):
+    # Scalars start at the class's value (a normalizer is made per run, and exec's runs are a few
+    # lines each: every attribute set in __init__ is paid per run).
+    _prompt_index: int | None = None
+    _stdin_decoder: codecs.IncrementalDecoder | None = None  # made when a prompt is cut mid-character
+    _previous_total: tuple[int, int, int, int] | None = None
+    _resumed = False
+    _turn_open = False
+    _cwd: str | None = None
+    _shown_error: str | None = None
+
     def __init__(self, max_line_bytes: int | None = None) -> None:
-        super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
+        if max_line_bytes:
+            super().__init__(max_line_bytes)
+        else:
+            super().__init__()
         self._items: dict[str, int] = {}
-        self._prompt_index: int | None = None
-        self._stdin_decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self._previous_total: tuple[int, int, int, int] | None = None
-        self._resumed = False
-        self._turn_open = False
-        self._cwd: str | None = None
-        self._shown_error: str | None = None
-        self.log.track(self._items)
+
+    def bound(self, window: int = DEFAULT_WINDOW) -> None:
+        super().bound(window)
+        self.log.track(self._items)  # (only a bounded log sweeps its tables: tracked when bound)
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
         return self._prompt(chunk, ts) if stream == "stdin" else super().feed(chunk, stream, ts)
@@ -88,7 +100,18 @@ class CodexExecNormalizer(LineNormalizer):
 
     def _prompt(self, chunk: bytes, ts: datetime | None) -> list[EntryPatch]:
         """The prompt, as plain text: one user message, however it is chunked."""
-        piece = self._stdin_decoder.decode(chunk)
+        decoder = self._stdin_decoder
+        if decoder is None:
+            # The usual prompt is one chunk of valid UTF-8: decoded whole.  A chunk that ends inside
+            # a character (or holds invalid bytes) gets the incremental decoder, which then reads
+            # every later chunk: the text is what it alone would have made of all of them.
+            try:
+                piece = chunk.decode()
+            except UnicodeDecodeError:
+                decoder = self._stdin_decoder = _Utf8Decoder("replace")
+                piece = decoder.decode(chunk)
+        else:
+            piece = decoder.decode(chunk)
         if self._prompt_index is None or self._prompt_index not in self.log:
             self._prompt_index = self.log.add(USER, piece, ts)
         else:

@@ -41,7 +41,7 @@ from ..entries import (
 from ..wire.lines import WireLine
 from ..wire.notes import Note, RunError
 from .actions import describe
-from .base import LineNormalizer
+from .base import DEFAULT_WINDOW, LineNormalizer
 from .diffs import diff_texts
 from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
@@ -60,16 +60,26 @@ _TODO_STATUS: dict[str, PlanStatus] = {
 
 
 class CursorNormalizer(LineNormalizer):
+    # Scalars start at the class's value (a normalizer is made per run, and a one-shot run is a
+    # few lines: every attribute set in __init__ is paid per run).
+    _open: tuple[str, int] | None = None  # (kind, entry index) of the text streaming in
+    _plan: int | None = None
+    _cwd: str | None = None
+    _events = 0
+    _exit_reported = False
+
     def __init__(self, max_line_bytes: int | None = None) -> None:
-        super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
-        self._open: tuple[str, int] | None = None  # (kind, entry index) of the text streaming in
+        if max_line_bytes:
+            super().__init__(max_line_bytes)
+        else:
+            super().__init__()
         self._tools: dict[str, int] = {}
         # call id -> what a started call's action was built from, when nothing else went into it
         self._started: dict[str, tuple[str, bytes, str | None, str | None]] = {}
-        self._plan: int | None = None
-        self._cwd: str | None = None
-        self._events = 0
-        self._exit_reported = False
+
+    def bound(self, window: int = DEFAULT_WINDOW) -> None:
+        super().bound(window)
+        # (only a bounded log sweeps its tables: tracked when bound)
         self.log.track(self._tools)
         self.log.track(self._started, lambda _: False)  # (a bounded log drops them all: a shortcut)
 
