@@ -91,6 +91,7 @@ class EntryLog:
     _held: set[int]  # ... those held (made by :meth:`bound`)
     _settled: list[int]  # held ones whose tool closed since the last drain (made by :meth:`bound`)
     _released = 0  # since the tables were last swept
+    _shaped_below = 0  # tool entries below this index were shaped for an earlier work_dir
     _tables: tuple[tuple[dict[Any, Any], Callable[[Any], bool] | None], ...] = ()
     _sweep_hooks: tuple[Callable[[], None], ...] = ()
 
@@ -238,7 +239,20 @@ class EntryLog:
         t = self._type(index)
         assert isinstance(t, ToolUse), f"entry {index} is not a tool call"
         extra = {"content": content} if content is not None else {}
-        self.replace(index, type=evolve(t, tool=evolve(t.tool, **changes)), **extra)
+        new = evolve(t, tool=evolve(t.tool, **changes))
+        if "action" in changes or index < self._shaped_below:
+            self.replace(index, type=new, **extra)
+            return
+        # The action is the entry's, shaped when it was set, for the working directory of now: not
+        # shaped again (a file edit's diffs would be walked once more per update of its call).
+        # What replace does, but that.
+        if content is not None:
+            extra["content"] = shape_content(content, new, self.work_dir)
+            self._texts.pop(index, None)
+            self._grown.discard(index)
+        self._track(index, new)
+        self._pending.setdefault(index, {}).update(type=new, **extra)
+        self._touched.setdefault(index, "replace")
 
     def close_open_tools(self, status: ToolStatus) -> None:
         """Give every call still open (created, pending, running) ``status``; a question still
@@ -405,7 +419,11 @@ class Normalizer(abc.ABC):
 
     @work_dir.setter
     def work_dir(self, value: str | None) -> None:
-        self.log.work_dir = value.rstrip("/") or "/" if value else None
+        log = self.log
+        value = value.rstrip("/") or "/" if value else None
+        if value != log.work_dir:
+            log.work_dir = value
+            log._shaped_below = log._count  # (their actions are shaped again when next updated)
 
     def agent_cwd(self, cwd: str | None) -> None:
         """The working directory the agent reports: the one paths are made relative to, unless

@@ -85,7 +85,10 @@ class CodexExecNormalizer(LineNormalizer):
         self.log.track(self._items)  # (only a bounded log sweeps its tables: tracked when bound)
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
-        return self._prompt(chunk, ts) if stream == "stdin" else super().feed(chunk, stream, ts)
+        if stream == "stdout":
+            return super().feed(chunk, stream, ts)
+        # stderr is tracing output, never protocol: not even framed (a line of it would show nothing)
+        return self._prompt(chunk, ts) if stream == "stdin" else []
 
     def feed_wire(
         self,
@@ -94,9 +97,9 @@ class CodexExecNormalizer(LineNormalizer):
         ts: datetime | None = None,
         keep: Callable[[WireLine], bool] | None = None,
     ) -> tuple[list[WireLine], list[EntryPatch]]:
-        if stream == "stdin":
-            return [], self._prompt(chunk, ts)
-        return super().feed_wire(chunk, stream, ts, keep)
+        if stream == "stdout":
+            return super().feed_wire(chunk, stream, ts, keep)
+        return [], self.feed(chunk, stream, ts)
 
     def _prompt(self, chunk: bytes, ts: datetime | None) -> list[EntryPatch]:
         """The prompt, as plain text: one user message, however it is chunked."""
@@ -119,9 +122,7 @@ class CodexExecNormalizer(LineNormalizer):
         return self.log.drain()
 
     def feed_line(self, wire: WireLine) -> None:
-        if wire.stream != "stdout":
-            return  # stderr is tracing output, never protocol
-        obj = wire.object
+        obj = wire.object  # (a stdout line: the other streams are not framed, see feed)
         if obj is None:
             self.not_json("codex exec", wire.text, wire.ts)
             return

@@ -25,15 +25,13 @@ def display_command(command: str) -> str:
     """The command the model asked for: Codex runs it as ``/bin/bash -lc '<cmd>'`` (0.169.0)."""
     # The usual form, a body in single quotes with none inside, is exactly what shlex would give
     # back (nothing is special between single quotes): no need to run the tokenizer on it.
-    for prefix in _QUOTED_PREFIXES:
-        body = command[len(prefix) : -1]
-        if (
-            command.startswith(prefix)
-            and len(command) > len(prefix)
-            and command[-1] == "'"
-            and "'" not in body
-        ):
-            return body
+    if command[-1:] == "'":
+        for prefix in _QUOTED_PREFIXES:
+            if command.startswith(prefix) and len(command) > len(prefix):
+                body = command[len(prefix) : -1]
+                if "'" not in body:
+                    return body
+                break  # (no prefix is another's start: the tokenizer decides)
     return _unwrapped(command)
 
 

@@ -13,6 +13,7 @@ is dropped, and anything else is a delta to append.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -23,6 +24,7 @@ from ..entries import (
     ActionType,
     CommandResult,
     CommandRun,
+    EntryPatch,
     FileChange,
     FileEdit,
     FileRead,
@@ -41,7 +43,7 @@ from ..entries import (
 from ..wire.lines import WireLine
 from ..wire.notes import Note, RunError
 from .actions import describe
-from .base import DEFAULT_WINDOW, LineNormalizer
+from .base import DEFAULT_WINDOW, LineNormalizer, Stream
 from .diffs import diff_texts
 from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
@@ -85,10 +87,23 @@ class CursorNormalizer(LineNormalizer):
 
     # --- dispatch -----------------------------------------------------------------------------
 
+    def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
+        # stdin is the prompt, which the CLI echoes as a `user` event: not even framed
+        return [] if stream == "stdin" else super().feed(chunk, stream, ts)
+
+    def feed_wire(
+        self,
+        chunk: bytes,
+        stream: Stream = "stdout",
+        ts: datetime | None = None,
+        keep: Callable[[WireLine], bool] | None = None,
+    ) -> tuple[list[WireLine], list[EntryPatch]]:
+        return ([], []) if stream == "stdin" else super().feed_wire(chunk, stream, ts, keep)
+
     def feed_line(self, wire: WireLine) -> None:
         if wire.stream != "stdout":
-            # stdin is the prompt (the CLI echoes it as a `user` event); stderr only says this
-            if wire.stream == "stderr" and _AUTH_MARK in wire.text:
+            # stderr only says this (stdin is not framed, see feed)
+            if _AUTH_MARK in wire.text:
                 self.log.error(wire.text.strip(), "auth_required", wire.ts)
             return
         event, ts = wire.object, wire.ts
