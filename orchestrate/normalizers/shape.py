@@ -11,6 +11,7 @@ from __future__ import annotations
 from ..entries import (
     ActionType,
     CommandRun,
+    FileChange,
     FileEdit,
     FileRead,
     FileWrite,
@@ -67,36 +68,51 @@ _PLAIN = frozenset({CommandRun, GenericTool, WebFetch, TaskAction})
 (``isinstance`` against a pydantic model class that is not the object's own costs about 0.1 µs,
 and a tool call is shaped whenever it is added or changed)."""
 
+_PATHED = frozenset({FileRead, FileWrite, FileEdit, Search})
+"""The action classes whose one-line content names paths."""
+
 
 def _action(action: ActionType, work_dir: str | None) -> ActionType:
+    # By exact class (entry models have no subclasses), for the cost said above.
     if type(action) in _PLAIN:
         return action
-    if isinstance(action, FileWrite | FileEdit):
-        changes = action.changes
+    if type(action) is FileWrite or type(action) is FileEdit:
+        return _file(action, work_dir)
+    if type(action) is FileRead or type(action) is Search:
         path = action.path
-        if work_dir:
-            path = _paths(path, work_dir)
-            shaped = [
-                c if (d := _diff(c.unified_diff, work_dir)) is c.unified_diff else evolve(c, unified_diff=d)
-                for c in changes
-            ]
-            # (the same tuple when no diff changed: an action already shaped is then returned as
-            # it is, not copied on every update of its call)
-            if any(new is not old for new, old in zip(shaped, changes, strict=True)):
-                changes = tuple(shaped)
-        creates = all(c.type == "create" for c in changes)
-        cls: type[FileWrite] | type[FileEdit] = FileWrite if creates else FileEdit
-        if changes and not isinstance(action, cls):
-            return make(cls, path=path, changes=changes)
-        if path != action.path or changes is not action.changes:
-            return evolve(action, path=path, changes=changes)
-        return action
-    if work_dir and isinstance(action, Search) and action.path:
-        path = relative(action.path, work_dir)
-        return action if path == action.path else evolve(action, path=path)
-    if work_dir and isinstance(action, FileRead):
-        path = relative(action.path, work_dir)
-        return action if path == action.path else evolve(action, path=path)
+        if not work_dir or not path:
+            return action
+        shaped = relative(path, work_dir)
+        return action if shaped == path else evolve(action, path=shaped)
+    return action
+
+
+def _file(action: FileWrite | FileEdit, work_dir: str | None) -> FileWrite | FileEdit:
+    changes = action.changes
+    path = action.path
+    if work_dir:
+        path = _paths(path, work_dir)
+        shaped: list[FileChange] | None = None  # (made when a diff changes)
+        for i, change in enumerate(changes):
+            diff = _diff(change.unified_diff, work_dir)
+            if diff is not change.unified_diff:
+                if shaped is None:
+                    shaped = list(changes)
+                shaped[i] = evolve(change, unified_diff=diff)
+        # (the same tuple when no diff changed: an action already shaped is then returned as
+        # it is, not copied on every update of its call)
+        if shaped is not None:
+            changes = tuple(shaped)
+    creates = True
+    for change in changes:
+        if change.type != "create":
+            creates = False
+            break
+    cls: type[FileWrite] | type[FileEdit] = FileWrite if creates else FileEdit
+    if changes and type(action) is not cls:
+        return make(cls, path=path, changes=changes)
+    if path != action.path or changes is not action.changes:
+        return evolve(action, path=path, changes=changes)
     return action
 
 
@@ -115,7 +131,7 @@ def shape_content(content: str, type_: ToolUse, work_dir: str | None) -> str:
     if not work_dir:
         return content
     action = type_.tool.action
-    if type(action) in _PLAIN or not isinstance(action, FileRead | FileWrite | FileEdit | Search):
+    if type(action) not in _PATHED:
         return content
     root = work_dir.rstrip("/") + "/"
     return content.replace(root, "") if root in content else content
