@@ -79,10 +79,15 @@ class CodexExecNormalizer(LineNormalizer):
         else:
             super().__init__()
         self._items: dict[str, int] = {}
+        # a started file change's item id -> the changes it started with (the action built from
+        # them is the entry's: its completion with the same changes keeps it)
+        self._changes: dict[str, Any] = {}
 
     def bound(self, window: int = DEFAULT_WINDOW) -> None:
         super().bound(window)
-        self.log.track(self._items)  # (only a bounded log sweeps its tables: tracked when bound)
+        # (only a bounded log sweeps its tables: tracked when bound)
+        self.log.track(self._items)
+        self.log.track(self._changes, lambda _: False)  # (a bounded log drops them all: a shortcut)
 
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
         if stream == "stdout":
@@ -174,16 +179,35 @@ class CodexExecNormalizer(LineNormalizer):
             case "command_execution":
                 self._command(item_id, item, completed, ts)
             case "file_change":
-                files = [c for c in item.get("changes") or [] if isinstance(c, dict)]
-                changes = tuple(_FILE_CHANGES.get(_s(c.get("kind")), _EDIT) for c in files)
-                path = ", ".join(_s(c.get("path")) for c in files)
+                raw = item.get("changes")
+                if item_id in self._changes:
+                    if raw == self._changes[item_id] and item_id in self._items:
+                        # The files it started with: the entry's action (shaped already) is what
+                        # they would be built into again.
+                        if completed:
+                            del self._changes[item_id]
+                        self._tool(item_id, "fileChange", None, completed, _s(item.get("status")), ts)
+                        return
+                    del self._changes[item_id]
+                kinds: list[FileChange] = []
+                paths: list[str] = []
+                creates = True
+                for c in item.get("changes") or ():  # (a plain loop: generators cost a frame each)
+                    if isinstance(c, dict):
+                        change = _FILE_CHANGES.get(_s(c.get("kind")), _EDIT)
+                        creates = creates and change is _CREATE
+                        kinds.append(change)
+                        paths.append(_s(c.get("path")))
                 # Built as what it is (what shape_tool would make of a file edit): a write when it
                 # only creates files, else an edit.
-                if changes and all(c is _CREATE for c in changes):
-                    action = make(FileWrite, path=path, changes=changes)
+                if kinds and creates:
+                    action = make(FileWrite, path=", ".join(paths), changes=tuple(kinds))
                 else:
-                    action = make(FileEdit, path=path, changes=changes)
+                    action = make(FileEdit, path=", ".join(paths), changes=tuple(kinds))
+                new_call = item_id not in self._items
                 self._tool(item_id, "fileChange", action, completed, _s(item.get("status")), ts)
+                if new_call and not completed:
+                    self._changes[item_id] = raw  # (the parsed line's own list: nothing copied)
             case "web_search":
                 self._tool(
                     item_id,
@@ -256,7 +280,8 @@ class CodexExecNormalizer(LineNormalizer):
         ts: datetime | None,
         output: str | None = None,
     ) -> None:
-        """Create or move on the call ``item_id``; ``output`` is a finished command's."""
+        """Create or move on the call ``item_id``; ``output`` is a finished command's; ``action``
+        None keeps the call's (only for a call that exists)."""
         result = None
         new: ToolStatus = "running"
         if completed:
@@ -274,7 +299,10 @@ class CodexExecNormalizer(LineNormalizer):
             )
             self._items[item_id] = self.log.add(make(ToolUse, tool=tool), describe(action, self._cwd), ts)
         else:
-            self.log.update_tool(index, action=action, status=new, result=result)
+            if action is None:  # (the call's action as it is)
+                self.log.update_tool(index, status=new, result=result)
+            else:
+                self.log.update_tool(index, action=action, status=new, result=result)
 
     def _turn_end(self, status: str, ts: datetime | None, usage: dict[str, Any] | None = None) -> None:
         self._turn_open = False
