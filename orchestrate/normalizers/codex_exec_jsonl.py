@@ -31,17 +31,13 @@ from ..entries import (
     PlanItem,
     Search,
     Thinking,
-    TokenUsage,
-    TokenUsageEntry,
-    ToolResult,
     ToolStatus,
-    ToolUse,
-    ToolUseEntry,
 )
 from ..wire.lines import WireLine
 from ..wire.notes import Cwd, Note, ResumedThread
 from .actions import describe
 from .base import DEFAULT_WINDOW, LineNormalizer, Stream
+from .built import tool_call, tool_result, tool_use, turn_usage, usage_entry
 from .codex_items import display_command
 from .evolve import make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
@@ -286,18 +282,13 @@ class CodexExecNormalizer(LineNormalizer):
         new: ToolStatus = "running"
         if completed:
             new = _FINAL.get(status, "success")
-            result = make(
-                ToolResult,
-                success=new == "success",
-                data=output if new == "success" else None,
-                error=output if new == "failed" else None,
+            result = tool_result(
+                new == "success", output if new == "success" else None, output if new == "failed" else None
             )
         index = self._items.get(item_id)
         if index is None:  # a new call, built as it is now (not built, then changed)
-            tool = make(
-                ToolUseEntry, tool_name=name, action=action, status=new, result=result, tool_call_id=item_id
-            )
-            self._items[item_id] = self.log.add(make(ToolUse, tool=tool), describe(action, self._cwd), ts)
+            tool = tool_call(name, action, new, result, item_id)
+            self._items[item_id] = self.log.add(tool_use(tool), describe(action, self._cwd), ts)
         else:
             if action is None:  # (the call's action as it is)
                 self.log.update_tool(index, status=new, result=result)
@@ -318,14 +309,10 @@ class CodexExecNormalizer(LineNormalizer):
             base = self._previous_total or (0, 0, 0, 0)
             cumulative = self._previous_total is None and self._resumed
             self._previous_total = total
-            turn = make(
-                TokenUsage,
-                input_tokens=total[0] - base[0],
-                output_tokens=total[1] - base[1],
-                cache_read_tokens=total[2] - base[2],
-                cache_write_tokens=total[3] - base[3],
+            turn = turn_usage(
+                total[0] - base[0], total[1] - base[1], total[2] - base[2], total[3] - base[3]
             )
-            entry = make(TokenUsageEntry, usage=turn)
+            entry = usage_entry(turn)
             if cumulative:
                 self.log.add(entry, "", ts, cumulative=True)
             else:

@@ -34,16 +34,12 @@ from ..entries import (
     PlanItem,
     PlanStatus,
     Search,
-    TokenUsage,
-    TokenUsageEntry,
-    ToolResult,
-    ToolUse,
-    ToolUseEntry,
 )
 from ..wire.lines import WireLine
 from ..wire.notes import Note, RunError
 from .actions import describe
 from .base import DEFAULT_WINDOW, LineNormalizer, Stream
+from .built import tool_call, tool_result, tool_use, turn_usage, usage_entry
 from .diffs import diff_texts
 from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
@@ -205,12 +201,8 @@ class CursorNormalizer(LineNormalizer):
         completed = event.get("subtype") == "completed"
         if index is None:
             action, name, by_args = _action(kind, args, result)
-            tool = make(
-                ToolUseEntry, tool_name=name, action=action, tool_call_id=call_id or None, status="running"
-            )
-            index = self._tools[call_id] = self.log.add(
-                make(ToolUse, tool=tool), describe(action, self._cwd), ts
-            )
+            tool = tool_call(name, action, "running", None, call_id or None)
+            index = self._tools[call_id] = self.log.add(tool_use(tool), describe(action, self._cwd), ts)
             if not completed:
                 if by_args:  # its completion, with the same arguments, will have the same action
                     self._started[call_id] = self._made_of(kind, args)
@@ -246,11 +238,10 @@ class CursorNormalizer(LineNormalizer):
         success = "failure" not in result
         detail = obj(result.get("success")) if success else failure
         message = text(detail.get("stderr") or detail.get("error") or detail.get("message")) or None
-        outcome = make(
-            ToolResult,
-            success=success,
-            data=detail or None if success else None,
-            error=None if success else message or orjson.dumps(failure).decode(),
+        outcome = tool_result(
+            success,
+            detail or None if success else None,
+            None if success else message or orjson.dumps(failure).decode(),
         )
         status = "success" if success else "failed"
         if action is None:
@@ -278,15 +269,13 @@ class CursorNormalizer(LineNormalizer):
         self._close_text()
         usage = obj(event.get("usage"))
         self.log.add(
-            make(
-                TokenUsageEntry,
-                usage=make(
-                    TokenUsage,
-                    input_tokens=count(usage.get("inputTokens")),
-                    output_tokens=count(usage.get("outputTokens")),
-                    cache_read_tokens=count(usage.get("cacheReadTokens")),
-                    cache_write_tokens=count(usage.get("cacheWriteTokens")),
-                ),
+            usage_entry(
+                turn_usage(
+                    count(usage.get("inputTokens")),
+                    count(usage.get("outputTokens")),
+                    count(usage.get("cacheReadTokens")),
+                    count(usage.get("cacheWriteTokens")),
+                )
             ),
             "",
             ts,
