@@ -26,7 +26,7 @@ from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import JsonLinesWire, LineDropped, Stream, WireEvent, WireLine
 from ..wire.notes import Note, Restart, RunError, parse_note
 from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private, build, evolve
-from .shape import shape_content, shape_tool
+from .shape import PLAIN_ACTIONS, shape_content, shape_tool
 from .text import TextBuffer
 
 __all__ = [
@@ -169,9 +169,11 @@ class EntryLog:
         # (``type(...) is``: a miss of isinstance against a pydantic class goes through its
         # metaclass's __instancecheck__, about 0.1 µs, on every entry; entry types have no subclasses)
         if type(type_) is ToolUse:
-            type_ = shape_tool(type_, self.work_dir)
-            content = shape_content(content, type_, self.work_dir)
-            self._track(index, type_)
+            if type(type_.tool.action) not in PLAIN_ACTIONS:  # (a command, say: nothing to shape)
+                type_ = shape_tool(type_, self.work_dir)
+                content = shape_content(content, type_, self.work_dir)
+            if type_.tool.status in OPEN_STATUSES:  # (_track, for an index that is new)
+                self._open_tools[index] = None
         self._entries[index] = _entry(index, ts, type_, content, meta)
         self._touched[index] = "add"
         return index

@@ -112,7 +112,7 @@ class CursorNormalizer(LineNormalizer):
             return
         self._events += 1
         session = event.get("session_id")
-        if session is not None:
+        if session is not None and session != self.log.session_id:  # (every line repeats it)
             self.log.session_id = text(session) or self.log.session_id
         # The most frequent first; compared with ==, not looked up: a type of the wrong kind, a
         # list, is unhashable.
@@ -120,7 +120,7 @@ class CursorNormalizer(LineNormalizer):
         if kind == "assistant":
             self._assistant(event, ts)
         elif kind == "tool_call":
-            self._close_text()
+            self._open = None  # (_close_text)
             self._tool_call(event, ts)
         elif kind == "thinking":
             self._thinking(event, ts)

@@ -23,7 +23,7 @@ from ..entries import (
 )
 from .evolve import evolve, make
 
-__all__ = ["relative", "shape_content", "shape_tool"]
+__all__ = ["PLAIN_ACTIONS", "relative", "shape_content", "shape_tool"]
 
 
 def relative(path: str, work_dir: str | None) -> str:
@@ -63,7 +63,7 @@ def _diff(diff: str | None, work_dir: str) -> str | None:
     return "\n".join(lines)
 
 
-_PLAIN = frozenset({CommandRun, GenericTool, WebFetch, TaskAction})
+PLAIN_ACTIONS = frozenset({CommandRun, GenericTool, WebFetch, TaskAction})
 """The action classes without paths to shape: left as they are at the cost of one set lookup
 (``isinstance`` against a pydantic model class that is not the object's own costs about 0.1 µs,
 and a tool call is shaped whenever it is added or changed)."""
@@ -74,7 +74,7 @@ _PATHED = frozenset({FileRead, FileWrite, FileEdit, Search})
 
 def _action(action: ActionType, work_dir: str | None) -> ActionType:
     # By exact class (entry models have no subclasses), for the cost said above.
-    if type(action) in _PLAIN:
+    if type(action) in PLAIN_ACTIONS:
         return action
     if type(action) is FileWrite or type(action) is FileEdit:
         return _file(action, work_dir)
