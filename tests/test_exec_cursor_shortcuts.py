@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from orchestrate.entries import (
+    CommandResult,
     CommandRun,
     FileChange,
     FileEdit,
@@ -23,7 +24,15 @@ from orchestrate.entries import (
     ToolUseEntry,
 )
 from orchestrate.normalizers.base import EntryLog
-from orchestrate.normalizers.built import tool_call, tool_result, tool_use, turn_usage, usage_entry
+from orchestrate.normalizers.built import (
+    command_result,
+    command_run,
+    tool_call,
+    tool_result,
+    tool_use,
+    turn_usage,
+    usage_entry,
+)
 from orchestrate.normalizers.codex_exec_jsonl import CodexExecNormalizer
 from orchestrate.normalizers.codex_items import display_command
 from orchestrate.normalizers.cursor_jsonl import CursorNormalizer
@@ -77,6 +86,10 @@ def test_built_models_are_the_validated_ones(
     )
     _same(call, validated_call)
     _same(tool_use(call), ToolUse(tool=validated_call))
+    _same(command_run("ls"), CommandRun(command="ls"))
+    outcome = command_result(counts[0], error, None if success else error)
+    _same(outcome, CommandResult(exit_code=counts[0], stdout=error, stderr=None if success else error))
+    _same(command_run("ls", outcome), CommandRun(command="ls", result=outcome))
 
 
 def _exec_run(n: CodexExecNormalizer, lines: list[dict[str, object]]) -> list[dict[str, object]]:

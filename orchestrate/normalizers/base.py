@@ -193,11 +193,12 @@ class EntryLog:
             self._texts.pop(index, None)
             self._grown.discard(index)
         if "type" in changes:
-            if type(changes["type"]) is ToolUse:
-                changes["type"] = shape_tool(changes["type"], self.work_dir)
+            new = changes["type"]
+            if type(new) is ToolUse and type(new.tool.action) not in PLAIN_ACTIONS:
+                changes["type"] = new = shape_tool(new, self.work_dir)
                 if "content" in changes:
-                    changes["content"] = shape_content(changes["content"], changes["type"], self.work_dir)
-            self._track(index, changes["type"])
+                    changes["content"] = shape_content(changes["content"], new, self.work_dir)
+            self._track(index, new)
         self._pending.setdefault(index, {}).update(changes)
         self._touched.setdefault(index, "replace")
 
@@ -259,6 +260,8 @@ class EntryLog:
     def close_open_tools(self, status: ToolStatus) -> None:
         """Give every call still open (created, pending, running) ``status``; a question still
         pending on one of them is cancelled with it, never left pending."""
+        if not self._open_tools:  # (the usual end of a run: nothing to sort)
+            return
         for index in sorted(self._open_tools):
             tool = self.tool(index)
             approval = tool.approval if tool is not None else None

@@ -14,16 +14,37 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..entries import ActionType, TokenUsage, TokenUsageEntry, ToolResult, ToolStatus, ToolUse, ToolUseEntry
+from ..entries import (
+    ActionType,
+    CommandResult,
+    CommandRun,
+    TokenUsage,
+    TokenUsageEntry,
+    ToolResult,
+    ToolStatus,
+    ToolUse,
+    ToolUseEntry,
+)
 from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private
 
-__all__ = ["tool_call", "tool_result", "tool_use", "turn_usage", "usage_entry"]
+__all__ = [
+    "command_result",
+    "command_run",
+    "tool_call",
+    "tool_result",
+    "tool_use",
+    "turn_usage",
+    "usage_entry",
+]
 
 _TOOL_USE_SET = {"tool"}
 _TOOL_CALL_SET = {"tool_name", "action", "status", "result", "tool_call_id"}
 _RESULT_SET = {"success", "data", "error"}
 _USAGE_SET = {"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"}
 _USAGE_ENTRY_SET = {"usage"}
+_COMMAND_SET = {"command"}
+_COMMAND_DONE_SET = {"command", "result"}
+_COMMAND_RESULT_SET = {"exit_code", "stdout", "stderr"}
 
 
 def tool_use(tool: ToolUseEntry) -> ToolUse:
@@ -97,6 +118,27 @@ def usage_entry(usage: TokenUsage) -> TokenUsageEntry:
     new = _new(TokenUsageEntry)
     _set_dict(new, {"kind": "token_usage", "usage": usage})
     _set_fields_set(new, _USAGE_ENTRY_SET)
+    _set_extra(new, None)
+    _set_private(new, None)
+    return new
+
+
+def command_run(command: str, result: CommandResult | None = None) -> CommandRun:
+    """``make(CommandRun, command=command)``, or with ``result=result`` when there is one."""
+    new = _new(CommandRun)
+    _set_dict(new, {"kind": "command_run", "command": command, "result": result})
+    _set_fields_set(new, _COMMAND_SET if result is None else _COMMAND_DONE_SET)
+    _set_extra(new, None)
+    _set_private(new, None)
+    return new
+
+
+def command_result(exit_code: int, stdout: str | None, stderr: str | None) -> CommandResult:
+    """``make(CommandResult, exit_code=..., stdout=..., stderr=...)``: ``exit_code`` an int already
+    (the constructor's hook turns None into ``NO_EXIT_CODE``; the callers do)."""
+    new = _new(CommandResult)
+    _set_dict(new, {"exit_code": exit_code, "stdout": stdout, "stderr": stderr, "duration_ms": None})
+    _set_fields_set(new, _COMMAND_RESULT_SET)
     _set_extra(new, None)
     _set_private(new, None)
     return new

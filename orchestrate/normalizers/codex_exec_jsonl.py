@@ -20,8 +20,6 @@ from typing import Any
 from ..entries import (
     NO_EXIT_CODE,
     AssistantMessage,
-    CommandResult,
-    CommandRun,
     EntryPatch,
     FileChange,
     FileEdit,
@@ -37,7 +35,7 @@ from ..wire.lines import WireLine
 from ..wire.notes import Cwd, Note, ResumedThread
 from .actions import describe
 from .base import DEFAULT_WINDOW, LineNormalizer, Stream
-from .built import tool_call, tool_result, tool_use, turn_usage, usage_entry
+from .built import command_result, command_run, tool_call, tool_result, tool_use, turn_usage, usage_entry
 from .codex_items import display_command
 from .evolve import make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
@@ -252,18 +250,16 @@ class CodexExecNormalizer(LineNormalizer):
         command = display_command(_s(item.get("command")))
         status = _s(item.get("status"))
         if not completed:
-            self._tool(item_id, "commandExecution", make(CommandRun, command=command), False, status, ts)
+            self._tool(item_id, "commandExecution", command_run(command), False, status, ts)
             return
         exit_code = item.get("exit_code")
         output = _s(item.get("aggregated_output")) or None
-        result = make(  # (an int as pydantic would make it: True is 1)
-            CommandResult,
-            exit_code=int(exit_code) if isinstance(exit_code, int) else NO_EXIT_CODE,
-            stdout=output,
+        result = command_result(  # (an int as pydantic would make it: True is 1)
+            int(exit_code) if isinstance(exit_code, int) else NO_EXIT_CODE, output, None
         )
         if status == "completed" and exit_code not in (0, None):
             status = "failed"
-        action = make(CommandRun, command=command, result=result)
+        action = command_run(command, result)
         self._tool(item_id, "commandExecution", action, True, status, ts, output)
 
     def _tool(

@@ -22,8 +22,6 @@ import orjson
 from ..entries import (
     NO_EXIT_CODE,
     ActionType,
-    CommandResult,
-    CommandRun,
     EntryPatch,
     FileChange,
     FileEdit,
@@ -39,9 +37,9 @@ from ..wire.lines import WireLine
 from ..wire.notes import Note, RunError
 from .actions import describe
 from .base import DEFAULT_WINDOW, LineNormalizer, Stream
-from .built import tool_call, tool_result, tool_use, turn_usage, usage_entry
+from .built import command_result, command_run, tool_call, tool_result, tool_use, turn_usage, usage_entry
 from .diffs import diff_texts
-from .evolve import evolve, make
+from .evolve import make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count, obj, text
 
@@ -335,17 +333,15 @@ def _action(kind: str, args: dict[str, Any], result: dict[str, Any]) -> tuple[Ac
     detail = obj(result.get("success")) or obj(result.get("failure")) or result
     match kind:
         case "shellToolCall":
-            command = make(CommandRun, command=text(args.get("command")))
-            if result:
-                exit_code = detail.get("exitCode")
-                outcome = make(
-                    CommandResult,
-                    exit_code=int(exit_code) if isinstance(exit_code, int) else NO_EXIT_CODE,  # (True is 1)
-                    stdout=text(detail.get("stdout")) or None,
-                    stderr=text(detail.get("stderr")) or None,
-                )
-                command = evolve(command, result=outcome)
-            return command, "shell", False
+            if not result:
+                return command_run(text(args.get("command"))), "shell", False
+            exit_code = detail.get("exitCode")
+            outcome = command_result(
+                int(exit_code) if isinstance(exit_code, int) else NO_EXIT_CODE,  # (True is 1)
+                text(detail.get("stdout")) or None,
+                text(detail.get("stderr")) or None,
+            )
+            return command_run(text(args.get("command")), outcome), "shell", False
         case "readToolCall":
             return make(FileRead, path=path), "read", True
         case "lsToolCall":
