@@ -305,9 +305,7 @@ class CodexExecNormalizer(LineNormalizer):
             base = self._previous_total or (0, 0, 0, 0)
             cumulative = self._previous_total is None and self._resumed
             self._previous_total = total
-            turn = turn_usage(
-                total[0] - base[0], total[1] - base[1], total[2] - base[2], total[3] - base[3]
-            )
+            turn = turn_usage(total[0] - base[0], total[1] - base[1], total[2] - base[2], total[3] - base[3])
             entry = usage_entry(turn)
             if cumulative:
                 self.log.add(entry, "", ts, cumulative=True)
