@@ -461,8 +461,8 @@ class Normalizer(abc.ABC):
         note = parse_note(event) if isinstance(event, dict) else event
         try:
             self.on_note(note, ts)
-        except EntryReleased as exc:
-            self.released(exc, _event_text(note.to_json()), ts)
+        except EntryReleased as gone:  # (not ``exc``: compiled, one name has one type)
+            self.released(gone, _event_text(note.to_json()), ts)
         except Exception as exc:
             if self.strict:
                 raise
@@ -558,8 +558,8 @@ class LineNormalizer(Normalizer):
                 # run.  (The guard is here, not in a function per line: a call less per line.)
                 try:
                     feed_line(event)
-                except EntryReleased as exc:
-                    self.released(exc, event.text, event.ts)
+                except EntryReleased as gone:  # (see note())
+                    self.released(gone, event.text, event.ts)
                 except Exception as exc:
                     if self.strict:
                         raise

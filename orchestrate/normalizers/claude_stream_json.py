@@ -29,6 +29,7 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Approval, Note
 from .actions import describe
@@ -57,7 +58,8 @@ class TurnResult:
 
     is_error: bool
     subtype: str
-    terminal_reason: str | None
+    terminal_reason: Any  # (the line's value as it is, of any JSON type; compiled, a narrower
+    # annotation would be checked on assignment and turn a damaged field into an error of its own)
     text: str
     errors: list[str] = field(default_factory=list)
 
@@ -78,7 +80,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
     """Sans-I/O: feed it stdout (and the client's stdin) bytes; it returns entry patches."""
 
     def __init__(self, max_line_bytes: int | None = None) -> None:
-        super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
+        super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)
         self._blocks: dict[tuple[str, int], _Block] = {}
         self._next_block: dict[str, int] = {}
         self._open_block: dict[str, int] = {}

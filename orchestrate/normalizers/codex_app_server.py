@@ -36,6 +36,7 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Approval, Note
 from .actions import describe
@@ -93,7 +94,7 @@ _DECISIONS: dict[str, tuple[ApprovalOutcome, ToolStatus]] = {
 
 class CodexAppServerNormalizer(LineNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
-        super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
+        super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)
         self._our_requests: dict[Any, str] = {}  # our request id -> method (read from stdin)
         self._server_requests: dict[Any, str] = {}  # server request id -> item id
         self._items: dict[str, int] = {}  # item id -> entry index
@@ -101,7 +102,9 @@ class CodexAppServerNormalizer(LineNormalizer):
         self._per_turn: dict[tuple[str, str], int] = {}  # (turn id, "diff"|"plan") -> entry index
         self._total: dict[str, int] = {}
         self._baseline: dict[str, int] = {}
-        self._window: int | None = None
+        # The agent's own value, of any JSON type: validated when the turn's usage is built.  (Not
+        # ``int | None``: compiled with mypyc, an annotation is checked on every assignment.)
+        self._window: Any = None
         self._cwd: str | None = None
         self._shown_error: str | None = None
         self._waiting = False  # the thread's status says it waits on an approval

@@ -38,6 +38,7 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Cwd, Note, ResumedThread
 from .actions import describe
@@ -61,7 +62,7 @@ _FINAL: dict[str, ToolStatus] = {"completed": "success", "failed": "failed", "de
 
 class CodexExecNormalizer(LineNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
-        super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
+        super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)
         self._items: dict[str, int] = {}
         self._prompt_index: int | None = None
         self._stdin_decoder = codecs.getincrementaldecoder("utf-8")("replace")

@@ -38,6 +38,7 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Note, RunError
 from .actions import describe
@@ -61,7 +62,7 @@ _TODO_STATUS: dict[str, PlanStatus] = {
 
 class CursorNormalizer(LineNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
-        super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
+        super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)
         self._open: tuple[str, int] | None = None  # (kind, entry index) of the text streaming in
         self._tools: dict[str, int] = {}
         # call id -> what a started call's action was built from, when nothing else went into it
