@@ -57,6 +57,7 @@ from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer
 from .claude_tools import plan_items
 from .codex_items import display_command
+from .compiled import mypyc_attr
 from .diffs import diff_texts
 from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
@@ -96,6 +97,7 @@ _ELICITATION_ANSWERS = {"accept": "answered", "decline": "declined", "cancel": "
 _TODO_TOOLS = {"todowrite", "todo_write", "write_todos"}
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class AcpNormalizer(LineNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
         super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)

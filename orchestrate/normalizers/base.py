@@ -25,6 +25,7 @@ from ..entries import (
 from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import JsonLinesWire, LineDropped, Stream, WireEvent, WireLine
 from ..wire.notes import Note, Restart, RunError, parse_note
+from .compiled import mypyc_attr
 from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private, build, evolve
 from .shape import shape_content, shape_tool
 from .text import TextBuffer
@@ -374,6 +375,7 @@ class EntryLog:
             self._materialize(index)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Normalizer(abc.ABC):
     """A sans-I/O state machine: bytes of one run in, entry patches out.
 
@@ -499,6 +501,7 @@ class Normalizer(abc.ABC):
         return self.log.entries
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LineNormalizer(Normalizer):
     """A normalizer for a line protocol: its wire frames and parses each line once
     (:class:`~orchestrate.wire.lines.JsonLinesWire`), one handler per line."""

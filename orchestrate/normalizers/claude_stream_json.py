@@ -35,6 +35,7 @@ from ..wire.notes import Approval, Note
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer
 from .claude_tools import action_for, apply_tool_result, plan_items, result_text
+from .compiled import mypyc_attr
 from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count
@@ -76,6 +77,7 @@ class _Block:
     has_full: bool = False  # the authoritative `assistant` line was seen
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ClaudeStreamJsonNormalizer(LineNormalizer):
     """Sans-I/O: feed it stdout (and the client's stdin) bytes; it returns entry patches."""
 

@@ -42,6 +42,7 @@ from ..wire.notes import Approval, Note
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .codex_items import display_command, file_change
+from .compiled import mypyc_attr
 from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .shape import relative
@@ -92,6 +93,7 @@ _DECISIONS: dict[str, tuple[ApprovalOutcome, ToolStatus]] = {
 }
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class CodexAppServerNormalizer(LineNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
         super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)

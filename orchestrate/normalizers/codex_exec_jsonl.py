@@ -44,6 +44,7 @@ from ..wire.notes import Cwd, Note, ResumedThread
 from .actions import describe
 from .base import LineNormalizer, Stream
 from .codex_items import display_command
+from .compiled import mypyc_attr
 from .evolve import make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count
@@ -60,6 +61,7 @@ _FILE_CHANGES = {"add": _CREATE, "delete": FileChange(type="delete")}
 _FINAL: dict[str, ToolStatus] = {"completed": "success", "failed": "failed", "declined": "denied"}
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class CodexExecNormalizer(LineNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
         super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)

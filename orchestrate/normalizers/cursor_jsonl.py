@@ -43,6 +43,7 @@ from ..wire.lines import WireLine
 from ..wire.notes import Note, RunError
 from .actions import describe
 from .base import LineNormalizer
+from .compiled import mypyc_attr
 from .diffs import diff_texts
 from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
@@ -60,6 +61,7 @@ _TODO_STATUS: dict[str, PlanStatus] = {
 }
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class CursorNormalizer(LineNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
         super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)

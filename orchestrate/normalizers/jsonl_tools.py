@@ -10,6 +10,7 @@ from ..entries import Plan, TokenUsage, TokenUsageEntry, ToolResult, ToolStatus,
 from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from .actions import describe
 from .base import LineNormalizer
+from .compiled import mypyc_attr
 from .evolve import evolve
 from .kinds import ASSISTANT, THINKING
 from .named_tools import TODO_TOOLS, named_action, todo_items, with_output
@@ -19,6 +20,7 @@ __all__ = ["JsonlToolNormalizer"]
 _DONE = ("success", "failed", "denied", "cancelled", "timed_out")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class JsonlToolNormalizer(LineNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
         super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)
