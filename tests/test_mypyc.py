@@ -4,8 +4,9 @@ very same patches as the pure modules, and it never lands in the source tree.
 The build test builds a copy of the package as a wheel would hold it (mypyc type-checks the
 package, gcc compiles it: about 70 s of CPU), then runs the pinned patch streams of every fixture
 (tests/test_patch_stream.py, with their fuzzed variants) and the fuzz test against the compiled
-modules in a pytest of their own (about 25 s), and the benchmark's --decompose on them.  It needs a C compiler and Python's headers
-(.ci/install provides them): without them it skips, or fails where ORCHESTRATE_REQUIRE_REAL_CLIS=1.
+modules in a pytest of their own (about 25 s), and the benchmark's --decompose on them.  It needs a
+C compiler and Python's headers (.ci/install provides them): without them it skips, or fails where
+ORCHESTRATE_REQUIRE_REAL_CLIS=1.
 """
 
 from __future__ import annotations
