@@ -43,10 +43,13 @@ models, which mypyc leaves as Python classes."""
 
 _IN_PLACE = {"develop", "editable_wheel", "--inplace", "-i"}
 """The setuptools commands and options that build extension modules into the source tree."""
+_BUILDS = {"build", "build_ext", "bdist_wheel", "bdist", "bdist_egg", "install", *_IN_PLACE}
+"""The commands that build them: the others (pip's egg_info and dist_info for the metadata, sdist)
+need no compiled module, and would run mypy and write C for nothing."""
 
 
 def _ext_modules() -> list[object]:
-    if os.environ.get("ORCHESTRATE_MYPYC") != "1":
+    if os.environ.get("ORCHESTRATE_MYPYC") != "1" or not _BUILDS.intersection(sys.argv):
         return []
     if _IN_PLACE.intersection(sys.argv):
         raise SystemExit(

@@ -68,9 +68,11 @@ def test_an_in_place_build_is_refused(command: list[str]) -> None:
     assert not list(ROOT.glob("orchestrate/**/*.so"))
 
 
-def test_the_default_build_compiles_nothing() -> None:
+@pytest.mark.parametrize("flag", [None, "1"])
+def test_the_default_build_and_the_metadata_compile_nothing(flag: str | None) -> None:
     # Without ORCHESTRATE_MYPYC=1, setup.py adds nothing to pyproject.toml: no extension module.
-    done = _python("-c", _SETUP + "print(g['_ext_modules']())", ORCHESTRATE_MYPYC=None)
+    # With it, a command that only writes metadata (pip's egg_info, dist_info) compiles nothing.
+    done = _python("-c", _SETUP + "print(g['_ext_modules']())", ORCHESTRATE_MYPYC=flag)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1] == "[]"
 
