@@ -10,6 +10,9 @@ alternate floor and normalizer, best of ``--repeat``, so a busy machine slows bo
 ``--clock cpu`` times with this process's CPU time instead of the wall clock: on a machine shared
 with other work, time spent waiting for a core then counts for neither side.
 
+Whether the normalizers are the pure modules or a build compiled with mypyc (setup.py,
+``ORCHESTRATE_MYPYC=1``) is printed first; ``--require-compiled`` refuses to run on pure ones.
+
 ``--decompose`` also runs each protocol's fixtures with its line handler replaced, to show where
 the time goes: ``bare`` (not our code: the least a normalizer written in Python could do per
 line on top of the floor, see ``corpus.bare``), ``wire`` (the handler does nothing: what is left
@@ -19,7 +22,7 @@ per line), then ``full``.  The handlers run strict, so a stage whose handler no 
 normalizer fails loudly instead of timing the error entries it would make.
 
     python bench/normalizer_throughput.py [--mb 10] [--repeat 5] [--answers 1,5] [--protocol NAME]
-                                          [--decompose] [--clock wall|cpu]
+                                          [--decompose] [--clock wall|cpu] [--require-compiled]
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import corpus as corpus_module
 from corpus import PIPE_CHUNK, PROTOCOLS, Corpus, Segment, bare, chunks, floor, load, normalize, normalizer
 from synthetic import STREAMS, stream
 
@@ -48,6 +52,13 @@ def _wire(self: Any, line: WireLine) -> None:
 
 def _one_entry(self: Any, line: WireLine) -> None:
     self.log.add(SYSTEM, "", line.ts)
+
+
+def _strict(n: Any) -> Any:
+    # Strict: a stage whose handler no longer fits the normalizer fails loudly instead of timing
+    # the error entries it would make.
+    n.strict = True
+    return n
 
 
 STAGES: list[tuple[str, Handler | None]] = [
@@ -89,31 +100,36 @@ def report(label: str, corpus: Corpus, repeat: int) -> None:
 
 
 def decompose(corpus: Corpus, repeat: int) -> None:
-    """The fixtures through the normalizer with its line handler replaced by each stage's."""
+    """The fixtures through the normalizer with its line handler replaced by each stage's: a
+    subclass whose ``feed_line`` is the stage's handler (a subclass, not the class changed in
+    place: a class compiled with mypyc cannot be changed, but it can be subclassed)."""
     cls = type(normalizer(corpus.protocol))
-    own = cls.__dict__.get("feed_line")  # (None: the class inherits it)
     pieces = list(chunks(corpus, None))
     f, n = ratio(corpus.protocol, pieces, repeat, lambda: bare(pieces))
     cells = [f"bare {n / f:5.2f}x"]
-    cls.strict = True
+    made = corpus_module.normalizer
     try:
         for label, handler in STAGES:
-            if handler is not None:
-                cls.feed_line = handler
-            elif own is not None:
-                cls.feed_line = own
+            if handler is None:
+                corpus_module.normalizer = lambda protocol: _strict(made(protocol))
             else:
-                del cls.feed_line
+                stage = type(f"{cls.__name__}Stage", (cls,), {"feed_line": handler})
+                corpus_module.normalizer = lambda _protocol, stage=stage: _strict(stage())
             f, n = ratio(corpus.protocol, pieces, repeat)
             cells.append(f"{label} {n / f:5.2f}x")
     finally:
-        del cls.strict
-        if own is not None:
-            cls.feed_line = own
-        elif "feed_line" in cls.__dict__:
-            del cls.feed_line
+        corpus_module.normalizer = made
     size = f"{corpus.size / 1e6:6.1f} MB"
     print(f"{corpus.protocol:19} {'decomposed':16} {size}  " + "   ".join(cells), flush=True)
+
+
+def compiled() -> list[str]:
+    """The hot modules imported compiled (a mypyc build: setup.py with ORCHESTRATE_MYPYC=1)."""
+    import orchestrate.normalizers.base
+    import orchestrate.wire.lines
+
+    modules = [orchestrate.normalizers.base, orchestrate.wire.lines]
+    return [m.__name__ for m in modules if not (m.__file__ or "").endswith(".py")]
 
 
 def main() -> None:
@@ -129,10 +145,21 @@ def main() -> None:
         default="wall",
         help="cpu: this process's CPU time, steadier than wall time on a machine shared with other work",
     )
+    parser.add_argument(
+        "--require-compiled",
+        action="store_true",
+        help="refuse to run unless the normalizers imported are the ones compiled with mypyc (setup.py)",
+    )
     args = parser.parse_args()
     global clock
     clock = CLOCKS[args.clock]
     protocols = args.protocol or list(PROTOCOLS)
+    built = compiled()
+    if args.require_compiled and not built:
+        parser.error(
+            "the normalizers imported are pure Python: build them with setup.py (ORCHESTRATE_MYPYC=1)"
+        )
+    print(f"normalizers: {'compiled with mypyc: ' + ', '.join(built) if built else 'pure Python'}")
     print("time as a multiple of the floor (split lines + orjson.loads each); lower is better")
     for protocol in protocols:
         corpus = load(protocol, int(args.mb * 1e6))

@@ -49,6 +49,7 @@ from ..entries import (
     ToolUseEntry,
     WebFetch,
 )
+from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Approval, Note, Stopped
 from .acp_output import Terminals, advance, command_result, content_text, shows_progress
@@ -56,6 +57,7 @@ from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer
 from .claude_tools import plan_items
 from .codex_items import display_command
+from .compiled import mypyc_attr
 from .diffs import diff_texts
 from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
@@ -95,9 +97,10 @@ _ELICITATION_ANSWERS = {"accept": "answered", "decline": "declined", "cancel": "
 _TODO_TOOLS = {"todowrite", "todo_write", "write_todos"}
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class AcpNormalizer(LineNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
-        super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
+        super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)
         self._ours: dict[Any, tuple[str, dict[str, Any]]] = {}  # our request id -> (method, params)
         self._permissions: dict[Any, tuple[str, dict[str, str]]] = {}  # agent request id -> (tool id, kinds)
         self._permission_ids: dict[str, Any] = {}  # the same ids as our notes spell them

@@ -25,6 +25,7 @@ from ..entries import (
 from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import JsonLinesWire, LineDropped, Stream, WireEvent, WireLine
 from ..wire.notes import Note, Restart, RunError, parse_note
+from .compiled import mypyc_attr
 from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private, build, evolve
 from .shape import PLAIN_ACTIONS, shape_content, shape_tool
 from .text import TextBuffer
@@ -398,6 +399,7 @@ class EntryLog:
             self._materialize(index)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Normalizer(abc.ABC):
     """A sans-I/O state machine: bytes of one run in, entry patches out.
 
@@ -489,8 +491,8 @@ class Normalizer(abc.ABC):
         note = parse_note(event) if isinstance(event, dict) else event
         try:
             self.on_note(note, ts)
-        except EntryReleased as exc:
-            self.released(exc, _event_text(note.to_json()), ts)
+        except EntryReleased as gone:  # (not ``exc``: compiled, one name has one type)
+            self.released(gone, _event_text(note.to_json()), ts)
         except Exception as exc:
             if self.strict:
                 raise
@@ -527,6 +529,7 @@ class Normalizer(abc.ABC):
         return self.log.entries
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class LineNormalizer(Normalizer):
     """A normalizer for a line protocol: its wire frames and parses each line once
     (:class:`~orchestrate.wire.lines.JsonLinesWire`), one handler per line."""
@@ -586,8 +589,8 @@ class LineNormalizer(Normalizer):
                 # run.  (The guard is here, not in a function per line: a call less per line.)
                 try:
                     feed_line(event)
-                except EntryReleased as exc:
-                    self.released(exc, event.text, event.ts)
+                except EntryReleased as gone:  # (see note())
+                    self.released(gone, event.text, event.ts)
                 except Exception as exc:
                     if self.strict:
                         raise

@@ -29,11 +29,13 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Approval, Note
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer
 from .claude_tools import action_for, apply_tool_result, plan_items, result_text
+from .compiled import mypyc_attr
 from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count
@@ -57,7 +59,8 @@ class TurnResult:
 
     is_error: bool
     subtype: str
-    terminal_reason: str | None
+    terminal_reason: Any  # (the line's value as it is, of any JSON type; compiled, a narrower
+    # annotation would be checked on assignment and turn a damaged field into an error of its own)
     text: str
     errors: list[str] = field(default_factory=list)
 
@@ -74,11 +77,12 @@ class _Block:
     has_full: bool = False  # the authoritative `assistant` line was seen
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class ClaudeStreamJsonNormalizer(LineNormalizer):
     """Sans-I/O: feed it stdout (and the client's stdin) bytes; it returns entry patches."""
 
     def __init__(self, max_line_bytes: int | None = None) -> None:
-        super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
+        super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)
         self._blocks: dict[tuple[str, int], _Block] = {}
         self._next_block: dict[str, int] = {}
         self._open_block: dict[str, int] = {}

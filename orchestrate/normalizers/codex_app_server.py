@@ -36,11 +36,13 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Approval, Note
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer, Stream
 from .codex_items import display_command, file_change
+from .compiled import mypyc_attr
 from .evolve import evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .shape import relative
@@ -91,9 +93,10 @@ _DECISIONS: dict[str, tuple[ApprovalOutcome, ToolStatus]] = {
 }
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class CodexAppServerNormalizer(LineNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
-        super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
+        super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)
         self._our_requests: dict[Any, str] = {}  # our request id -> method (read from stdin)
         self._server_requests: dict[Any, str] = {}  # server request id -> item id
         self._items: dict[str, int] = {}  # item id -> entry index
@@ -101,7 +104,9 @@ class CodexAppServerNormalizer(LineNormalizer):
         self._per_turn: dict[tuple[str, str], int] = {}  # (turn id, "diff"|"plan") -> entry index
         self._total: dict[str, int] = {}
         self._baseline: dict[str, int] = {}
-        self._window: int | None = None
+        # The agent's own value, of any JSON type: validated when the turn's usage is built.  (Not
+        # ``int | None``: compiled with mypyc, an annotation is checked on every assignment.)
+        self._window: Any = None
         self._cwd: str | None = None
         self._shown_error: str | None = None
         self._waiting = False  # the thread's status says it waits on an approval

@@ -31,12 +31,14 @@ from ..entries import (
     Thinking,
     ToolStatus,
 )
+from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Cwd, Note, ResumedThread
 from .actions import describe
 from .base import DEFAULT_WINDOW, LineNormalizer, Stream
 from .built import command_result, command_run, tool_call, tool_result, tool_use, turn_usage, usage_entry
 from .codex_items import display_command
+from .compiled import mypyc_attr
 from .evolve import make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count
@@ -56,6 +58,7 @@ _FINAL: dict[str, ToolStatus] = {"completed": "success", "failed": "failed", "de
 _Utf8Decoder = codecs.getincrementaldecoder("utf-8")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class CodexExecNormalizer(LineNormalizer):
     # Scalars start at the class's value (a normalizer is made per run, and exec's runs are a few
     # lines each: every attribute set in __init__ is paid per run).
@@ -68,10 +71,7 @@ class CodexExecNormalizer(LineNormalizer):
     _shown_error: str | None = None
 
     def __init__(self, max_line_bytes: int | None = None) -> None:
-        if max_line_bytes:
-            super().__init__(max_line_bytes)
-        else:
-            super().__init__()
+        super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)
         self._items: dict[str, int] = {}
         # a started file change's item id -> the changes it started with (the action built from
         # them is the entry's: its completion with the same changes keeps it)

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..entries import ToolStatus
 from ..wire.lines import WireLine
+from .compiled import mypyc_attr
 from .jsonl_tools import JsonlToolNormalizer
 from .kinds import SYSTEM, USER
 from .values import obj, text
@@ -23,6 +24,7 @@ from .values import obj, text
 __all__ = ["CopilotNormalizer"]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class CopilotNormalizer(JsonlToolNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
         super().__init__(max_line_bytes)

@@ -33,11 +33,13 @@ from ..entries import (
     PlanStatus,
     Search,
 )
+from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Note, RunError
 from .actions import describe
 from .base import DEFAULT_WINDOW, LineNormalizer, Stream
 from .built import command_result, command_run, tool_call, tool_result, tool_use, turn_usage, usage_entry
+from .compiled import mypyc_attr
 from .diffs import diff_texts
 from .evolve import make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
@@ -55,6 +57,7 @@ _TODO_STATUS: dict[str, PlanStatus] = {
 }
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class CursorNormalizer(LineNormalizer):
     # Scalars start at the class's value (a normalizer is made per run, and a one-shot run is a
     # few lines: every attribute set in __init__ is paid per run).
@@ -65,10 +68,7 @@ class CursorNormalizer(LineNormalizer):
     _exit_reported = False
 
     def __init__(self, max_line_bytes: int | None = None) -> None:
-        if max_line_bytes:
-            super().__init__(max_line_bytes)
-        else:
-            super().__init__()
+        super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)
         self._tools: dict[str, int] = {}
         # call id -> what a started call's action was built from, when nothing else went into it
         self._started: dict[str, tuple[str, bytes, str | None, str | None]] = {}

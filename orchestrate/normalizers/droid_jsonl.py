@@ -13,6 +13,7 @@ from datetime import datetime
 
 from ..entries import ToolStatus
 from ..wire.lines import WireLine
+from .compiled import mypyc_attr
 from .jsonl_tools import JsonlToolNormalizer
 from .kinds import SYSTEM, USER
 from .values import count, obj, text
@@ -20,6 +21,7 @@ from .values import count, obj, text
 __all__ = ["DroidNormalizer"]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DroidNormalizer(JsonlToolNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
         super().__init__(max_line_bytes)

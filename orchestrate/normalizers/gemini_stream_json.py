@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from ..wire.lines import WireLine
+from .compiled import mypyc_attr
 from .jsonl_tools import JsonlToolNormalizer
 from .kinds import SYSTEM, USER
 from .values import count, obj, text
@@ -19,6 +20,7 @@ from .values import count, obj, text
 __all__ = ["GeminiStreamJsonNormalizer"]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GeminiStreamJsonNormalizer(JsonlToolNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
         super().__init__(max_line_bytes)

@@ -7,8 +7,10 @@ from datetime import datetime
 from typing import Any
 
 from ..entries import Plan, TokenUsage, TokenUsageEntry, ToolResult, ToolStatus, ToolUse, ToolUseEntry
+from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from .actions import describe
 from .base import LineNormalizer
+from .compiled import mypyc_attr
 from .evolve import evolve
 from .kinds import ASSISTANT, THINKING
 from .named_tools import TODO_TOOLS, named_action, todo_items, with_output
@@ -18,9 +20,10 @@ __all__ = ["JsonlToolNormalizer"]
 _DONE = ("success", "failed", "denied", "cancelled", "timed_out")
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class JsonlToolNormalizer(LineNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
-        super().__init__(**({"max_line_bytes": max_line_bytes} if max_line_bytes else {}))
+        super().__init__(max_line_bytes or DEFAULT_MAX_LINE_BYTES)
         self._texts: dict[str, int] = {}  # message (or part) id -> its entry
         self._tools: dict[str, int] = {}
         self._plan: int | None = None

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..entries import ToolStatus
 from ..wire.lines import WireLine
+from .compiled import mypyc_attr
 from .jsonl_tools import JsonlToolNormalizer
 from .kinds import SYSTEM
 from .values import count, obj, text
@@ -31,6 +32,7 @@ _STATUS: dict[str, ToolStatus] = {
 }
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class OpenCodeRunNormalizer(JsonlToolNormalizer):
     def __init__(self, max_line_bytes: int | None = None) -> None:
         super().__init__(max_line_bytes)

@@ -28,12 +28,14 @@ from ..entries import (
 )
 from ..wire.notes import Approval, Interrupt, Note, PermissionPrompt, Screen, UserInput
 from .base import Normalizer, Stream
+from .compiled import mypyc_attr
 from .kinds import ASSISTANT, USER
 from .tui import TuiRules
 
 __all__ = ["TerminalScreenNormalizer"]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TerminalScreenNormalizer(Normalizer):
     def __init__(self, rules: TuiRules, size: tuple[int, int]) -> None:
         super().__init__()
