@@ -139,7 +139,8 @@ _ESCAPE_ANCHOR = rb"\\u[0-9A-Fa-f]{4}|\\/"
 
 
 class Redactor:
-    """Replaces secrets in bytes, strings and JSON values.  Stateless once built; cheap to share.
+    """Replaces secrets in bytes, strings and JSON values.  Cheap to share: once built, its only
+    state is a cache of compiled patterns, which any thread may fill (each fills it alike).
 
     Build one per run with :meth:`for_environment` so the agent's own secrets are known by value."""
 
