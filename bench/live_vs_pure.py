@@ -15,8 +15,12 @@ bytes in the same pieces, without processes, pipes, event loop, driver or raw lo
 process's CPU time; the fake agent's own time is not counted.  Rounds alternate live and pure;
 each side's best round is reported.
 
+``--log`` adds, per protocol, what the raw log alone costs on the same chunks (this process's CPU,
+best of ``--repeat``): the writer with and without redaction, and the redaction's RE2 anchor scan
+over every byte on its own.  It says how much of the live side's overhead the log is.
+
     python bench/live_vs_pure.py [--protocols claude,acp,app-server,exec,cursor]
-        [--answer-kb 1000] [--delta 50] [--tools 2000] [--repeat 3] [--flush line|block]
+        [--answer-kb 1000] [--delta 50] [--tools 2000] [--repeat 3] [--flush line|block] [--log]
 """
 
 from __future__ import annotations
@@ -38,7 +42,8 @@ from corpus import Segment, normalizer
 from synthetic import stream
 
 from orchestrate import AutoApprove, ExecutorOptions, Run, Task, get_executor
-from orchestrate.process.rawlog import read_raw_log
+from orchestrate.process.rawlog import RawLogWriter, read_raw_log
+from orchestrate.process.redact import Redactor
 
 FAKE = r"""
 import json, sys
@@ -158,6 +163,33 @@ def pure(pieces: list[Segment], protocol: str) -> tuple[float, int, int]:
     return time.process_time() - start, patches, len(n.entries)
 
 
+def log_costs(pieces: list[Segment], tmp: Path, repeat: int) -> tuple[float, float, float]:
+    """CPU seconds of the raw log alone on ``pieces``: writer redacting, writer not, anchor scan."""
+    chunks = [(s.stream, s.data) for s in pieces if s.stream is not None]
+    redactor = Redactor.for_environment(os.environ)
+
+    def write(r: Redactor | None) -> None:
+        log = RawLogWriter(tmp / "log-only.jsonl", {"executor": "bench"}, redactor=r)
+        for name, data in chunks:
+            log.chunk(name, data, 0.0)  # type: ignore[arg-type]
+        log.close()
+
+    def scan() -> None:
+        for _, data in chunks:
+            redactor.finds(data)
+
+    best = []
+    for run in (lambda: write(redactor), lambda: write(None), scan):
+        times = []
+        for _ in range(repeat):
+            gc.collect()
+            start = time.process_time()
+            run()
+            times.append(time.process_time() - start)
+        best.append(min(times))
+    return best[0], best[1], best[2]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--protocols", default=",".join(PROTOCOLS))
@@ -166,6 +198,7 @@ def main() -> None:
     parser.add_argument("--tools", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--flush", choices=["line", "block"], default="line")
+    parser.add_argument("--log", action="store_true", help="also time the raw log alone on the same chunks")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f}; flush per {args.flush}; CPU time of this process")
     print("protocol        MB   lines  reads  live s  pure s live/pure   (live / pure)")
@@ -198,6 +231,14 @@ def main() -> None:
                 f" patches {live_patches} / {pure_patches}",
                 flush=True,
             )
+            if args.log:
+                redacting, plain, scan = log_costs(pieces, Path(tmp), args.repeat)
+                share = f"{redacting / best_pure:.0%} / {plain / best_pure:.0%} of pure"
+                print(
+                    f"{'':12s} raw log alone, redacting / not: {redacting:.3f} / {plain:.3f} s ({share});"
+                    f" anchor scan {scan:.3f} s ({size / scan:.0f} MB/s)",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

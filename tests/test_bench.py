@@ -69,7 +69,8 @@ def test_replay_memory_reports_what_replay_keeps() -> None:
 
 
 def test_live_run_against_the_pure_normalizer_sees_the_same_entries_for_every_protocol() -> None:
-    out = bench("live_vs_pure.py", "--answer-kb", "10", "--tools", "5", "--repeat", "1")
+    out = bench("live_vs_pure.py", "--answer-kb", "10", "--tools", "5", "--repeat", "1", "--log")
+    assert len(re.findall(r"raw log alone, redacting / not: [\d.]+ / [\d.]+ s .* anchor scan", out)) == 5, out
     for protocol in ("claude", "acp", "app-server", "exec", "cursor"):
         pattern = rf"^{protocol} .* ({RATIO}) +entries (\d+) / (\d+), patches (\d+) / (\d+)$"
         row = re.search(pattern, out, re.M)

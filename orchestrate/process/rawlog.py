@@ -69,6 +69,7 @@ _STREAMS: tuple[StreamName, ...] = ("stdout", "stderr", "stdin")
 _CUTTING_EVENTS = frozenset({"exit", "restart"})
 _SHOWN = 200  # characters of a damaged line quoted in its error
 # What reading one line can raise (ValueError covers JSON, base64 and a bad time).
+_IOV_MAX = 1024  # records per writev: Linux's and macOS's limit on the pieces of one call
 _UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, OverflowError, OSError)
 
 
@@ -112,7 +113,10 @@ class RawLogWriter:
         self._screen = screen
         self._streams = {s: StreamRedactor(redactor) for s in _STREAMS} if redactor else {}
         self._last_ts = dict.fromkeys(_STREAMS, 0.0)
-        self._buf = bytearray()
+        # Records as encoded, written together by one writev: gathering them in one buffer first
+        # cost a copy of every byte (1-1.4 ms of a 6.7 MB run).
+        self._buf: list[bytes] = []
+        self._buffered = 0
         self._flush_bytes = flush_bytes
         self._flush_seconds = flush_seconds
         self._flushed_at = time.monotonic()
@@ -152,7 +156,7 @@ class RawLogWriter:
         """Write what is batched (not a partial line: it waits for its end)."""
         if self._file is None or not self._buf:
             return
-        batch, self._buf = self._buf, bytearray()
+        batch, self._buf, self._buffered = self._buf, [], 0
         self._flushed_at = time.monotonic()
         try:
             _write_all(self._file, batch)
@@ -198,15 +202,17 @@ class RawLogWriter:
         return value if self._redactor is None else dict(self._redactor.scrub_value(value))
 
     def _write(self, rec: dict[str, Any]) -> None:
-        self._buf += orjson.dumps(rec, default=str)
-        self._buf += b"\n"
-        if len(self._buf) >= self._flush_bytes or time.monotonic() - self._flushed_at >= self._flush_seconds:
+        line = orjson.dumps(rec, default=str, option=orjson.OPT_APPEND_NEWLINE)
+        self._buf.append(line)
+        self._buffered += len(line)
+        if self._buffered >= self._flush_bytes or time.monotonic() - self._flushed_at >= self._flush_seconds:
             self.flush()
 
     def _fail(self, what: str, exc: BaseException) -> None:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         self.failure = f"the raw log {self.path} {what} ({reason}); the run goes on without it"
         self._buf.clear()
+        self._buffered = 0
         self._streams.clear()
         file, self._file = self._file, None
         if file is not None:
@@ -251,8 +257,30 @@ def make_private_dirs(directory: Path, *, tighten: bool = False) -> None:
             directory.chmod(0o700)
 
 
-def _write_all(file: IO[bytes], data: bytearray) -> None:
-    view = memoryview(data)
+def _write_all(file: IO[bytes], parts: list[bytes]) -> None:
+    try:
+        fd = file.fileno()
+    except (OSError, ValueError):  # not a file of the system's (a test's stand-in): one write
+        fd = -1
+    if fd < 0:
+        _write_view(file, memoryview(b"".join(parts)))
+        return
+    pending: list[bytes | memoryview] = list(parts)
+    while pending:
+        n = os.writev(fd, pending[:_IOV_MAX])
+        if n <= 0:
+            raise OSError(28, "nothing was written")
+        # Drop what went out; a record cut by a short write goes on from where it stopped.
+        done = 0
+        while done < len(pending) and n >= len(pending[done]):
+            n -= len(pending[done])
+            done += 1
+        del pending[:done]
+        if n:
+            pending[0] = memoryview(pending[0])[n:]
+
+
+def _write_view(file: IO[bytes], view: memoryview) -> None:
     while view:
         n = file.write(view)
         if n is None or n <= 0:  # a non-blocking file that took nothing: treat as full
