@@ -215,3 +215,13 @@ async def test_the_first_writes_are_logged_and_read_in_their_order(tmp_path: Pat
     assert prompt < answer, chunks  # the answer to the prompt is logged after it
     kinds = [e.type.kind for e in result.entries]
     assert kinds[0] == "user_message" and "system_message" in kinds, kinds
+
+
+@pytest.mark.anyio
+async def test_an_agent_gone_before_the_first_write_loses_nothing(tmp_path: Path) -> None:
+    """An agent that exits at once: whatever of the first writes went out is logged and read
+    before the log closes (the log replays to the live entries: run_agent), and the exit is told."""
+    executor = ClaudeCodeExecutor(ExecutorOptions(base_command=["/bin/sh", "-c", "exit 3"]))
+    result, _ = await run_agent(executor, tmp_path, "hello")
+    assert result.exit_code == 3
+    assert any(e.type.kind == "error" for e in result.entries), result.entries

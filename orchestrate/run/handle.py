@@ -299,6 +299,7 @@ class Run:
                 self._note(Restart(tuple(self._spec.argv), reason))
                 await self._attempt(fresh, None)
         finally:  # no await in here: it runs to the end even when the run is being cancelled
+            self.normalizer  # noqa: B018 - what was written before it existed, logged before the close
             self._rawlog.close()
             self._logged()  # a failure to write the last records is still an entry
             self._emit(self.normalizer.finish(self._last_ts))
