@@ -70,8 +70,7 @@ class Run:
         # One pipeline for every executor: deny rules, "always" memory, policy, person.
         self.approvals: ApprovalService = ApprovalPipeline.around(approvals or AutoDeny())
         self.shutdown_policy = shutdown or ShutdownPolicy()
-        self._normalizer: Normalizer | None = None  # made once the first message is out (see normalizer)
-        self._unfed: list[Chunk] = []  # our first writes, fed to it once it is made
+        self._normalizer: Normalizer | None = None  # made just after the spawn (see normalizer)
         self._prestarted: Prestarted | None = None
         self._opening: object = None  # what an adopted process was sent early (see adopt)
         self._written: list[tuple[bytes, float]] = []
@@ -160,6 +159,7 @@ class Run:
             self._prepare(self._spec, self.task)
             # Spawned here, not in the loop, so a CLI that cannot start raises SpawnError to the caller.
             first = await self._spawn()
+            self.normalizer  # noqa: B018 - its modules load now, while the agent starts up
         except BaseException:
             self._rawlog.close()
             if self._prestarted is not None:
@@ -225,14 +225,10 @@ class Run:
 
     @property
     def normalizer(self) -> Normalizer:
-        """The executor's normalizer for this run: made once the driver has written its first
-        message (or by whatever needs it earlier), and fed what was written before it existed."""
+        """The executor's normalizer for this run (made once, just after the agent is spawned)."""
         if self._normalizer is None:
             self._normalizer = self.executor.create_normalizer()
             self._normalizer.work_dir = str(self.task.cwd)  # tool paths are shown relative to it
-            unfed, self._unfed = self._unfed, []
-            for chunk in unfed:
-                self._feed(chunk)
         return self._normalizer
 
     @property
@@ -299,7 +295,6 @@ class Run:
                 self._note(Restart(tuple(self._spec.argv), reason))
                 await self._attempt(fresh, None)
         finally:  # no await in here: it runs to the end even when the run is being cancelled
-            self.normalizer  # noqa: B018 - what was written before it existed, logged before the close
             self._rawlog.close()
             self._logged()  # a failure to write the last records is still an entry
             self._emit(self.normalizer.finish(self._last_ts))
@@ -390,7 +385,6 @@ class Run:
             with anyio.fail_after(math.inf if remaining is None else max(remaining, 0.0)):
                 try:
                     await driver.start(task.prompt)
-                    self.normalizer  # noqa: B018 - made now, its first message out: fed what was written
                 except ProcessExitedError:
                     pass  # the exit is reported with its code and stderr once the process is reaped
                 except Exception as exc:  # an answer of the wrong shape, too, ends the conversation
@@ -470,33 +464,23 @@ class Run:
     def _feed(self, chunk: Chunk, keep: Callable[[WireLine], bool] | None = None) -> list[WireLine]:
         """Log ``chunk``, hand it to the normalizer, and return the lines ``keep`` wants, parsed
         once by the normalizer's wire (for the driver's peer)."""
-        normalizer = self.normalizer  # (first: one made now logs and reads what came before)
         if self._rawlog is not None:
             self._rawlog.chunk(chunk.stream, chunk.data, chunk.ts)
         self._last_ts = _ts(chunk.ts)
-        lines, patches = normalizer.feed_wire(chunk.data, chunk.stream, self._last_ts, keep)
+        lines, patches = self.normalizer.feed_wire(chunk.data, chunk.stream, self._last_ts, keep)
         self._emit(patches)
         self._logged()
         return lines
 
     def _wrote(self, data: bytes, ts: float) -> None:
-        chunk = Chunk("stdin", data, ts)  # (what we wrote: the normalizer reads our requests)
-        if self._normalizer is None:
-            # The driver's first message, before the normalizer and the entry models are loaded:
-            # an agent that prints nothing before it has read its first message (Claude Code)
-            # gets it without waiting for their import; they load just after, in order (the
-            # normalizer property), before anything is read from the agent.
-            self._unfed.append(chunk)
-            return
-        self._feed(chunk)
+        self._feed(Chunk("stdin", data, ts))  # (what we wrote: the normalizer reads our requests)
 
     def _note(self, event: Note) -> None:
-        normalizer = self.normalizer  # (first: one made now logs and reads what came before)
         now = time.time()
         if self._rawlog is not None:
             self._rawlog.event(event.to_json(), now)
         self._last_ts = _ts(now)
-        self._emit(normalizer.note(event, self._last_ts))
+        self._emit(self.normalizer.note(event, self._last_ts))
         self._logged()
 
     # The raw log: private, redacted unless asked otherwise, batched; it never takes the run down.
