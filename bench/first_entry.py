@@ -29,6 +29,14 @@ before acting; the default spawns early and lets the run write it), in the same 
 The CPU time each ``orchestrate run`` used up to its first entry is reported too (its median): on a
 machine with no free core, our work and the agent's start-up take turns, and the wall time follows
 the sum.
+
+Each checkout's modules are run from compiled bytecode, as an installed package's are: a cache of
+its own (``PYTHONPYCACHEPREFIX``, in a temporary directory, filled by one untimed run first), so
+neither ``PYTHONDONTWRITEBYTECODE`` in the environment nor a stale ``__pycache__`` in a checkout
+makes every timed run compile the package again (about 60 modules: 250-300 ms of CPU on the 2-core
+machine of bench/README.md).  ``--bytecode-as-is`` leaves the environment's settings as they are
+(the sessions that measured before this option had ``PYTHONDONTWRITEBYTECODE=1``: every checkout
+whose ``__pycache__`` was missing or stale was compiled at every run).
 """
 
 from __future__ import annotations
@@ -131,6 +139,16 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _bytecode_env(cache: Path | None) -> dict[str, str]:
+    """This process's environment, with bytecode written to and read from ``cache`` (None: the
+    environment's own settings, whatever they are)."""
+    if cache is None:
+        return dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(cache)
+    return env
+
+
 def cli_alone(executor: str, task: Task) -> tuple[list[str], dict[str, str], bytes]:
     spec = get_executor(executor).process_spec(task, AutoDeny())
     message = {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": PROMPT}]}}
@@ -144,6 +162,12 @@ def main() -> None:
     parser.add_argument("--executor", default="claude-code")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--late", action="store_true", help="also time with ORCHESTRATE_EARLY=0")
+    parser.add_argument(
+        "--bytecode-as-is",
+        dest="as_is",
+        action="store_true",
+        help="no cache of our own: the environment's bytecode settings (see above)",
+    )
     parser.add_argument(
         "--orchestrate",
         type=Path,
@@ -168,25 +192,36 @@ def main() -> None:
         modes = ("1", "write", "0") if args.late else ("1",)
         variants = [(c, early) for c in checkouts for early in modes]
         through: dict[tuple[Path, str], list[tuple[float, float]]] = {v: [] for v in variants}
-        with tempfile.TemporaryDirectory() as home:
+        with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as caches:
+
+            def env_of(checkout: Path, early: str) -> dict[str, str]:
+                return {
+                    **_bytecode_env(None if args.as_is else Path(caches, str(checkouts.index(checkout)))),
+                    **agent_env,
+                    "ORCHESTRATE_HOME": home,
+                    "PYTHONPATH": str(checkout),
+                    "ORCHESTRATE_EARLY": early,
+                }
+
+            if not args.as_is:  # each checkout's cache filled once, untimed
+                for checkout in checkouts:
+                    first_line(ours, env_of(checkout, "1"), scratch.work, None, _OWN_PROMPT)
+            load_before = os.getloadavg()[0]
             for _ in range(args.rounds):
                 (took, took_entry), _ = _first_lines(argv, env, scratch.work, stdin, lambda _: False, judge)
                 alone.append(took)
                 alone_entry.append(took_entry)
                 for checkout, early in variants:
-                    ours_env = {
-                        **os.environ,
-                        **agent_env,
-                        "ORCHESTRATE_HOME": home,
-                        "PYTHONPATH": str(checkout),
-                        "ORCHESTRATE_EARLY": early,
-                    }
                     through[checkout, early].append(
-                        first_line(ours, ours_env, scratch.work, None, _OWN_PROMPT)
+                        first_line(ours, env_of(checkout, early), scratch.work, None, _OWN_PROMPT)
                     )
     first = statistics.median(alone)
     a = statistics.median(alone_entry)
-    print(f"executor: {args.executor}, rounds: {args.rounds}, load average: {os.getloadavg()[0]:.1f}")
+    bytecode = "as the environment says" if args.as_is else "cached"
+    print(
+        f"executor: {args.executor}, rounds: {args.rounds}, load average: {load_before:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end, bytecode: {bytecode}"
+    )
     print(f"cli alone, first line:        median {first * 1000:7.0f} ms  (min {min(alone) * 1000:.0f})")
     print(f"cli alone, first entry line:  median {a * 1000:7.0f} ms  (min {min(alone_entry) * 1000:.0f})")
     for (checkout, early), runs in through.items():

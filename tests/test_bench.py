@@ -92,6 +92,8 @@ def test_first_entry_compares_the_run_with_the_cli_alone() -> None:
     out = bench("first_entry.py", "--rounds", "1")
     assert re.search(r"cli alone, first line: +median +\d+ ms", out), out
     assert re.search(rf"added: [+-]\d+ ms +ratio: {RATIO}", out), out
+    assert "bytecode: cached" in out, out  # each checkout run from its compiled modules
+    assert re.search(r"first entry: median +\d+ ms .*CPU \d+ ms", out), out
 
 
 @pytest.mark.skipif(
