@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -102,3 +103,31 @@ async def test_a_loaded_sessions_late_replay_is_still_waited_out(tmp_path: Path)
     result, _ = await run_agent(executor, tmp_path, "go", resume="s1")
     assert result.outcome == "success"
     assert "the prompt came after 8 of 8 replayed updates" in "".join(texts(result, "assistant_message"))
+
+
+async def test_a_driver_that_reads_no_lines_is_not_asked_about_each(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Cursor's and codex exec's driver answers nothing: the run hands the normalizer no per-line
+    # question (keep=None), and every line still becomes what it always did.
+    from orchestrate.normalizers.base import LineNormalizer
+    from orchestrate.run.one_shot import PromptOnStdinDriver
+
+    from .test_cursor import fake_cursor
+
+    def asked(self: PromptOnStdinDriver, line: WireLine) -> bool:
+        raise AssertionError("a driver that reads no lines was asked about one")
+
+    keeps: list[object] = []
+    feed_wire = LineNormalizer.feed_wire
+
+    def spying(self: LineNormalizer, *args: Any, **kwargs: Any) -> Any:
+        keeps.append(args[3] if len(args) > 3 else kwargs.get("keep"))
+        return feed_wire(self, *args, **kwargs)
+
+    monkeypatch.setattr(PromptOnStdinDriver, "wants", asked)
+    monkeypatch.setattr(LineNormalizer, "feed_wire", spying)
+    result, _ = await run_agent(fake_cursor(), tmp_path, "plain", AutoApprove())
+    assert result.outcome == "success"
+    assert texts(result, "assistant_message")  # the lines still made their entries
+    assert keeps and all(keep is None for keep in keeps)

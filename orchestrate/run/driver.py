@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 import anyio
 from anyio.abc import TaskGroup
@@ -105,10 +105,14 @@ class Driver(abc.ABC, Generic[X]):
     async def on_output(self, data: bytes) -> None:
         """A chunk of what the agent printed, as it came (before lines are cut from it)."""
 
+    reads_lines: ClassVar[bool] = True
+    """False for a driver whose :meth:`on_line` does nothing: its lines are then not asked about
+    one by one (:meth:`wants`), a call per line of a live run saved."""
+
     def wants(self, line: WireLine) -> bool:
         """Whether :meth:`on_line` needs this stdout line (asked as the normalizer reads it: the
         lines a driver ignores are not held for it).  Every line, unless a driver says less."""
-        return True
+        return self.reads_lines
 
     @abc.abstractmethod
     async def on_line(self, line: WireLine) -> None:

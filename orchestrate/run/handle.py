@@ -431,12 +431,13 @@ class Run:
     async def _consume(
         self, chunks: MemoryObjectReceiveStream[Chunk], driver: Driver[Any], eof: anyio.Event
     ) -> None:
+        keep = driver.wants if driver.reads_lines else None  # (None: no question per line)
         try:
             async with chunks:
                 async for chunk in chunks:
                     # Framed and parsed once, by the normalizer's wire (the code a replay runs); the
                     # driver's peer reads those same lines, never the bytes again.
-                    lines = self._feed(chunk, driver.wants if chunk.stream == "stdout" else None)
+                    lines = self._feed(chunk, keep if chunk.stream == "stdout" else None)
                     self._output_seen = True  # a sign of life, for the start-up watchdog
                     if chunk.stream == "stdout":
                         await self._to_driver(driver.on_output, chunk.data)

@@ -24,11 +24,10 @@ class PromptOnStdinDriver(Driver[Executor]):
         await self.end_input()
         # Never idle: the process ends by itself when its turn is over.
 
-    def wants(self, line: WireLine) -> bool:
-        return False  # it reads no lines
+    reads_lines = False  # nothing to answer: exec has no channel back
 
     async def on_line(self, line: WireLine) -> None:
-        pass  # nothing to answer: exec has no channel back
+        pass
 
     async def send_message(self, text: str) -> None:
         raise ConfigError(

@@ -60,11 +60,10 @@ class TerminalDriver(Driver[TerminalExecutor]):
         if self._turn and not self._asking and not self.input_closed:
             self._check_permission()
 
-    def wants(self, line: WireLine) -> bool:
-        return False  # it reads no lines
+    reads_lines = False  # a screen is not lines: on_output has it all
 
     async def on_line(self, line: WireLine) -> None:
-        pass  # a screen is not lines: on_output has it all
+        pass
 
     async def start(self, prompt: str) -> None:
         with anyio.move_on_after(_READY_TIMEOUT):
