@@ -5,7 +5,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import orjson
 
@@ -539,7 +539,13 @@ class LineNormalizer(Normalizer):
         self.max_line_bytes = max_line_bytes
         self.wire = JsonLinesWire(max_line_bytes)
 
+    framed: ClassVar[frozenset[Stream]] = frozenset(("stdout", "stderr", "stdin"))
+    """The streams whose bytes are the protocol's lines.  Another stream's chunks go whole to
+    :meth:`unframed`, never to the wire (a prompt sent as plain text, tracing output)."""
+
     def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
+        if stream not in self.framed:
+            return self.unframed(chunk, stream, ts)
         self._lines(self.wire.feed(chunk, stream, ts))
         self.chunk_done(stream)
         return self.log.drain()
@@ -551,12 +557,17 @@ class LineNormalizer(Normalizer):
         ts: datetime | None = None,
         keep: Callable[[WireLine], bool] | None = None,
     ) -> tuple[list[WireLine], list[EntryPatch]]:
-        if keep is None:
+        if keep is None or stream not in self.framed:
             return [], self.feed(chunk, stream, ts)
         kept: list[WireLine] = []
         self._lines(self.wire.feed(chunk, stream, ts), keep, kept)
         self.chunk_done(stream)
         return kept, self.log.drain()
+
+    def unframed(self, chunk: bytes, stream: Stream, ts: datetime | None) -> list[EntryPatch]:
+        """A chunk of a stream that is not :attr:`framed`: it shows nothing, unless a protocol
+        says otherwise."""
+        return []
 
     def chunk_done(self, stream: Stream) -> None:
         """After the lines of one chunk of ``stream`` (a protocol whose meaning depends on what

@@ -13,9 +13,8 @@ Quirks handled (codex-cli 0.169.0, fixtures/codex-exec, protocols/codex.md §3):
 from __future__ import annotations
 
 import codecs
-from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from ..entries import (
     NO_EXIT_CODE,
@@ -83,22 +82,12 @@ class CodexExecNormalizer(LineNormalizer):
         self.log.track(self._items)
         self.log.track(self._changes, lambda _: False)  # (a bounded log drops them all: a shortcut)
 
-    def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
-        if stream == "stdout":
-            return super().feed(chunk, stream, ts)
-        # stderr is tracing output, never protocol: not even framed (a line of it would show nothing)
-        return self._prompt(chunk, ts) if stream == "stdin" else []
+    # stdin is the prompt as plain text; stderr is tracing output, never protocol (a line of it
+    # would show nothing): neither is framed
+    framed: ClassVar[frozenset[Stream]] = frozenset(("stdout",))
 
-    def feed_wire(
-        self,
-        chunk: bytes,
-        stream: Stream = "stdout",
-        ts: datetime | None = None,
-        keep: Callable[[WireLine], bool] | None = None,
-    ) -> tuple[list[WireLine], list[EntryPatch]]:
-        if stream == "stdout":
-            return super().feed_wire(chunk, stream, ts, keep)
-        return [], self.feed(chunk, stream, ts)
+    def unframed(self, chunk: bytes, stream: Stream, ts: datetime | None) -> list[EntryPatch]:
+        return self._prompt(chunk, ts) if stream == "stdin" else []
 
     def _prompt(self, chunk: bytes, ts: datetime | None) -> list[EntryPatch]:
         """The prompt, as plain text: one user message, however it is chunked."""
@@ -121,7 +110,7 @@ class CodexExecNormalizer(LineNormalizer):
         return self.log.drain()
 
     def feed_line(self, wire: WireLine) -> None:
-        obj = wire.object  # (a stdout line: the other streams are not framed, see feed)
+        obj = wire.object  # (a stdout line: the other streams are not framed, see framed)
         if obj is None:
             self.not_json("codex exec", wire.text, wire.ts)
             return

@@ -13,16 +13,14 @@ is dropped, and anything else is a delta to append.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
 from ..entries import (
     NO_EXIT_CODE,
     ActionType,
-    EntryPatch,
     FileChange,
     FileEdit,
     FileRead,
@@ -81,22 +79,12 @@ class CursorNormalizer(LineNormalizer):
 
     # --- dispatch -----------------------------------------------------------------------------
 
-    def feed(self, chunk: bytes, stream: Stream = "stdout", ts: datetime | None = None) -> list[EntryPatch]:
-        # stdin is the prompt, which the CLI echoes as a `user` event: not even framed
-        return [] if stream == "stdin" else super().feed(chunk, stream, ts)
-
-    def feed_wire(
-        self,
-        chunk: bytes,
-        stream: Stream = "stdout",
-        ts: datetime | None = None,
-        keep: Callable[[WireLine], bool] | None = None,
-    ) -> tuple[list[WireLine], list[EntryPatch]]:
-        return ([], []) if stream == "stdin" else super().feed_wire(chunk, stream, ts, keep)
+    # stdin is the prompt, which the CLI echoes as a `user` event: not even framed
+    framed: ClassVar[frozenset[Stream]] = frozenset(("stdout", "stderr"))
 
     def feed_line(self, wire: WireLine) -> None:
         if wire.stream != "stdout":
-            # stderr only says this (stdin is not framed, see feed)
+            # stderr only says this (stdin is not framed, see framed)
             if _AUTH_MARK in wire.text:
                 self.log.error(wire.text.strip(), "auth_required", wire.ts)
             return
