@@ -5,7 +5,6 @@ is sent its prompt first: tests/test_early_write.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import shlex
 import subprocess
@@ -97,17 +96,17 @@ def test_the_early_start_covers_claude_code() -> None:
 def test_the_stand_ins_hold_the_models_defaults() -> None:
     """The early start builds with plain stand-ins for ExecutorOptions and Task: a field the models
     grow or a default they change shows here, before it can make the two paths differ."""
-    options = {f.name: f for f in dataclasses.fields(early._Options)}
+    options = early._Options.__slots__
     assert set(options) == set(ExecutorOptions.model_fields)
     defaults = ExecutorOptions()
     stand_in = early._Options()
     for name in options:
         assert getattr(stand_in, name) == getattr(defaults, name), name
     task = Task(prompt="p", cwd=Path("/"))
-    for f in dataclasses.fields(early._Task):
-        assert f.name in Task.model_fields
-        if f.name not in ("prompt", "cwd"):
-            assert getattr(early._Task("p", Path("/")), f.name) == getattr(task, f.name), f.name
+    for name in early._Task.__slots__:
+        assert name in Task.model_fields
+        if name not in ("prompt", "cwd"):
+            assert getattr(early._Task("p", Path("/")), name) == getattr(task, name), name
 
 
 _WORDS = st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12)
@@ -316,7 +315,7 @@ def test_a_start_for_another_command_line_is_not_adopted(tmp_path: Path) -> None
     executor = ClaudeCodeExecutor(ExecutorOptions(base_command=command))
     task = Task(prompt="hello", cwd=tmp_path, env={"X": "1"})
     spec = executor.process_spec(task)
-    other = dataclasses.replace(spec, env={**spec.env, "X": "2"})
+    other = spec.replace(env={**spec.env, "X": "2"})
     started = prestart(other)
     assert started is not None
     pid = wait_for(pid_file)

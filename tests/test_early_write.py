@@ -6,7 +6,6 @@ the run's approval pipeline once adopted; and a CLI killed meanwhile leaves no p
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import re
 import shlex
@@ -442,7 +441,7 @@ def test_a_start_another_run_would_not_write_is_refused_killed(home: Path) -> No
     spec = executor.process_spec(task)
     for other_prompt, other_spec, why in (
         ("goodbye", spec, "another prompt"),
-        ("hello", dataclasses.replace(spec, env={**spec.env, "X": "2"}), "another command line"),
+        ("hello", spec.replace(env={**spec.env, "X": "2"}), "another command line"),
     ):
         pid_file.unlink(missing_ok=True)
         got.unlink(missing_ok=True)

@@ -36,9 +36,10 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
+
+from ..process.record import Record
 
 if TYPE_CHECKING:
     from ..executors.base import Executor
@@ -83,34 +84,86 @@ _FLAGS: dict[str, str | None] = {
 }
 
 
-@dataclass(frozen=True)
-class _Options:
+class _Options(Record):
     """:class:`ExecutorOptions`' fields with their defaults (a test holds them equal), without
-    pydantic: what ``build_argv`` reads."""
+    pydantic (nor dataclasses, whose import costs the spawn ~15 ms: process/record.py): what
+    ``build_argv`` reads."""
 
-    model: str | None = None
-    permission_mode: str | None = None
-    base_command: str | list[str] | None = None
-    extra_args: list[str] = field(default_factory=list)
-    env: dict[str, str] = field(default_factory=dict)
-    sandbox: str | None = None
-    approval_policy: str | None = None
-    config: dict[str, Any] = field(default_factory=dict)
-    mcp_servers: dict[str, dict[str, Any]] = field(default_factory=dict)
-    stable_seconds: float | None = None
+    __slots__ = (  # noqa: RUF023 - the fields in the constructor's order
+        "model",
+        "permission_mode",
+        "base_command",
+        "extra_args",
+        "env",
+        "sandbox",
+        "approval_policy",
+        "config",
+        "mcp_servers",
+        "stable_seconds",
+    )
+    model: str | None
+    permission_mode: str | None
+    base_command: str | list[str] | None
+    extra_args: list[str]
+    env: dict[str, str]
+    sandbox: str | None
+    approval_policy: str | None
+    config: dict[str, Any]
+    mcp_servers: dict[str, dict[str, Any]]
+    stable_seconds: float | None
+
+    def __init__(
+        self,
+        model: str | None = None,
+        permission_mode: str | None = None,
+        base_command: str | list[str] | None = None,
+        extra_args: list[str] | None = None,
+        env: dict[str, str] | None = None,
+        sandbox: str | None = None,
+        approval_policy: str | None = None,
+        config: dict[str, Any] | None = None,
+        mcp_servers: dict[str, dict[str, Any]] | None = None,
+        stable_seconds: float | None = None,
+    ) -> None:
+        self.model = model
+        self.permission_mode = permission_mode
+        self.base_command = base_command
+        self.extra_args = [] if extra_args is None else extra_args
+        self.env = {} if env is None else env
+        self.sandbox = sandbox
+        self.approval_policy = approval_policy
+        self.config = {} if config is None else config
+        self.mcp_servers = {} if mcp_servers is None else mcp_servers
+        self.stable_seconds = stable_seconds
 
 
-@dataclass(frozen=True)
-class _Task:
+class _Task(Record):
     """The fields of :class:`Task` a command line is built from, as ``run`` fills them.  A field
     not here that an executor reads raises AttributeError: no early start then."""
 
+    __slots__ = ("prompt", "cwd", "model", "resume", "fork", "env")  # noqa: RUF023
     prompt: str
     cwd: Path
-    model: str | None = None
-    resume: str | None = None
-    fork: bool = False
-    env: dict[str, str] = field(default_factory=dict)
+    model: str | None
+    resume: str | None
+    fork: bool
+    env: dict[str, str]
+
+    def __init__(
+        self,
+        prompt: str,
+        cwd: Path,
+        model: str | None = None,
+        resume: str | None = None,
+        fork: bool = False,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.prompt = prompt
+        self.cwd = cwd
+        self.model = model
+        self.resume = resume
+        self.fork = fork
+        self.env = {} if env is None else env
 
 
 def _parse(args: list[str]) -> dict[str, Any] | None:

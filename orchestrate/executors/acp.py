@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, ClassVar
@@ -99,7 +98,7 @@ def is_jsonrpc(first_line: bytes) -> bool:
 
 
 # Agents that implement session/load or session/resume: what the generic ACP agent cannot promise.
-LOADS_AND_RESUMES = replace(AcpExecutor.capabilities, session_resume=True)
+LOADS_AND_RESUMES = AcpExecutor.capabilities.replace(session_resume=True)
 _LOADS_SESSIONS = LOADS_AND_RESUMES
 
 

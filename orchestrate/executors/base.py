@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import abc
 import os
-import shlex
-import shutil
-import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ExecutorUnavailableError
 from ..process.env import NESTING_VARIABLES, build_env
+from ..process.record import Record
 from ..process.spec import ProcessSpec
 
 # No pydantic and no anyio here: the CLI's early start (cli/early.py) builds the command line with
 # the executor's own code before either is loaded, so that the agent starts first.  The options
-# model lives in options.py and is imported from here when first asked for.
+# model lives in options.py and is imported from here when first asked for.  Nor dataclasses
+# (which imports inspect), shutil or shlex, for the same reason: about 20 ms of CPU on every
+# start, before the agent could be spawned (process/record.py).
 if TYPE_CHECKING:  # types only: an executor is described before its normalizer is loaded
     from ..approvals.base import ApprovalService
     from ..normalizers.base import Normalizer
@@ -30,18 +29,47 @@ __all__ = ["Availability", "Capabilities", "Executor", "ExecutorOptions", "find_
 BIN_PATH_VARIABLE = "ORCHESTRATE_BIN_PATH"
 
 
-@dataclass(frozen=True)
-class Capabilities:
+class Capabilities(Record):
     """What an agent supports, declared up front (the seed's AgentCapabilities, grown)."""
 
+    __slots__ = (  # noqa: RUF023 - the fields in the constructor's order
+        "protocol",
+        "session_resume",
+        "fork",
+        "approvals",
+        "mcp",
+        "mid_execution_messages",
+        "interrupt",
+        "requires_setup",
+    )
     protocol: str
-    session_resume: bool = False
-    fork: bool = False
-    approvals: bool = False
-    mcp: bool = False
-    mid_execution_messages: bool = False
-    interrupt: bool = False
-    requires_setup: bool = False
+    session_resume: bool
+    fork: bool
+    approvals: bool
+    mcp: bool
+    mid_execution_messages: bool
+    interrupt: bool
+    requires_setup: bool
+
+    def __init__(
+        self,
+        protocol: str,
+        session_resume: bool = False,
+        fork: bool = False,
+        approvals: bool = False,
+        mcp: bool = False,
+        mid_execution_messages: bool = False,
+        interrupt: bool = False,
+        requires_setup: bool = False,
+    ) -> None:
+        self.protocol = protocol
+        self.session_resume = session_resume
+        self.fork = fork
+        self.approvals = approvals
+        self.mcp = mcp
+        self.mid_execution_messages = mid_execution_messages
+        self.interrupt = interrupt
+        self.requires_setup = requires_setup
 
     def to_json_dict(self) -> dict[str, Any]:
         """The seed's ``AgentCapabilities`` JSON form (orchestrate/contract)."""
@@ -60,27 +88,68 @@ class Capabilities:
         ).to_json_dict()
 
 
-@dataclass(frozen=True)
-class Availability:
+class Availability(Record):
+    """Whether an agent's CLI is installed, which version, and whether it has credentials."""
+
+    __slots__ = ("name", "installed", "version", "path", "reason", "credentials", "credentials_source")  # noqa: RUF023
     name: str
     installed: bool
-    version: str | None = None
-    path: str | None = None
-    reason: str | None = None
-    credentials: bool | None = None
+    version: str | None
+    path: str | None
+    reason: str | None
+    credentials: bool | None
     """Whether credentials or a model provider are configured (None: the executor cannot tell)."""
-    credentials_source: str | None = None
+    credentials_source: str | None
+
+    def __init__(
+        self,
+        name: str,
+        installed: bool,
+        version: str | None = None,
+        path: str | None = None,
+        reason: str | None = None,
+        credentials: bool | None = None,
+        credentials_source: str | None = None,
+    ) -> None:
+        self.name = name
+        self.installed = installed
+        self.version = version
+        self.path = path
+        self.reason = reason
+        self.credentials = credentials
+        self.credentials_source = credentials_source
 
 
 def find_program(program: str) -> str | None:
     """``program`` on $ORCHESTRATE_BIN_PATH, then beside the running interpreter (a virtualenv's
     ``bin``, where a project-local install links the CLIs), then on $PATH."""
-    places = [os.environ.get(BIN_PATH_VARIABLE), str(Path(sys.executable).parent), os.environ.get("PATH")]
+    places = [os.environ.get(BIN_PATH_VARIABLE), os.path.dirname(sys.executable), os.environ.get("PATH")]  # noqa: PTH120
     for path in places:
-        found = shutil.which(program, path=path) if path else None
+        found = _which(program, path) if path else None
         if found:
             return found
     return None
+
+
+def _which(program: str, path: str) -> str | None:
+    """``shutil.which(program, path=path)`` on POSIX, without importing shutil (and its bz2, lzma):
+    ``program`` itself when it names a file, else the first executable regular file of that name
+    in the directories of ``path``."""
+    if os.path.dirname(program):  # noqa: PTH120
+        return program if _is_program(program) else None
+    seen: set[str] = set()
+    for directory in path.split(os.pathsep):
+        if directory in seen:
+            continue
+        seen.add(directory)
+        candidate = os.path.join(directory, program)  # noqa: PTH118
+        if _is_program(candidate):
+            return candidate
+    return None
+
+
+def _is_program(path: str) -> bool:
+    return os.path.exists(path) and os.access(path, os.F_OK | os.X_OK) and not os.path.isdir(path)  # noqa: PTH110, PTH112
 
 
 class Executor(abc.ABC):
@@ -113,6 +182,8 @@ class Executor(abc.ABC):
         if isinstance(base, list) and base:
             return list(base)
         if isinstance(base, str) and base.strip():
+            import shlex  # only for a command given as one string (it imports re)
+
             return shlex.split(base)
         if not self.program:  # an executor for any agent of a kind: which one is for the user to say
             raise ExecutorUnavailableError(self.name, self.install_hint)
@@ -163,6 +234,8 @@ class Executor(abc.ABC):
             argv = self.base_command()
         except ExecutorUnavailableError as exc:
             return Availability(self.name, False, reason=exc.reason)
+        import subprocess
+
         import anyio
 
         try:

@@ -28,7 +28,6 @@ import signal
 import socket
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from signal import Signals
 from typing import Literal, Protocol
 
@@ -69,17 +68,24 @@ class Containment(Protocol):
 # --- the supervised tree -------------------------------------------------------------------------
 
 
-@dataclass(eq=False)
-class Supervised:
-    """Our side of a supervisor: its control socket, and the run's cgroup if it has one."""
+def _never_reaped() -> bool:
+    return True
 
-    agent_pid: int
-    mechanism: Mechanism
-    _ctl: socket.socket
-    _cgroup: str | None
-    supervisor_pid: int = 0
-    _reaped: Callable[[], bool] = lambda: True
-    _pidfd: int | None = None  # the supervisor's, opened while it was certainly not reaped
+
+class Supervised:
+    """Our side of a supervisor: its control socket, and the run's cgroup if it has one.  (Plain
+    classes here, not dataclasses: this module is on the early start's path, before the spawn.)"""
+
+    __slots__ = ("_cgroup", "_ctl", "_pidfd", "_reaped", "agent_pid", "mechanism", "supervisor_pid")
+
+    def __init__(self, agent_pid: int, mechanism: Mechanism, ctl: socket.socket, cgroup: str | None) -> None:
+        self.agent_pid = agent_pid
+        self.mechanism: Mechanism = mechanism
+        self._ctl = ctl
+        self._cgroup = cgroup
+        self.supervisor_pid = 0
+        self._reaped: Callable[[], bool] = _never_reaped
+        self._pidfd: int | None = None  # the supervisor's, opened while it was certainly not reaped
 
     def signal(self, sig: Signals) -> None:
         self._tell(b"signal %d\n" % sig)
@@ -160,16 +166,16 @@ async def _remove_cgroup(path: str) -> None:
 # --- the fallback: a process group ---------------------------------------------------------------
 
 
-@dataclass(eq=False)
 class GroupOnly:
     """The agent leads its own process group; the group is what we can reach."""
 
-    agent_pid: int
-    _reaped: Callable[[], bool]
-    mechanism: Mechanism = "group"
-    _pidfd: int | None = None
+    __slots__ = ("_pidfd", "_reaped", "agent_pid", "mechanism")
 
-    def __post_init__(self) -> None:
+    def __init__(self, agent_pid: int, reaped: Callable[[], bool]) -> None:
+        self.agent_pid = agent_pid
+        self._reaped = reaped
+        self.mechanism: Mechanism = "group"
+        self._pidfd: int | None = None
         # Opened while the child is certainly unreaped, so it is the agent's for good.
         with contextlib.suppress(AttributeError, OSError):
             self._pidfd = os.pidfd_open(self.agent_pid)
@@ -201,17 +207,27 @@ class GroupOnly:
 # --- starting -------------------------------------------------------------------------------------
 
 
-@dataclass(eq=False)
 class Launch:
     """A start being prepared: spawn :attr:`argv` passing :attr:`pass_fds`, then :meth:`started`
     (or :meth:`abandon` when the spawn failed)."""
 
-    argv: list[str]
-    pass_fds: tuple[int, ...] = ()
-    _ours: socket.socket | None = None
-    _theirs: socket.socket | None = None
-    _cgroup: str | None = None
-    _target: list[str] = field(default_factory=list)
+    __slots__ = ("_cgroup", "_ours", "_target", "_theirs", "argv", "pass_fds")
+
+    def __init__(
+        self,
+        argv: list[str],
+        pass_fds: tuple[int, ...] = (),
+        ours: socket.socket | None = None,
+        theirs: socket.socket | None = None,
+        cgroup: str | None = None,
+        target: list[str] | None = None,
+    ) -> None:
+        self.argv = argv
+        self.pass_fds = pass_fds
+        self._ours = ours
+        self._theirs = theirs
+        self._cgroup = cgroup
+        self._target: list[str] = [] if target is None else target
 
     async def started(self, pid: int, reaped: Callable[[], bool]) -> Containment:
         """The containment of the process just spawned as ``pid``; SpawnError when the agent
@@ -301,7 +317,7 @@ def _reason(words: list[bytes]) -> str:
 def prepare(argv: list[str]) -> Launch:
     """How to start ``argv`` contained: through the supervisor where it can run, else as is."""
     if not supervisor_usable():
-        return Launch(list(argv), _target=argv)
+        return Launch(list(argv), target=argv)
     ours, theirs = socket.socketpair()
     ours.setblocking(False)
     cgroup = new_cgroup()

@@ -29,7 +29,6 @@ import fcntl
 import os
 import subprocess
 import time
-from dataclasses import dataclass, field
 
 from . import supervisor
 from .containment import Launch, prepare
@@ -40,23 +39,28 @@ __all__ = ["Prestarted", "prestart"]
 _DISCARD_SECONDS = supervisor.KILL_SECONDS + 2.0  # the supervisor's own bound, and a margin
 
 
-@dataclass(eq=False)
 class Prestarted:
     """A supervised agent process spawned for :attr:`spec`, its pipes unread, and its input unwritten
-    but for :attr:`written`."""
+    but for :attr:`written`.  (A plain class, not a dataclass: this module is imported before the
+    spawn, and dataclasses imports inspect.)"""
 
-    spec: ProcessSpec
-    popen: subprocess.Popen[bytes]
-    launch: Launch
-    started: float  # wall clock, seconds since the epoch
-    taken: bool = False
-    written: list[tuple[bytes, float]] = field(default_factory=list)
-    """What :meth:`write` sent to the agent's stdin, each write with its time (wall clock)."""
-    opening: object = None
-    """What the protocol layer wrote :attr:`written` for (opaque here: bytes only)."""
-    discarded: bool = field(default=False, init=False)
-    """Ended by :meth:`discard` (never adopted)."""
-    _tried: bool = field(default=False, init=False)
+    __slots__ = ("_tried", "discarded", "launch", "opening", "popen", "spec", "started", "taken", "written")
+
+    def __init__(
+        self, spec: ProcessSpec, popen: subprocess.Popen[bytes], launch: Launch, started: float
+    ) -> None:
+        self.spec = spec
+        self.popen = popen
+        self.launch = launch
+        self.started = started  # wall clock, seconds since the epoch
+        self.taken = False
+        self.written: list[tuple[bytes, float]] = []
+        """What :meth:`write` sent to the agent's stdin, each write with its time (wall clock)."""
+        self.opening: object = None
+        """What the protocol layer wrote :attr:`written` for (opaque here: bytes only)."""
+        self.discarded = False
+        """Ended by :meth:`discard` (never adopted)."""
+        self._tried = False
 
     @property
     def was_written(self) -> bool:
