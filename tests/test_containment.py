@@ -345,3 +345,32 @@ async def test_a_terminal_kill_takes_everything_it_started(tmp_path: Path, mode:
         with anyio.fail_after(10):
             assert await command.wait() == (None, "SIGKILL")
     assert alive(pids) == {} and marked(mark) == [] and our_cgroups() == []
+
+
+def test_the_supervisors_prctl_calls_the_kernel_without_the_ctypes_package() -> None:
+    """supervisor._prctl calls prctl(2) through the C module alone (the ctypes package would cost
+    the supervisor's start about 5 ms): as the supervisor runs (``-I -S``), a call the kernel
+    refuses comes back as its errno, a subreaper set is real (an orphan of a child comes back to
+    us, not to init), and ``ctypes`` itself was never imported."""
+    code = (
+        "import os, sys, time; sys.path.insert(0, os.path.dirname(sys.argv[1])); import supervisor\n"
+        "try:\n    supervisor._prctl(12345, 1)\nexcept OSError as exc:\n    print('refused', exc.errno)\n"
+        "supervisor._prctl(supervisor.PR_SET_CHILD_SUBREAPER, 1)\n"
+        "if os.fork() == 0:\n"
+        "    if os.fork() == 0:\n"
+        "        time.sleep(0.3); os._exit(0)\n"  # the grandchild, orphaned at once below
+        "    os._exit(0)\n"
+        "os.wait()\n"
+        "try:\n    pid, _ = os.wait()\nexcept ChildProcessError:\n    pid = 0\n"  # ours only as subreaper
+        "print('reaped orphan', pid > 0)\n"
+        "print('ctypes', 'ctypes' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", code, supervisor.__file__],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["refused 22", "reaped orphan True", "ctypes False"], done.stdout
