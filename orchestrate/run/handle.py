@@ -44,7 +44,10 @@ if TYPE_CHECKING:
 __all__ = ["Run"]
 
 _EOF_GRACE = 5.0
-_CHUNK_BUFFER = 16  # chunks read but not yet handled: at most 1 MiB with 64 KiB reads
+# Chunks read but not yet handled: a read takes at most the stdout pipe's capacity (1 MiB where the
+# system allows it, process/pipes.py), so at most 4 MiB wait here.  The consumer takes the next chunk
+# as soon as it has handled one, so a longer queue would only hold more while it is stalled.
+_CHUNK_BUFFER = 4
 _T = TypeVar("_T", WireLine, bytes)
 
 
