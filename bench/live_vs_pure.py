@@ -13,7 +13,9 @@ The pure side reads that raw log back and feeds its records (the chunks as the l
 off the pipes, what it wrote to the agent, its notes), in memory, to a fresh normalizer: the same
 bytes in the same pieces, without processes, pipes, event loop, driver or raw log.  Both are this
 process's CPU time; the fake agent's own time is not counted.  Rounds alternate live and pure;
-each side's best round is reported.
+each side's best round is reported, and their ratio; then the median of each round's own ratio (its
+live side over the pure side run just after it), which a machine whose load changes between rounds
+disturbs less than the bests, taken minutes apart.
 
 ``--log`` adds, per protocol, what the raw log alone costs on the same chunks (this process's CPU,
 best of ``--repeat``): the writer with and without redaction, and the redaction's RE2 anchor scan
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -201,7 +204,7 @@ def main() -> None:
     parser.add_argument("--log", action="store_true", help="also time the raw log alone on the same chunks")
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f}; flush per {args.flush}; CPU time of this process")
-    print("protocol        MB   lines  reads  live s  pure s live/pure   (live / pure)")
+    print("protocol        MB   lines  reads  live s  pure s live/pure  median   (live / pure)")
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "fake.py"
         script.write_text(FAKE)
@@ -210,6 +213,7 @@ def main() -> None:
             capture, log = Path(tmp) / f"{name}.jsonl", Path(tmp) / f"{name}-raw.jsonl"
             capture.write_bytes(session_lines(p, args))
             best_live = best_pure = float("inf")
+            ratios = []
             for _ in range(args.repeat):
                 # Each side starts with no garbage left by the other: a run's objects end in cycles
                 # (the normalizer's), freed by a full collection, which the next allocating side
@@ -221,13 +225,15 @@ def main() -> None:
                 best_live = min(best_live, seconds)
                 pieces = recorded(log)
                 gc.collect()
-                seconds, pure_patches, pure_entries = pure(pieces, p.synthetic)
-                best_pure = min(best_pure, seconds)
+                pure_seconds, pure_patches, pure_entries = pure(pieces, p.synthetic)
+                best_pure = min(best_pure, pure_seconds)
+                ratios.append(seconds / pure_seconds)
             out = [s for s in pieces if s.stream == "stdout"]
             size, lines = sum(len(s.data) for s in out) / 1e6, sum(s.data.count(b"\n") for s in out)
             print(
                 f"{name:12s} {size:5.1f} {lines:7d} {len(out):6d} {best_live:7.3f} {best_pure:7.3f}"
-                f" {best_live / best_pure:8.2f}x   entries {live_entries} / {pure_entries},"
+                f" {best_live / best_pure:8.2f}x {statistics.median(ratios):6.2f}x"
+                f"   entries {live_entries} / {pure_entries},"
                 f" patches {live_patches} / {pure_patches}",
                 flush=True,
             )

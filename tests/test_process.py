@@ -56,6 +56,48 @@ async def test_stdout_and_stderr_drained_concurrently(tmp_path: Path) -> None:
     assert await proc.shutdown() == 0
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETPIPE_SZ is Linux's")
+async def test_a_flood_already_written_comes_in_one_read_of_up_to_a_mebibyte(tmp_path: Path) -> None:
+    """The agent's stdout pipe holds 1 MiB (not the default 64 KiB): 900 kB written before we read
+    fit in it (the agent says so on stderr only once its writes returned, which it could not with
+    a 64 KiB pipe) and come in one read, not fourteen; a line written after that, alone, is read
+    at once, alone (a read takes what is there, it never waits for more)."""
+    code = (
+        "import sys\n"
+        "sys.stdout.buffer.write(b'x' * 900_000); sys.stdout.flush()\n"
+        "sys.stderr.write('written\\n'); sys.stderr.flush()\n"
+        "sys.stdin.readline()\n"
+        "sys.stdout.buffer.write(b'late\\n'); sys.stdout.flush()\n"
+        "sys.stdin.readline()\n"
+    )
+    proc = await AgentProcess.spawn(spec(code, tmp_path))
+    out, err = proc.process.stdout, proc.process.stderr
+    assert out is not None and err is not None
+    with anyio.fail_after(10):  # a 64 KiB pipe: the agent blocks on its write and never says this
+        assert await err.receive() == b"written\n"
+        first = await out.receive(1 << 20)
+        assert len(first) == 900_000
+        await proc.write(b"go\n")
+        assert await out.receive(1 << 20) == b"late\n"
+        await proc.write(b"end\n")
+    assert await proc.shutdown() == 0
+
+
+async def test_pump_reads_a_flood_in_chunks_of_up_to_the_pipe_size(tmp_path: Path) -> None:
+    """Through the pump, as a run reads: 8 MiB written faster than it is read arrive whole and in
+    order, no chunk larger than the pipe, and in far fewer chunks than 64 KiB reads would take."""
+    code = "import sys\nfor i in range(128):\n sys.stdout.buffer.write(bytes([65 + i % 26]) * 65536)\n"
+    proc = await AgentProcess.spawn(spec(code, tmp_path))
+    with anyio.fail_after(20):
+        chunks = [c.data for c in await collect(proc) if c.stream == "stdout"]
+    data = b"".join(chunks)
+    assert data == b"".join(bytes([65 + i % 26]) * 65536 for i in range(128))
+    assert max(map(len, chunks)) <= 1 << 20
+    if sys.platform.startswith("linux"):
+        assert max(map(len, chunks)) > 1 << 16, [len(c) for c in chunks]
+    assert await proc.shutdown() == 0
+
+
 async def test_raw_log_records_both_directions_and_replays_exact_bytes(tmp_path: Path) -> None:
     log = RawLogWriter(tmp_path / "raw.jsonl", {"executor": "test"})
     code = "import sys\nd=sys.stdin.buffer.readline()\nsys.stdout.buffer.write(b'got ' + d + b'\\xff\\n')\n"

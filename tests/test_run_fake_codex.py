@@ -106,6 +106,26 @@ async def test_file_change_approved_with_its_diff(tmp_path: Path) -> None:
     assert tool.action.path == "new.txt"
 
 
+class Recording:
+    def __init__(self) -> None:
+        self.requests: list[ApprovalRequest] = []
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        self.requests.append(request)
+        return ApprovalDecision.approve()
+
+
+async def test_a_file_change_is_judged_with_the_paths_its_start_gave(tmp_path: Path) -> None:
+    # The request names only the item; its paths and diff are in the item's start, which the
+    # driver records as the line is read (not through the JSON-RPC peer's dispatch).
+    approvals = Recording()
+    result = await run_fake(tmp_path, "patch", approvals)
+    [request] = approvals.requests
+    assert request.tool_name == "fileChange" and request.paths == (str(tmp_path / "new.txt"),)
+    assert request.tool_input["changes"][0]["diff"] == "new\n"
+    assert only_tool(result).status == "success"
+
+
 async def test_approval_timeout_cancels(tmp_path: Path) -> None:
     result = await run_fake(tmp_path, "command", Never(), approval_timeout=0.3)
     tool = only_tool(result)

@@ -8,6 +8,7 @@ at the moment it hands them to the normalizer, so the log's order is the order t
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import signal
 import subprocess
@@ -33,6 +34,14 @@ if TYPE_CHECKING:
 __all__ = ["AgentProcess", "Chunk", "ProcessSpec", "ShutdownPolicy", "climb_ladder"]
 
 _READ_SIZE = 1 << 16
+# The agent's stdout pipe holds up to this much (Linux: F_SETPIPE_SZ; the default is 64 KiB).  An
+# agent that prints faster than the run reads then has its output taken in one read of up to this
+# size instead of one per 64 KiB, and everything done per chunk (the chunk stream's hop, the raw
+# log's record, the normalizer's framing) is done about 16 times less often.  What is read is
+# still only what is there: a slow agent's line comes in a read of its own, as soon as it is
+# written.  Bounded: the kernel holds at most this much for us; a process over its user's pipe
+# quota keeps the default.
+_STDOUT_PIPE_BYTES = 1 << 20
 _STDERR_TAIL_BYTES = 8192
 
 
@@ -81,7 +90,7 @@ class AgentProcess:
         :meth:`spawn` had started it: the supervisor's answer is awaited here, so an agent that
         could not be started raises SpawnError here too."""
         started = prestarted.take()
-        process = _PrestartedProcess(started.popen)
+        process = _PopenProcess(started.popen)
         try:
             contained = await started.launch.started(process.pid, lambda: process.returncode is not None)
         except BaseException:
@@ -132,10 +141,11 @@ class AgentProcess:
     async def _drain(
         self, stream: ByteReceiveStream, name: StreamName, sink: MemoryObjectSendStream[Chunk]
     ) -> None:
+        size = stream.read_size if isinstance(stream, _FdReceive) else _READ_SIZE
         async with sink:
             while True:
                 try:
-                    data = await stream.receive(_READ_SIZE)
+                    data = await stream.receive(size)
                 except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
                     return
                 if name == "stderr":
@@ -239,11 +249,17 @@ async def open_contained(
     stdin: int,
     stderr: int,
 ) -> tuple[Process, Containment]:
-    """Spawn ``argv`` (stdout a pipe) in a new session, contained; SpawnError when it cannot start."""
+    """Spawn ``argv`` (stdout a pipe) in a new session, contained; SpawnError when it cannot start.
+
+    Spawned with ``subprocess.Popen`` and read straight from the pipes (:class:`_PopenProcess`), as
+    an agent started before the event loop is (prestart.py): asyncio's subprocess transport would
+    copy every byte into its stream buffer and out again, and keep a thread per process to reap it
+    (a pidfd says when it exits)."""
     launch = prepare(argv)
     try:
         # A new session: the terminal's Ctrl-C reaches us, not the agent; we interrupt it our way.
-        process = await anyio.open_process(
+        # (Blocking only for the fork and exec, as asyncio's own subprocess transport is.)
+        popen = subprocess.Popen(  # noqa: ASYNC220
             launch.argv,
             stdin=stdin,
             stdout=subprocess.PIPE,
@@ -256,6 +272,7 @@ async def open_contained(
     except OSError as exc:
         launch.abandon()
         raise spawn_failure(argv, cwd, exc) from exc
+    process = _PopenProcess(popen)
     try:
         return process, await launch.started(process.pid, lambda: process.returncode is not None)
     except BaseException:
@@ -264,24 +281,34 @@ async def open_contained(
         raise
 
 
-# --- a process spawned before the event loop ------------------------------------------------------
+# --- a process read and written through its pipes' file descriptors ---------------------------------
+
+
+def _pipe_capacity(fd: int, wanted: int) -> int:
+    """Make the pipe ``fd`` hold ``wanted`` bytes where the system allows; what it holds now."""
+    with contextlib.suppress(AttributeError, OSError):  # not Linux, or over the user's pipe quota
+        return max(fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, wanted), _READ_SIZE)
+    return _READ_SIZE
 
 
 class _FdReceive(ByteReceiveStream):
-    """The read end of a pipe, non-blocking, read when the event loop says it is readable."""
+    """The read end of a pipe, non-blocking, read when the event loop says it is readable.
+    ``read_size``: the most one :meth:`receive` takes when asked for no particular size (the
+    pipe's capacity: whatever is there comes in one read)."""
 
-    def __init__(self, file: IO[bytes]) -> None:
+    def __init__(self, file: IO[bytes], read_size: int = _READ_SIZE) -> None:
         self._file = file
         self._fd = file.fileno()
+        self.read_size = read_size
         os.set_blocking(self._fd, False)
         self._closed = False
 
-    async def receive(self, max_bytes: int = _READ_SIZE) -> bytes:
+    async def receive(self, max_bytes: int | None = None) -> bytes:
         while True:
             if self._closed:
                 raise anyio.ClosedResourceError
             try:
-                data = os.read(self._fd, max_bytes)
+                data = os.read(self._fd, max_bytes or self.read_size)
             except BlockingIOError:
                 await anyio.wait_readable(self._fd)
                 continue
@@ -329,15 +356,16 @@ class _FdSend(ByteSendStream):
                 self._file.close()
 
 
-class _PrestartedProcess(Process):
-    """anyio's view of a process that ``subprocess.Popen`` started before the event loop existed
-    (prestart.py): its pipes read and written through the loop, its exit seen through a pidfd."""
+class _PopenProcess(Process):
+    """anyio's view of a process that ``subprocess.Popen`` started (here, or before the event loop
+    existed: prestart.py): its pipes read and written through the loop, its exit seen through a
+    pidfd.  Its stdout pipe is enlarged (:data:`_STDOUT_PIPE_BYTES`) and read up to its size."""
 
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
         self._popen = popen
         self._stdin = _FdSend(popen.stdin)
-        self._stdout = _FdReceive(popen.stdout)
+        self._stdout = _FdReceive(popen.stdout, _pipe_capacity(popen.stdout.fileno(), _STDOUT_PIPE_BYTES))
         self._stderr = _FdReceive(popen.stderr)
         self._pidfd: int | None = None
         self._waiting = False

@@ -65,6 +65,12 @@ class CodexDriver(Driver[CodexExecutor]):
         return "id" in obj or (type(method) is str and method in _NOTICED)
 
     async def on_line(self, line: WireLine) -> None:
+        obj = line.object
+        if obj is not None and obj.get("method") == "item/started" and "id" not in obj:
+            # A notification (no id), and most of the lines kept in a turn with tools: recorded
+            # here, as _notified would, without the JSON-RPC peer's classification and dispatch.
+            self._item_started(obj.get("params"))
+            return
         await self.conn.on_line(line)
 
     def on_eof(self) -> None:
@@ -93,8 +99,7 @@ class CodexDriver(Driver[CodexExecutor]):
         if method == "turn/started":
             self.turn_id = str(_dict(p.get("turn")).get("id") or self.turn_id)
         elif method == "item/started":
-            item = _dict(p.get("item"))
-            self._items[str(item.get("id"))] = item
+            self._item_started(p)
         elif method == "serverRequest/resolved":
             self._withdraw(lambda rid: str(rid) == str(p.get("requestId")))
         elif method == "turn/completed":
@@ -107,6 +112,13 @@ class CodexDriver(Driver[CodexExecutor]):
                 self.background(lambda: self._start_turn(text), "starting the next turn")
             else:
                 self.set_idle(True)
+
+    def _item_started(self, params: Any) -> None:
+        # Only what an approval reads of its item (approval_request, _approve): a command or file
+        # changes.  Messages and reasoning, most of a turn's items, are not kept.
+        item = _dict(_dict(params).get("item"))
+        if "command" in item or "changes" in item:
+            self._items[str(item.get("id"))] = item
 
     # --- approvals ----------------------------------------------------------------------------
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream
 
     from ..approvals.base import ApprovalService
-    from ..entries import EntryPatch, NormalizedEntry, TokenUsage
+    from ..entries import EntryPatch, NormalizedEntry, TokenUsage, ToolUseEntry
     from ..normalizers.base import Normalizer
     from ..process.base import AgentIO
     from ..process.prestart import Prestarted
@@ -44,7 +44,10 @@ if TYPE_CHECKING:
 __all__ = ["Run"]
 
 _EOF_GRACE = 5.0
-_CHUNK_BUFFER = 16  # chunks read but not yet handled: at most 1 MiB with 64 KiB reads
+# Chunks read but not yet handled: a read takes at most the stdout pipe's capacity (1 MiB where the
+# system allows it, process/pipes.py), so at most 4 MiB wait here.  The consumer takes the next chunk
+# as soon as it has handled one, so a longer queue would only hold more while it is stalled.
+_CHUNK_BUFFER = 4
 _T = TypeVar("_T", WireLine, bytes)
 
 
@@ -558,21 +561,32 @@ class Run:
         )
 
     def _make_result(self) -> RunResult:
-        from ..entries import ToolUse
         from .result import RunResult
 
         entries = list(self.normalizer.entries)
-        tools = [e.type.tool for e in entries if isinstance(e.type, ToolUse)]
+        # One pass, by each entry's kind (its discriminator): an isinstance check against a model
+        # class goes through pydantic's metaclass, 0.3 us an entry, three passes over every entry.
+        tools: list[ToolUseEntry] = []
+        usages: list[TokenUsage] = []
+        error: str | None = None
+        for entry in entries:
+            of = entry.type
+            if of.kind == "tool_use":
+                tools.append(of.tool)
+            elif of.kind == "token_usage":
+                usages.append(of.usage)
+            elif of.kind == "error":
+                error = of.error.message  # (the last one's)
         return RunResult(
             outcome=self._outcome(),
             exit_code=self._exit_code,
             session_id=self.normalizer.log.session_id,
             entries=entries,
             tool_results=tools,
-            token_usage=_total_usage(entries),
+            token_usage=_total_usage(usages),
             raw_log=self.raw_log_path if self._rawlog is not None and self._rawlog.opened else None,
             stderr_tail=self._stderr_tail,
-            error=_last_error(entries),
+            error=error,
         )
 
     def _outcome(self) -> Outcome:
@@ -597,10 +611,9 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _total_usage(entries: list[NormalizedEntry]) -> TokenUsage:
-    from ..entries import TokenUsage, TokenUsageEntry
+def _total_usage(usages: list[TokenUsage]) -> TokenUsage:
+    from ..entries import TokenUsage
 
-    usages = [e.type.usage for e in entries if isinstance(e.type, TokenUsageEntry)]
     costs = [u.total_cost_usd for u in usages if u.total_cost_usd is not None]
     return TokenUsage(
         input_tokens=sum(u.input_tokens for u in usages),
@@ -610,12 +623,3 @@ def _total_usage(entries: list[NormalizedEntry]) -> TokenUsage:
         total_cost_usd=sum(costs) if costs else None,
         context_window=next((u.context_window for u in reversed(usages) if u.context_window), None),
     )
-
-
-def _last_error(entries: list[NormalizedEntry]) -> str | None:
-    from ..entries import ErrorEntry
-
-    for e in reversed(entries):
-        if isinstance(e.type, ErrorEntry):
-            return e.type.error.message
-    return None

@@ -27,6 +27,7 @@ class PatchQueue:
         self._waiting: OrderedDict[int, EntryPatch] = OrderedDict()
         self._closed = False
         self._changed = anyio.Event()
+        self._asleep = False  # a reader waits on _changed: the next put must wake it
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -37,7 +38,9 @@ class PatchQueue:
         if waiting is not None and waiting.op != patch.op:
             patch = type(patch).model_construct(op=waiting.op, index=patch.index, entry=patch.entry)
         self._waiting[patch.index] = patch  # an existing key keeps its place
-        self._changed.set()
+        if self._asleep:  # (not an Event.set per patch: thousands a second while nobody waits)
+            self._asleep = False
+            self._changed.set()
 
     def close(self) -> None:
         """No more patches will come: a reader gets what waits, then the end."""
@@ -55,5 +58,6 @@ class PatchQueue:
             if self._closed:
                 return None
             self._changed = anyio.Event()
+            self._asleep = True
             await self._changed.wait()
         return self._waiting.popitem(last=False)[1]
