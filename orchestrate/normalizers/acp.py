@@ -42,10 +42,7 @@ from ..entries import (
     PlanItem,
     Search,
     TokenUsage,
-    TokenUsageEntry,
-    ToolResult,
     ToolStatus,
-    ToolUse,
     ToolUseEntry,
     WebFetch,
 )
@@ -55,11 +52,12 @@ from ..wire.notes import Approval, Note, Stopped
 from .acp_output import Terminals, advance, command_result, content_text, shows_progress
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer
+from .built import command_run, tool_result, tool_use, turn_usage, usage_entry
 from .claude_tools import plan_items
 from .codex_items import display_command
 from .compiled import mypyc_attr
 from .diffs import diff_texts
-from .evolve import evolve, make
+from .evolve import build, evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count, obj, rpc_id, text
 
@@ -189,7 +187,8 @@ class AcpNormalizer(LineNormalizer):
                 names = [
                     text(c.get("name")) for c in update.get("availableCommands") or [] if isinstance(c, dict)
                 ]
-                content = f"{len(names)} commands available: " + ", ".join(f"/{n}" for n in names)
+                # (", /".join: one join over the names, not a string formatted per name)
+                content = f"{len(names)} commands available: " + ("/" + ", /".join(names) if names else "")
                 if self._commands is None:  # (it can arrive mid-message: the text goes on after it)
                     self._commands = self._system(content, ts, breaks_text=False, commands=names)
                 else:
@@ -327,24 +326,34 @@ class AcpNormalizer(LineNormalizer):
             )
         if status not in ("denied", "timed_out", "cancelled"):
             action = self._command_output(tool_id, action, call, previous)
-        changes: dict[str, Any] = {"action": action, "status": status, "tool_name": name}
         output = content_text(call.get("content"))
-        known = previous.result if previous is not None else None
-        if status in ("success", "failed") and (output is not None or known is None):
-            changes["result"] = make(
-                ToolResult,
-                success=status == "success",
-                data=output if status == "success" else None,
-                error=output if status == "failed" else None,
-            )
+        result = None
+        if status in ("success", "failed") and (
+            output is not None or previous is None or previous.result is None
+        ):
+            success = status == "success"
+            result = tool_result(success, output if success else None, None if success else output)
         if asking is not None:
-            changes["status"] = advance(status, "pending_approval", progress=True)  # (never back)
-            changes["approval"] = asking
+            status = advance(status, "pending_approval", progress=True)  # (never back)
         if index is None:
-            tool = make(ToolUseEntry, tool_call_id=tool_id, **changes)
-            self._tools[tool_id] = self.log.add(make(ToolUse, tool=tool), describe(action, self._cwd), ts)
-        else:
-            self.log.update_tool(index, content=describe(action, self._cwd), **changes)
+            # (built directly: every value here is one this normalizer made or checked)
+            tool = build(
+                ToolUseEntry,
+                tool_name=name,
+                action=action,
+                status=status,
+                result=result,
+                approval=asking,
+                tool_call_id=tool_id,
+            )
+            self._tools[tool_id] = self.log.add(tool_use(tool), describe(action, self._cwd), ts)
+            return
+        changes: dict[str, Any] = {"action": action, "status": status, "tool_name": name}
+        if result is not None:
+            changes["result"] = result
+        if asking is not None:
+            changes["approval"] = asking
+        self.log.update_tool(index, content=describe(action, self._cwd), **changes)
 
     def _command_output(
         self, tool_id: str, action: ActionType, call: dict[str, Any], previous: ToolUseEntry | None
@@ -388,7 +397,13 @@ class AcpNormalizer(LineNormalizer):
             # The call (Gemini announces some only here) and the question it waits for, in one
             # update.  Options that cannot be read fail below, once the call is shown, as ever.
             asking = (
-                make(ApprovalInfo, request_id=str(request_id))
+                build(
+                    ApprovalInfo,
+                    request_id=str(request_id),
+                    decision="pending",
+                    reason=None,
+                    for_session=False,
+                )
                 if isinstance(options, list | dict | str)
                 else None
             )
@@ -528,8 +543,9 @@ class AcpNormalizer(LineNormalizer):
                 self.log.replace(index, content=f"{shown}: {_ELICITATION_ANSWERS.get(action, 'refused')}")
 
     def _response(self, request_id: Any, result: Any, error: Any, ts: datetime | None) -> None:
-        if request_id in self._ours:
-            method, params = self._ours.pop(request_id)
+        sent = self._ours.pop(request_id, None)
+        if sent is not None:
+            method, params = sent
         elif not self._saw_client and (guessed := _answered_method(result)) is not None:
             # A capture of stdout alone has none of our requests: the answer says what it answers
             # (a turn's stop reason and usage above all).
@@ -545,7 +561,9 @@ class AcpNormalizer(LineNormalizer):
             self._request_failed(method, obj(error) or {"message": text(error)}, ts)
             return
         res = obj(result)
-        match method:
+        match method:  # (the one answer of every turn first)
+            case "session/prompt":
+                self._turn_end(res, ts)
             case "initialize":
                 info = obj(res.get("agentInfo"))
                 name = text(info.get("title") or info.get("name")) or "the agent"
@@ -557,8 +575,6 @@ class AcpNormalizer(LineNormalizer):
                 )
             case "session/new" | "session/load" | "session/resume":
                 self._session_opened(method, res, params, ts)
-            case "session/prompt":
-                self._turn_end(res, ts)
 
     def _session_opened(
         self, method: str, res: dict[str, Any], params: dict[str, Any], ts: datetime | None
@@ -593,7 +609,7 @@ class AcpNormalizer(LineNormalizer):
                 context_window=usage.context_window or self._context_window,
                 total_cost_usd=usage.total_cost_usd if usage.total_cost_usd is not None else cost,
             )
-        self.log.add(make(TokenUsageEntry, usage=usage), "", ts, stop_reason=stop)
+        self.log.add(usage_entry(usage), "", ts, stop_reason=stop)
         self._usage = {}
         if stop == "cancelled":
             self.log.error("The turn was interrupted", "interrupted", ts)
@@ -607,26 +623,16 @@ class AcpNormalizer(LineNormalizer):
         quota = obj(obj(obj(res.get("_meta")).get("quota")).get("token_count"))  # Gemini
         usage = obj(res.get("usage"))  # the protocol's own field, where agents send it
         if quota:
-            return make(
-                TokenUsage,
-                input_tokens=count(quota.get("input_tokens")),
-                output_tokens=count(quota.get("output_tokens")),
-            )
+            return turn_usage(count(quota.get("input_tokens")), count(quota.get("output_tokens")), 0, 0)
         if usage:
-            return make(
-                TokenUsage,
-                input_tokens=count(usage.get("inputTokens")),
-                output_tokens=count(usage.get("outputTokens")),
-                cache_read_tokens=count(usage.get("cachedReadTokens")),
-                cache_write_tokens=count(usage.get("cachedWriteTokens")),
+            return turn_usage(
+                count(usage.get("inputTokens")),
+                count(usage.get("outputTokens")),
+                count(usage.get("cachedReadTokens")),
+                count(usage.get("cachedWriteTokens")),
             )
-        u = self._usage  # Qwen, summed over the turn's model calls
-        return make(
-            TokenUsage,
-            input_tokens=u.get("inputTokens", 0),
-            output_tokens=u.get("outputTokens", 0),
-            cache_read_tokens=u.get("cachedReadTokens", 0),
-        )
+        u = self._usage  # Qwen, summed over the turn's model calls (ints: see _chunk)
+        return turn_usage(u.get("inputTokens", 0), u.get("outputTokens", 0), u.get("cachedReadTokens", 0), 0)
 
     def _request_failed(self, method: str, error: dict[str, Any], ts: datetime | None) -> None:
         message = text(obj(error.get("data")).get("details")) or text(error.get("message")) or "error"
@@ -699,7 +705,7 @@ def _diffs(call: dict[str, Any]) -> list[FileChange]:
             # Gemini marks a new file with _meta.kind "add"; Qwen sends oldText "" (or none).
             created = not old or kind == "add"
             out.append(
-                make(
+                build(
                     FileChange,
                     type="create" if created else "delete" if kind == "delete" else "edit",
                     unified_diff=diff_texts(path, text(old), new, created=created),
@@ -716,9 +722,9 @@ def _action(call: dict[str, Any], raw: dict[str, Any], previous: ToolUseEntry | 
             command = _command(raw.get("command")) or (title if title and title != "Shell" else "")
             if not command and previous is not None and isinstance(previous.action, CommandRun):
                 command = previous.action.command
-            return make(CommandRun, command=command)
+            return command_run(command)
         case "read":
-            return make(FileRead, path=_path(call, raw, previous))
+            return build(FileRead, kind="file_read", path=_path(call, raw, previous))
         case "edit" | "delete":
             changes = _diffs(call)
             path = _path(call, raw, previous)
@@ -726,7 +732,7 @@ def _action(call: dict[str, Any], raw: dict[str, Any], previous: ToolUseEntry | 
                 changes = list(previous.action.changes)
             if kind == "delete" and not changes:
                 changes = [make(FileChange, type="delete")]
-            return make(FileEdit, path=path, changes=tuple(changes))
+            return build(FileEdit, kind="file_edit", path=path, changes=tuple(changes))
         case "search":
             return make(
                 Search,
