@@ -136,35 +136,43 @@ class AcpNormalizer(LineNormalizer):
     # --- dispatch -----------------------------------------------------------------------------
 
     def feed_line(self, wire: WireLine) -> None:
-        stream, ts = wire.stream, wire.ts
+        stream = wire.stream
         if stream == "stderr":
             return
         msg = wire.object
         if msg is None:
             if stream == "stdout":
-                self.not_json("The agent", wire.text, ts)
+                self.not_json("The agent", wire.text, wire.ts)
             return
-        method, has_id = msg.get("method"), "id" in msg
-        if has_id and rpc_id(msg["id"]) is None:
-            self.invalid_rpc_id(wire.text, stream, ts)
+        method = msg.get("method")
+        if "id" not in msg:
+            if stream == "stdin":
+                self._client(msg, method, False, wire.ts)
+            elif method == "session/update":  # (most lines: each piece the agent streams)
+                self._update(obj(obj(msg.get("params")).get("update")), wire.ts)
+            elif isinstance(method, str):
+                self._notification(method, obj(msg.get("params")), wire.ts)
+            else:
+                self.log.error(
+                    "The agent sent a JSON-RPC message of no known shape",
+                    "protocol_error",
+                    wire.ts,
+                    content=wire.text,
+                )
             return
-        if stream == "stdin":
-            self._client(msg, method, has_id, ts)
-        elif isinstance(method, str) and has_id:
-            self._agent_request(msg["id"], method, obj(msg.get("params")), ts)
+        request_id = msg["id"]
+        if rpc_id(request_id) is None:
+            self.invalid_rpc_id(wire.text, stream, wire.ts)
+        elif stream == "stdin":
+            self._client(msg, method, True, wire.ts)
         elif isinstance(method, str):
-            self._notification(method, obj(msg.get("params")), ts)
-        elif has_id:
-            self._response(msg["id"], msg.get("result"), msg.get("error"), ts)
+            self._agent_request(request_id, method, obj(msg.get("params")), wire.ts)
         else:
-            self.log.error(
-                "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=wire.text
-            )
+            self._response(request_id, msg.get("result"), msg.get("error"), wire.ts)
 
     def _notification(self, method: str, params: dict[str, Any], ts: datetime | None) -> None:
-        if method == "session/update":
-            self._update(obj(params.get("update")), ts)
-        elif method.endswith("mode-update"):
+        """A notification of the agent's other than ``session/update``."""
+        if method.endswith("mode-update"):
             self._quiet_entry("mode", f"Mode: {text(params.get('currentModeId'))}", ts)
         elif method not in _SILENT:
             self._system(f"`{method}` notification", ts, raw={"method": method, "params": params})
@@ -509,14 +517,14 @@ class AcpNormalizer(LineNormalizer):
 
     def _client(self, msg: dict[str, Any], method: Any, has_id: bool, ts: datetime | None) -> None:
         self._saw_client = True
-        params = obj(msg.get("params"))
         if isinstance(method, str) and has_id:
+            params = obj(msg.get("params"))
             self._ours[msg["id"]] = (method, params)
             if method == "session/prompt":
                 self._open = None
                 self._replaying = False
                 prompt = "\n".join(
-                    text(b.get("text")) for b in params.get("prompt") or [] if isinstance(b, dict)
+                    [text(b.get("text")) for b in params.get("prompt") or [] if isinstance(b, dict)]
                 )
                 self.log.add(USER, prompt, ts)
             elif method == "session/set_mode":
@@ -584,16 +592,12 @@ class AcpNormalizer(LineNormalizer):
         self.log.model = text(obj(res.get("models")).get("currentModelId")) or self.log.model
         mode = text(obj(res.get("modes")).get("currentModeId"))
         verb = "started" if method == "session/new" else "loaded" if method == "session/load" else "resumed"
-        details = ", ".join(
-            x
-            for x in (f"mode {mode}" if mode else "", f"model {self.log.model}" if self.log.model else "")
-            if x
-        )
-        self._system(
-            f"Session `{self.log.session_id}` {verb}" + (f" ({details})" if details else ""),
-            ts,
-            cwd=self._cwd,
-        )
+        model = self.log.model
+        shown = [f"mode {mode}"] if mode else []
+        if model:
+            shown.append(f"model {model}")
+        details = f" ({', '.join(shown)})" if shown else ""
+        self._system(f"Session `{self.log.session_id}` {verb}{details}", ts, cwd=self._cwd)
 
     def _turn_end(self, res: dict[str, Any], ts: datetime | None) -> None:
         self._open = None
