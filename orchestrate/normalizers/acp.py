@@ -93,6 +93,9 @@ _ELICITATION_ANSWERS = {"accept": "answered", "decline": "declined", "cancel": "
 # Agents that send their todo list as a tool call, not a `plan` update (OpenCode 1.18.33 `todowrite`):
 # it is shown as the plan it is, as Claude's TodoWrite is.
 _TODO_TOOLS = {"todowrite", "todo_write", "write_todos"}
+# The actions the log reshapes (their paths made relative to the working directory): by exact
+# class, as shape.py tells them apart.  (_action makes no FileWrite: the shaping does.)
+_SHAPED = frozenset({FileRead, FileEdit, Search})
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -104,6 +107,8 @@ class AcpNormalizer(LineNormalizer):
         self._permission_ids: dict[str, Any] = {}  # the same ids as our notes spell them
         self._tools: dict[str, int] = {}
         self._raw_input: dict[str, dict[str, Any]] = {}
+        # tool id -> (the action last given to the log, unshaped; the cwd and work_dir then)
+        self._shaped: dict[str, tuple[ActionType, str | None, str | None]] = {}
         self._open: tuple[str, int] | None = None  # the text entry chunks are flowing into
         self._open_message: Any = None  # its messageId, where the agent gives one
         self._open_pieces = 0
@@ -130,6 +135,8 @@ class AcpNormalizer(LineNormalizer):
         """(A bounded log dropped released tool calls: their raw input goes too.)"""
         for tool_id in [t for t in self._raw_input if t not in self._tools]:
             del self._raw_input[tool_id]
+        for tool_id in [t for t in self._shaped if t not in self._tools]:
+            del self._shaped[tool_id]
         for tool_id in [t for t in self._terminals.tools() if t not in self._tools]:
             self._terminals.forget(tool_id)
 
@@ -355,13 +362,29 @@ class AcpNormalizer(LineNormalizer):
                 tool_call_id=tool_id,
             )
             self._tools[tool_id] = self.log.add(tool_use(tool), describe(action, self._cwd), ts)
+            self._note_shaped(tool_id, action)
             return
-        changes: dict[str, Any] = {"action": action, "status": status, "tool_name": name}
+        changes: dict[str, Any] = {"status": status, "tool_name": name}
         if result is not None:
             changes["result"] = result
         if asking is not None:
             changes["approval"] = asking
-        self.log.update_tool(index, content=describe(action, self._cwd), **changes)
+        if self._shaped.get(tool_id) == (action, self._cwd, self.log.work_dir):
+            # The action (and so the content) the entry already has, shaped: not shaped again
+            # (Gemini repeats a call's whole diff, locations and title in every update of it).
+            self.log.update_tool(index, **changes)
+            return
+        self.log.update_tool(index, content=describe(action, self._cwd), action=action, **changes)
+        self._note_shaped(tool_id, action)
+
+    def _note_shaped(self, tool_id: str, action: ActionType) -> None:
+        """Remember the action just given to the log for ``tool_id``, as this normalizer made it,
+        if the log reshapes it (paths made relative): an update that makes the same one again,
+        for the same directories, then leaves the entry's as it is."""
+        if type(action) in _SHAPED:
+            self._shaped[tool_id] = (action, self._cwd, self.log.work_dir)
+        else:
+            self._shaped.pop(tool_id, None)
 
     def _command_output(
         self, tool_id: str, action: ActionType, call: dict[str, Any], previous: ToolUseEntry | None
@@ -395,6 +418,7 @@ class AcpNormalizer(LineNormalizer):
             # (output seen is a command running, even if no update has said so yet)
             status = advance(tool.status, "running", progress=bool(output.stdout))
             self.log.update_tool(index, action=evolve(tool.action, result=output), status=status)
+            self._shaped.pop(tool_id, None)
 
     def _agent_request(
         self, request_id: Any, method: str, params: dict[str, Any], ts: datetime | None
