@@ -241,10 +241,11 @@ class AcpNormalizer(LineNormalizer):
             self.log.error(chunk.removeprefix("Info: ").strip(), "api_retry", ts)
             return
         message = update.get("messageId")
-        if self._open is not None and self._open[0] == kind and message == self._open_message:
-            if self._open_pieces > 1 and self.log.streamed(self._open[1]).equals(chunk):
+        open_ = self._open
+        if open_ is not None and open_[0] == kind and message == self._open_message:
+            if self._open_pieces > 1 and self.log.streamed(open_[1]).equals(chunk):
                 return  # the message again, whole, after its deltas: shown once
-            self.log.append_text(self._open[1], chunk)
+            self.log.append_text(open_[1], chunk)
             self._open_pieces += 1
             return
         self._open = (kind, self.log.add(_CHUNK_TYPES.get(kind, USER), chunk, ts))
@@ -473,14 +474,14 @@ class AcpNormalizer(LineNormalizer):
             decision, status = "cancelled", "cancelled"
         else:
             decision, status = "denied", "denied"
-        approval = make(
+        approval = build(
             ApprovalInfo,
             request_id=str(request_id),
             decision=decision,
-            for_session=kind == "allow_always",
             # The person's reason (from the run's note, which comes first): ACP has no field to
             # carry it to the agent, so the entry is where it is kept.
             reason=tool.approval.reason if tool.approval is not None and decision != "approved" else None,
+            for_session=kind == "allow_always",
         )
         self.log.update_tool(
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
