@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import shlex
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from ..entries import (
     ActionType,
@@ -47,7 +47,7 @@ from ..entries import (
     WebFetch,
 )
 from ..wire.framing import DEFAULT_MAX_LINE_BYTES
-from ..wire.lines import WireLine
+from ..wire.lines import Stream, WireLine
 from ..wire.notes import Approval, Note, Stopped
 from .acp_output import Terminals, advance, command_result, content_text, shows_progress
 from .actions import describe
@@ -142,10 +142,12 @@ class AcpNormalizer(LineNormalizer):
 
     # --- dispatch -----------------------------------------------------------------------------
 
+    # The agent's stderr is its log, not the protocol: it shows nothing, so it is not even framed
+    # (Gemini writes a few lines of it per run; the peer reads stdout alone).
+    framed: ClassVar[frozenset[Stream]] = frozenset(("stdout", "stdin"))
+
     def feed_line(self, wire: WireLine) -> None:
         stream = wire.stream
-        if stream == "stderr":
-            return
         msg = wire.object
         if msg is None:
             if stream == "stdout":
