@@ -27,7 +27,7 @@ from __future__ import annotations
 import re
 import shlex
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from ..entries import (
     ActionType,
@@ -42,24 +42,22 @@ from ..entries import (
     PlanItem,
     Search,
     TokenUsage,
-    TokenUsageEntry,
-    ToolResult,
     ToolStatus,
-    ToolUse,
     ToolUseEntry,
     WebFetch,
 )
 from ..wire.framing import DEFAULT_MAX_LINE_BYTES
-from ..wire.lines import WireLine
+from ..wire.lines import Stream, WireLine
 from ..wire.notes import Approval, Note, Stopped
 from .acp_output import Terminals, advance, command_result, content_text, shows_progress
 from .actions import describe
 from .base import OPEN_STATUSES, LineNormalizer
+from .built import command_run, tool_result, tool_use, turn_usage, usage_entry
 from .claude_tools import plan_items
 from .codex_items import display_command
 from .compiled import mypyc_attr
 from .diffs import diff_texts
-from .evolve import evolve, make
+from .evolve import build, evolve, make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count, obj, rpc_id, text
 
@@ -95,6 +93,9 @@ _ELICITATION_ANSWERS = {"accept": "answered", "decline": "declined", "cancel": "
 # Agents that send their todo list as a tool call, not a `plan` update (OpenCode 1.18.33 `todowrite`):
 # it is shown as the plan it is, as Claude's TodoWrite is.
 _TODO_TOOLS = {"todowrite", "todo_write", "write_todos"}
+# The actions the log reshapes (their paths made relative to the working directory): by exact
+# class, as shape.py tells them apart.  (_action makes no FileWrite: the shaping does.)
+_SHAPED = frozenset({FileRead, FileEdit, Search})
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -106,6 +107,8 @@ class AcpNormalizer(LineNormalizer):
         self._permission_ids: dict[str, Any] = {}  # the same ids as our notes spell them
         self._tools: dict[str, int] = {}
         self._raw_input: dict[str, dict[str, Any]] = {}
+        # tool id -> (the action last given to the log, unshaped; the cwd and work_dir then)
+        self._shaped: dict[str, tuple[ActionType, str | None, str | None]] = {}
         self._open: tuple[str, int] | None = None  # the text entry chunks are flowing into
         self._open_message: Any = None  # its messageId, where the agent gives one
         self._open_pieces = 0
@@ -132,41 +135,53 @@ class AcpNormalizer(LineNormalizer):
         """(A bounded log dropped released tool calls: their raw input goes too.)"""
         for tool_id in [t for t in self._raw_input if t not in self._tools]:
             del self._raw_input[tool_id]
+        for tool_id in [t for t in self._shaped if t not in self._tools]:
+            del self._shaped[tool_id]
         for tool_id in [t for t in self._terminals.tools() if t not in self._tools]:
             self._terminals.forget(tool_id)
 
     # --- dispatch -----------------------------------------------------------------------------
 
+    # The agent's stderr is its log, not the protocol: it shows nothing, so it is not even framed
+    # (Gemini writes a few lines of it per run; the peer reads stdout alone).
+    framed: ClassVar[frozenset[Stream]] = frozenset(("stdout", "stdin"))
+
     def feed_line(self, wire: WireLine) -> None:
-        stream, ts = wire.stream, wire.ts
-        if stream == "stderr":
-            return
+        stream = wire.stream
         msg = wire.object
         if msg is None:
             if stream == "stdout":
-                self.not_json("The agent", wire.text, ts)
+                self.not_json("The agent", wire.text, wire.ts)
             return
-        method, has_id = msg.get("method"), "id" in msg
-        if has_id and rpc_id(msg["id"]) is None:
-            self.invalid_rpc_id(wire.text, stream, ts)
+        method = msg.get("method")
+        if "id" not in msg:
+            if stream == "stdin":
+                self._client(msg, method, False, wire.ts)
+            elif method == "session/update":  # (most lines: each piece the agent streams)
+                self._update(obj(obj(msg.get("params")).get("update")), wire.ts)
+            elif isinstance(method, str):
+                self._notification(method, obj(msg.get("params")), wire.ts)
+            else:
+                self.log.error(
+                    "The agent sent a JSON-RPC message of no known shape",
+                    "protocol_error",
+                    wire.ts,
+                    content=wire.text,
+                )
             return
-        if stream == "stdin":
-            self._client(msg, method, has_id, ts)
-        elif isinstance(method, str) and has_id:
-            self._agent_request(msg["id"], method, obj(msg.get("params")), ts)
+        request_id = msg["id"]
+        if rpc_id(request_id) is None:
+            self.invalid_rpc_id(wire.text, stream, wire.ts)
+        elif stream == "stdin":
+            self._client(msg, method, True, wire.ts)
         elif isinstance(method, str):
-            self._notification(method, obj(msg.get("params")), ts)
-        elif has_id:
-            self._response(msg["id"], msg.get("result"), msg.get("error"), ts)
+            self._agent_request(request_id, method, obj(msg.get("params")), wire.ts)
         else:
-            self.log.error(
-                "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=wire.text
-            )
+            self._response(request_id, msg.get("result"), msg.get("error"), wire.ts)
 
     def _notification(self, method: str, params: dict[str, Any], ts: datetime | None) -> None:
-        if method == "session/update":
-            self._update(obj(params.get("update")), ts)
-        elif method.endswith("mode-update"):
+        """A notification of the agent's other than ``session/update``."""
+        if method.endswith("mode-update"):
             self._quiet_entry("mode", f"Mode: {text(params.get('currentModeId'))}", ts)
         elif method not in _SILENT:
             self._system(f"`{method}` notification", ts, raw={"method": method, "params": params})
@@ -189,7 +204,8 @@ class AcpNormalizer(LineNormalizer):
                 names = [
                     text(c.get("name")) for c in update.get("availableCommands") or [] if isinstance(c, dict)
                 ]
-                content = f"{len(names)} commands available: " + ", ".join(f"/{n}" for n in names)
+                # (", /".join: one join over the names, not a string formatted per name)
+                content = f"{len(names)} commands available: " + ("/" + ", /".join(names) if names else "")
                 if self._commands is None:  # (it can arrive mid-message: the text goes on after it)
                     self._commands = self._system(content, ts, breaks_text=False, commands=names)
                 else:
@@ -227,10 +243,11 @@ class AcpNormalizer(LineNormalizer):
             self.log.error(chunk.removeprefix("Info: ").strip(), "api_retry", ts)
             return
         message = update.get("messageId")
-        if self._open is not None and self._open[0] == kind and message == self._open_message:
-            if self._open_pieces > 1 and self.log.streamed(self._open[1]).equals(chunk):
+        open_ = self._open
+        if open_ is not None and open_[0] == kind and message == self._open_message:
+            if self._open_pieces > 1 and self.log.streamed(open_[1]).equals(chunk):
                 return  # the message again, whole, after its deltas: shown once
-            self.log.append_text(self._open[1], chunk)
+            self.log.append_text(open_[1], chunk)
             self._open_pieces += 1
             return
         self._open = (kind, self.log.add(_CHUNK_TYPES.get(kind, USER), chunk, ts))
@@ -327,24 +344,50 @@ class AcpNormalizer(LineNormalizer):
             )
         if status not in ("denied", "timed_out", "cancelled"):
             action = self._command_output(tool_id, action, call, previous)
-        changes: dict[str, Any] = {"action": action, "status": status, "tool_name": name}
         output = content_text(call.get("content"))
-        known = previous.result if previous is not None else None
-        if status in ("success", "failed") and (output is not None or known is None):
-            changes["result"] = make(
-                ToolResult,
-                success=status == "success",
-                data=output if status == "success" else None,
-                error=output if status == "failed" else None,
-            )
+        result = None
+        if status in ("success", "failed") and (
+            output is not None or previous is None or previous.result is None
+        ):
+            success = status == "success"
+            result = tool_result(success, output if success else None, None if success else output)
         if asking is not None:
-            changes["status"] = advance(status, "pending_approval", progress=True)  # (never back)
-            changes["approval"] = asking
+            status = advance(status, "pending_approval", progress=True)  # (never back)
         if index is None:
-            tool = make(ToolUseEntry, tool_call_id=tool_id, **changes)
-            self._tools[tool_id] = self.log.add(make(ToolUse, tool=tool), describe(action, self._cwd), ts)
+            # (built directly: every value here is one this normalizer made or checked)
+            tool = build(
+                ToolUseEntry,
+                tool_name=name,
+                action=action,
+                status=status,
+                result=result,
+                approval=asking,
+                tool_call_id=tool_id,
+            )
+            self._tools[tool_id] = self.log.add(tool_use(tool), describe(action, self._cwd), ts)
+            self._note_shaped(tool_id, action)
+            return
+        changes: dict[str, Any] = {"status": status, "tool_name": name}
+        if result is not None:
+            changes["result"] = result
+        if asking is not None:
+            changes["approval"] = asking
+        if self._shaped.get(tool_id) == (action, self._cwd, self.log.work_dir):
+            # The action (and so the content) the entry already has, shaped: not shaped again
+            # (Gemini repeats a call's whole diff, locations and title in every update of it).
+            self.log.update_tool(index, **changes)
+            return
+        self.log.update_tool(index, content=describe(action, self._cwd), action=action, **changes)
+        self._note_shaped(tool_id, action)
+
+    def _note_shaped(self, tool_id: str, action: ActionType) -> None:
+        """Remember the action just given to the log for ``tool_id``, as this normalizer made it,
+        if the log reshapes it (paths made relative): an update that makes the same one again,
+        for the same directories, then leaves the entry's as it is."""
+        if type(action) in _SHAPED:
+            self._shaped[tool_id] = (action, self._cwd, self.log.work_dir)
         else:
-            self.log.update_tool(index, content=describe(action, self._cwd), **changes)
+            self._shaped.pop(tool_id, None)
 
     def _command_output(
         self, tool_id: str, action: ActionType, call: dict[str, Any], previous: ToolUseEntry | None
@@ -378,6 +421,7 @@ class AcpNormalizer(LineNormalizer):
             # (output seen is a command running, even if no update has said so yet)
             status = advance(tool.status, "running", progress=bool(output.stdout))
             self.log.update_tool(index, action=evolve(tool.action, result=output), status=status)
+            self._shaped.pop(tool_id, None)
 
     def _agent_request(
         self, request_id: Any, method: str, params: dict[str, Any], ts: datetime | None
@@ -388,7 +432,13 @@ class AcpNormalizer(LineNormalizer):
             # The call (Gemini announces some only here) and the question it waits for, in one
             # update.  Options that cannot be read fail below, once the call is shown, as ever.
             asking = (
-                make(ApprovalInfo, request_id=str(request_id))
+                build(
+                    ApprovalInfo,
+                    request_id=str(request_id),
+                    decision="pending",
+                    reason=None,
+                    for_session=False,
+                )
                 if isinstance(options, list | dict | str)
                 else None
             )
@@ -426,14 +476,14 @@ class AcpNormalizer(LineNormalizer):
             decision, status = "cancelled", "cancelled"
         else:
             decision, status = "denied", "denied"
-        approval = make(
+        approval = build(
             ApprovalInfo,
             request_id=str(request_id),
             decision=decision,
-            for_session=kind == "allow_always",
             # The person's reason (from the run's note, which comes first): ACP has no field to
             # carry it to the agent, so the entry is where it is kept.
             reason=tool.approval.reason if tool.approval is not None and decision != "approved" else None,
+            for_session=kind == "allow_always",
         )
         self.log.update_tool(
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
@@ -494,14 +544,14 @@ class AcpNormalizer(LineNormalizer):
 
     def _client(self, msg: dict[str, Any], method: Any, has_id: bool, ts: datetime | None) -> None:
         self._saw_client = True
-        params = obj(msg.get("params"))
         if isinstance(method, str) and has_id:
+            params = obj(msg.get("params"))
             self._ours[msg["id"]] = (method, params)
             if method == "session/prompt":
                 self._open = None
                 self._replaying = False
                 prompt = "\n".join(
-                    text(b.get("text")) for b in params.get("prompt") or [] if isinstance(b, dict)
+                    [text(b.get("text")) for b in params.get("prompt") or [] if isinstance(b, dict)]
                 )
                 self.log.add(USER, prompt, ts)
             elif method == "session/set_mode":
@@ -528,8 +578,9 @@ class AcpNormalizer(LineNormalizer):
                 self.log.replace(index, content=f"{shown}: {_ELICITATION_ANSWERS.get(action, 'refused')}")
 
     def _response(self, request_id: Any, result: Any, error: Any, ts: datetime | None) -> None:
-        if request_id in self._ours:
-            method, params = self._ours.pop(request_id)
+        sent = self._ours.pop(request_id, None)
+        if sent is not None:
+            method, params = sent
         elif not self._saw_client and (guessed := _answered_method(result)) is not None:
             # A capture of stdout alone has none of our requests: the answer says what it answers
             # (a turn's stop reason and usage above all).
@@ -545,7 +596,9 @@ class AcpNormalizer(LineNormalizer):
             self._request_failed(method, obj(error) or {"message": text(error)}, ts)
             return
         res = obj(result)
-        match method:
+        match method:  # (the one answer of every turn first)
+            case "session/prompt":
+                self._turn_end(res, ts)
             case "initialize":
                 info = obj(res.get("agentInfo"))
                 name = text(info.get("title") or info.get("name")) or "the agent"
@@ -557,8 +610,6 @@ class AcpNormalizer(LineNormalizer):
                 )
             case "session/new" | "session/load" | "session/resume":
                 self._session_opened(method, res, params, ts)
-            case "session/prompt":
-                self._turn_end(res, ts)
 
     def _session_opened(
         self, method: str, res: dict[str, Any], params: dict[str, Any], ts: datetime | None
@@ -568,16 +619,12 @@ class AcpNormalizer(LineNormalizer):
         self.log.model = text(obj(res.get("models")).get("currentModelId")) or self.log.model
         mode = text(obj(res.get("modes")).get("currentModeId"))
         verb = "started" if method == "session/new" else "loaded" if method == "session/load" else "resumed"
-        details = ", ".join(
-            x
-            for x in (f"mode {mode}" if mode else "", f"model {self.log.model}" if self.log.model else "")
-            if x
-        )
-        self._system(
-            f"Session `{self.log.session_id}` {verb}" + (f" ({details})" if details else ""),
-            ts,
-            cwd=self._cwd,
-        )
+        model = self.log.model
+        shown = [f"mode {mode}"] if mode else []
+        if model:
+            shown.append(f"model {model}")
+        details = f" ({', '.join(shown)})" if shown else ""
+        self._system(f"Session `{self.log.session_id}` {verb}{details}", ts, cwd=self._cwd)
 
     def _turn_end(self, res: dict[str, Any], ts: datetime | None) -> None:
         self._open = None
@@ -593,7 +640,7 @@ class AcpNormalizer(LineNormalizer):
                 context_window=usage.context_window or self._context_window,
                 total_cost_usd=usage.total_cost_usd if usage.total_cost_usd is not None else cost,
             )
-        self.log.add(make(TokenUsageEntry, usage=usage), "", ts, stop_reason=stop)
+        self.log.add(usage_entry(usage), "", ts, stop_reason=stop)
         self._usage = {}
         if stop == "cancelled":
             self.log.error("The turn was interrupted", "interrupted", ts)
@@ -607,26 +654,16 @@ class AcpNormalizer(LineNormalizer):
         quota = obj(obj(obj(res.get("_meta")).get("quota")).get("token_count"))  # Gemini
         usage = obj(res.get("usage"))  # the protocol's own field, where agents send it
         if quota:
-            return make(
-                TokenUsage,
-                input_tokens=count(quota.get("input_tokens")),
-                output_tokens=count(quota.get("output_tokens")),
-            )
+            return turn_usage(count(quota.get("input_tokens")), count(quota.get("output_tokens")), 0, 0)
         if usage:
-            return make(
-                TokenUsage,
-                input_tokens=count(usage.get("inputTokens")),
-                output_tokens=count(usage.get("outputTokens")),
-                cache_read_tokens=count(usage.get("cachedReadTokens")),
-                cache_write_tokens=count(usage.get("cachedWriteTokens")),
+            return turn_usage(
+                count(usage.get("inputTokens")),
+                count(usage.get("outputTokens")),
+                count(usage.get("cachedReadTokens")),
+                count(usage.get("cachedWriteTokens")),
             )
-        u = self._usage  # Qwen, summed over the turn's model calls
-        return make(
-            TokenUsage,
-            input_tokens=u.get("inputTokens", 0),
-            output_tokens=u.get("outputTokens", 0),
-            cache_read_tokens=u.get("cachedReadTokens", 0),
-        )
+        u = self._usage  # Qwen, summed over the turn's model calls (ints: see _chunk)
+        return turn_usage(u.get("inputTokens", 0), u.get("outputTokens", 0), u.get("cachedReadTokens", 0), 0)
 
     def _request_failed(self, method: str, error: dict[str, Any], ts: datetime | None) -> None:
         message = text(obj(error.get("data")).get("details")) or text(error.get("message")) or "error"
@@ -699,7 +736,7 @@ def _diffs(call: dict[str, Any]) -> list[FileChange]:
             # Gemini marks a new file with _meta.kind "add"; Qwen sends oldText "" (or none).
             created = not old or kind == "add"
             out.append(
-                make(
+                build(
                     FileChange,
                     type="create" if created else "delete" if kind == "delete" else "edit",
                     unified_diff=diff_texts(path, text(old), new, created=created),
@@ -716,9 +753,9 @@ def _action(call: dict[str, Any], raw: dict[str, Any], previous: ToolUseEntry | 
             command = _command(raw.get("command")) or (title if title and title != "Shell" else "")
             if not command and previous is not None and isinstance(previous.action, CommandRun):
                 command = previous.action.command
-            return make(CommandRun, command=command)
+            return command_run(command)
         case "read":
-            return make(FileRead, path=_path(call, raw, previous))
+            return build(FileRead, kind="file_read", path=_path(call, raw, previous))
         case "edit" | "delete":
             changes = _diffs(call)
             path = _path(call, raw, previous)
@@ -726,7 +763,7 @@ def _action(call: dict[str, Any], raw: dict[str, Any], previous: ToolUseEntry | 
                 changes = list(previous.action.changes)
             if kind == "delete" and not changes:
                 changes = [make(FileChange, type="delete")]
-            return make(FileEdit, path=path, changes=tuple(changes))
+            return build(FileEdit, kind="file_edit", path=path, changes=tuple(changes))
         case "search":
             return make(
                 Search,

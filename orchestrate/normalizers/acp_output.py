@@ -27,6 +27,8 @@ from .values import obj, text
 __all__ = ["Terminals", "advance", "command_result", "shows_progress"]
 
 _RANK: dict[str, int] = {"created": 0, "pending_approval": 1, "running": 2}
+_BEFORE_RUNNING = frozenset({"terminal"})  # content that shows a pending call doing something
+_RUNNING = frozenset({"terminal", "content"})  # ... any other
 _MAX_TRACKED = 1024  # terminals and unanswered terminal requests remembered (oldest dropped first)
 
 
@@ -36,7 +38,7 @@ def shows_progress(call: dict[str, Any]) -> bool:
     raw = call.get("rawOutput")
     if (isinstance(raw, dict) and raw) or (isinstance(raw, str) and raw):
         return True
-    shown = {"terminal"} if call.get("status") == "pending" else {"terminal", "content"}
+    shown = _BEFORE_RUNNING if call.get("status") == "pending" else _RUNNING
     return any(isinstance(item, dict) and item.get("type") in shown for item in call.get("content") or [])
 
 
