@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -9,6 +11,7 @@ import pytest
 
 from orchestrate.entries import NO_EXIT_CODE
 from orchestrate.normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
+from orchestrate.replay import replay
 
 # --- edge cases, on hand-written lines ---------------------------------------------------------
 
@@ -455,3 +458,26 @@ def test_user_messages_come_from_stdin_and_replays_are_not_doubled() -> None:
 def test_invalid_utf8_in_a_line_is_replaced() -> None:
     n = normalize(b'{"type":"assistant","message":{"id":"m","content":[{"type":"text","text":"a\xffb"}]}}\n')
     assert n.entries[0].content == "a\ufffdb"
+
+
+# --- the normalizer's own lifetime -------------------------------------------------------------
+
+
+def test_a_finished_normalizer_is_freed_without_the_garbage_collector() -> None:
+    """An unbounded normalizer holds no reference cycle (the bounded log's sweep hooks are tied in
+    only when bound): a replay of many short runs frees each one when it is dropped, instead of
+    leaving it to the collector, whose passes then walk every object alive."""
+    fixtures = sorted((Path(__file__).parent.parent / "fixtures" / "claude-stream-json").glob("*.jsonl"))
+    assert fixtures
+    gc.collect()
+    gc.disable()
+    try:
+        for path in fixtures:
+            assert list(replay(path, ClaudeStreamJsonNormalizer()))
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+    # A bounded one still sweeps its tables (test_replay_memory measures its memory).
+    streaming = ClaudeStreamJsonNormalizer()
+    assert list(replay(fixtures[0], streaming, streaming=True))
+    assert len(streaming.log._tables) == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -15,6 +17,7 @@ from orchestrate.peers.jsonrpc import (
     JsonRpcPeer,
     MalformedMessage,
 )
+from orchestrate.replay import replay
 
 
 def lines(*objs: Any) -> bytes:
@@ -193,3 +196,20 @@ def test_jsonrpc_peer_classifies_by_shape() -> None:
     assert isinstance(peer.receive_line('{"id": true, "result": 1}'), MalformedMessage)
     error = orjson.loads(peer.respond_error(0, -32601, "method not found: x"))
     assert error == {"id": 0, "error": {"code": -32601, "message": "method not found: x"}}
+
+
+def test_a_finished_app_server_normalizer_is_freed_without_the_garbage_collector() -> None:
+    """As Claude's (test_claude_normalizer.py): no reference cycle unless bound."""
+    fixtures = sorted((Path(__file__).parent.parent / "fixtures" / "codex-app-server").glob("*.jsonl"))
+    assert fixtures
+    gc.collect()
+    gc.disable()
+    try:
+        for path in fixtures:
+            assert list(replay(path, CodexAppServerNormalizer()))
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+    streaming = CodexAppServerNormalizer()
+    assert list(replay(fixtures[0], streaming, streaming=True))
+    assert len(streaming.log._tables) == 2

@@ -33,7 +33,7 @@ from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Approval, Note
 from .actions import describe
-from .base import OPEN_STATUSES, LineNormalizer
+from .base import DEFAULT_WINDOW, OPEN_STATUSES, LineNormalizer
 from .claude_tools import action_for, apply_tool_result, plan_items, result_text
 from .compiled import mypyc_attr
 from .evolve import evolve, make
@@ -94,6 +94,12 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         self._saw_stdin_user = False
         self._shown_api_error: str | None = None
         self.results: list[TurnResult] = []
+
+    def bound(self, window: int = DEFAULT_WINDOW) -> None:
+        super().bound(window)
+        # (Only a bounded log sweeps its tables: tracked when bound.  The hooks tie the log and
+        # this normalizer in a cycle, which an unbounded one, made per run, should not pay: it
+        # would wait for the garbage collector instead of going when its run is dropped.)
         log = self.log
         log.track(self._tools)
         # A block still streaming stays whatever its entry (a hidden block has none).

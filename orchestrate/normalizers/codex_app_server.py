@@ -40,7 +40,7 @@ from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Approval, Note
 from .actions import describe
-from .base import OPEN_STATUSES, LineNormalizer, Stream
+from .base import DEFAULT_WINDOW, OPEN_STATUSES, LineNormalizer, Stream
 from .codex_items import display_command, file_change
 from .compiled import mypyc_attr
 from .evolve import evolve, make
@@ -111,6 +111,12 @@ class CodexAppServerNormalizer(LineNormalizer):
         self._shown_error: str | None = None
         self._waiting = False  # the thread's status says it waits on an approval
         self._starting: dict[str, bool] = {}  # items started, not yet running -> is a command (_promote)
+
+    def bound(self, window: int = DEFAULT_WINDOW) -> None:
+        super().bound(window)
+        # (Only a bounded log sweeps its tables: tracked when bound.  The hook ties the log and
+        # this normalizer in a cycle, which an unbounded one, made per run, should not pay: it
+        # would wait for the garbage collector instead of going when its run is dropped.)
         self.log.track(self._items)
         self.log.track(self._per_turn)
         self.log.after_sweep(self._forget)
