@@ -9,7 +9,8 @@ from typing import Any
 import orjson
 import pytest
 
-from orchestrate.entries import NO_EXIT_CODE
+from orchestrate.entries import NO_EXIT_CODE, TokenUsage
+from orchestrate.normalizers.built import turn_usage
 from orchestrate.normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
 from orchestrate.replay import replay
 
@@ -481,3 +482,23 @@ def test_a_finished_normalizer_is_freed_without_the_garbage_collector() -> None:
     streaming = ClaudeStreamJsonNormalizer()
     assert list(replay(fixtures[0], streaming, streaming=True))
     assert len(streaming.log._tables) == 2
+
+
+@pytest.mark.parametrize("cost", [None, 0.0, 1.25])
+@pytest.mark.parametrize("window", [None, 0, 200_000])
+def test_the_built_turn_usage_is_the_validated_one(cost: float | None, window: int | None) -> None:
+    """A result line's usage is built without validation (normalizers/built.py): field by field
+    what the validating constructor gives for the same values, in the same order."""
+    built = turn_usage(1, 2, 3, 4, cost, window)
+    validated = TokenUsage(
+        input_tokens=1,
+        output_tokens=2,
+        cache_read_tokens=3,
+        cache_write_tokens=4,
+        total_cost_usd=cost,
+        context_window=window,
+    )
+    assert type(built) is TokenUsage
+    assert built == validated
+    assert list(built.__dict__.items()) == list(validated.__dict__.items())
+    assert built.model_dump_json(by_alias=True) == validated.model_dump_json(by_alias=True)
