@@ -212,4 +212,4 @@ def test_a_finished_app_server_normalizer_is_freed_without_the_garbage_collector
         gc.enable()
     streaming = CodexAppServerNormalizer()
     assert list(replay(fixtures[0], streaming, streaming=True))
-    assert len(streaming.log._tables) == 2
+    assert len(streaming.log._tables) == 3
