@@ -573,7 +573,8 @@ def _usage(obj: dict[str, Any], model: str | None) -> TokenUsage:
         count(u.get("output_tokens")),
         count(u.get("cache_read_input_tokens")),
         count(u.get("cache_creation_input_tokens")),
-        float(cost) if isinstance(cost, int | float) else None,
+        # (a tuple: ``int | float`` would be made on every call)
+        float(cost) if isinstance(cost, (int, float)) else None,
         _context_window(per_model, model) if type(per_model) is dict and per_model else None,
     )
 

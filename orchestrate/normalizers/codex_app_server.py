@@ -150,6 +150,8 @@ class CodexAppServerNormalizer(LineNormalizer):
         if method == "thread/status/changed":
             status = _dict(_dict(obj.get("params")).get("status"))
             self._waiting = "waitingOnApproval" in (status.get("activeFlags") or [])
+            if stream == "stdout" and not has_id:
+                return  # (a tenth of the lines: a notification shown as nothing, see _SILENT)
         elif (
             self._starting
             and stream == "stdout"
@@ -214,7 +216,8 @@ class CodexAppServerNormalizer(LineNormalizer):
                 self._turn_completed(_dict(p.get("turn")), ts)
             case "thread/tokenUsage/updated":
                 usage = _dict(p.get("tokenUsage"))
-                self._total = {k: count(_dict(usage.get("total")).get(k)) for k in _TOKEN_FIELDS}
+                total = _dict(usage.get("total"))
+                self._total = {k: count(total.get(k)) for k in _TOKEN_FIELDS}
                 self._window = usage.get("modelContextWindow") or self._window
             case "turn/diff/updated":
                 self._turn_diff(_s(p.get("turnId")), _s(p.get("diff")), ts)
