@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +11,7 @@ import orjson
 import pytest
 
 from orchestrate.entries import NO_EXIT_CODE, TokenUsage
+from orchestrate.normalizers.base import Normalizer
 from orchestrate.normalizers.built import turn_usage
 from orchestrate.normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
 from orchestrate.replay import replay
@@ -464,24 +466,29 @@ def test_invalid_utf8_in_a_line_is_replaced() -> None:
 # --- the normalizer's own lifetime -------------------------------------------------------------
 
 
-def test_a_finished_normalizer_is_freed_without_the_garbage_collector() -> None:
-    """An unbounded normalizer holds no reference cycle (the bounded log's sweep hooks are tied in
-    only when bound): a replay of many short runs frees each one when it is dropped, instead of
-    leaving it to the collector, whose passes then walk every object alive."""
-    fixtures = sorted((Path(__file__).parent.parent / "fixtures" / "claude-stream-json").glob("*.jsonl"))
+def assert_freed_without_the_collector(folder: str, make: Callable[[], Normalizer], tables: int) -> None:
+    """A replay of every fixture of ``folder`` leaves nothing for the garbage collector, and a
+    bounded normalizer still sweeps its ``tables`` (test_replay_memory measures its memory)."""
+    fixtures = sorted((Path(__file__).parent.parent / "fixtures" / folder).glob("*.jsonl"))
     assert fixtures
     gc.collect()
     gc.disable()
     try:
         for path in fixtures:
-            assert list(replay(path, ClaudeStreamJsonNormalizer()))
+            assert list(replay(path, make()))
         assert gc.collect() == 0
     finally:
         gc.enable()
-    # A bounded one still sweeps its tables (test_replay_memory measures its memory).
-    streaming = ClaudeStreamJsonNormalizer()
+    streaming = make()
     assert list(replay(fixtures[0], streaming, streaming=True))
-    assert len(streaming.log._tables) == 2
+    assert len(streaming.log._tables) == tables
+
+
+def test_a_finished_normalizer_is_freed_without_the_garbage_collector() -> None:
+    """An unbounded normalizer holds no reference cycle (the bounded log's sweep hooks are tied in
+    only when bound): a replay of many short runs frees each one when it is dropped, instead of
+    leaving it to the collector, whose passes then walk every object alive."""
+    assert_freed_without_the_collector("claude-stream-json", ClaudeStreamJsonNormalizer, 2)
 
 
 @pytest.mark.parametrize("cost", [None, 0.0, 1.25])

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import gc
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -17,7 +15,8 @@ from orchestrate.peers.jsonrpc import (
     JsonRpcPeer,
     MalformedMessage,
 )
-from orchestrate.replay import replay
+
+from .test_claude_normalizer import assert_freed_without_the_collector
 
 
 def lines(*objs: Any) -> bytes:
@@ -200,16 +199,4 @@ def test_jsonrpc_peer_classifies_by_shape() -> None:
 
 def test_a_finished_app_server_normalizer_is_freed_without_the_garbage_collector() -> None:
     """As Claude's (test_claude_normalizer.py): no reference cycle unless bound."""
-    fixtures = sorted((Path(__file__).parent.parent / "fixtures" / "codex-app-server").glob("*.jsonl"))
-    assert fixtures
-    gc.collect()
-    gc.disable()
-    try:
-        for path in fixtures:
-            assert list(replay(path, CodexAppServerNormalizer()))
-        assert gc.collect() == 0
-    finally:
-        gc.enable()
-    streaming = CodexAppServerNormalizer()
-    assert list(replay(fixtures[0], streaming, streaming=True))
-    assert len(streaming.log._tables) == 3
+    assert_freed_without_the_collector("codex-app-server", CodexAppServerNormalizer, 3)
