@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import gc
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 
-from orchestrate.entries import NO_EXIT_CODE
+from orchestrate.entries import NO_EXIT_CODE, TokenUsage
+from orchestrate.normalizers.base import Normalizer
+from orchestrate.normalizers.built import turn_usage
 from orchestrate.normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
+from orchestrate.replay import replay
 
 # --- edge cases, on hand-written lines ---------------------------------------------------------
 
@@ -455,3 +461,51 @@ def test_user_messages_come_from_stdin_and_replays_are_not_doubled() -> None:
 def test_invalid_utf8_in_a_line_is_replaced() -> None:
     n = normalize(b'{"type":"assistant","message":{"id":"m","content":[{"type":"text","text":"a\xffb"}]}}\n')
     assert n.entries[0].content == "a\ufffdb"
+
+
+# --- the normalizer's own lifetime -------------------------------------------------------------
+
+
+def assert_freed_without_the_collector(folder: str, make: Callable[[], Normalizer], tables: int) -> None:
+    """A replay of every fixture of ``folder`` leaves nothing for the garbage collector, and a
+    bounded normalizer still sweeps its ``tables`` (test_replay_memory measures its memory)."""
+    fixtures = sorted((Path(__file__).parent.parent / "fixtures" / folder).glob("*.jsonl"))
+    assert fixtures
+    gc.collect()
+    gc.disable()
+    try:
+        for path in fixtures:
+            assert list(replay(path, make()))
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+    streaming = make()
+    assert list(replay(fixtures[0], streaming, streaming=True))
+    assert len(streaming.log._tables) == tables
+
+
+def test_a_finished_normalizer_is_freed_without_the_garbage_collector() -> None:
+    """An unbounded normalizer holds no reference cycle (the bounded log's sweep hooks are tied in
+    only when bound): a replay of many short runs frees each one when it is dropped, instead of
+    leaving it to the collector, whose passes then walk every object alive."""
+    assert_freed_without_the_collector("claude-stream-json", ClaudeStreamJsonNormalizer, 2)
+
+
+@pytest.mark.parametrize("cost", [None, 0.0, 1.25])
+@pytest.mark.parametrize("window", [None, 0, 200_000])
+def test_the_built_turn_usage_is_the_validated_one(cost: float | None, window: int | None) -> None:
+    """A result line's usage is built without validation (normalizers/built.py): field by field
+    what the validating constructor gives for the same values, in the same order."""
+    built = turn_usage(1, 2, 3, 4, cost, window)
+    validated = TokenUsage(
+        input_tokens=1,
+        output_tokens=2,
+        cache_read_tokens=3,
+        cache_write_tokens=4,
+        total_cost_usd=cost,
+        context_window=window,
+    )
+    assert type(built) is TokenUsage
+    assert built == validated
+    assert list(built.__dict__.items()) == list(validated.__dict__.items())
+    assert built.model_dump_json(by_alias=True) == validated.model_dump_json(by_alias=True)

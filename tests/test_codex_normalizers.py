@@ -16,6 +16,8 @@ from orchestrate.peers.jsonrpc import (
     MalformedMessage,
 )
 
+from .test_claude_normalizer import assert_freed_without_the_collector
+
 
 def lines(*objs: Any) -> bytes:
     return b"".join(orjson.dumps(o) + b"\n" for o in objs)
@@ -193,3 +195,8 @@ def test_jsonrpc_peer_classifies_by_shape() -> None:
     assert isinstance(peer.receive_line('{"id": true, "result": 1}'), MalformedMessage)
     error = orjson.loads(peer.respond_error(0, -32601, "method not found: x"))
     assert error == {"id": 0, "error": {"code": -32601, "message": "method not found: x"}}
+
+
+def test_a_finished_app_server_normalizer_is_freed_without_the_garbage_collector() -> None:
+    """As Claude's (test_claude_normalizer.py): no reference cycle unless bound."""
+    assert_freed_without_the_collector("codex-app-server", CodexAppServerNormalizer, 3)

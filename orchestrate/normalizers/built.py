@@ -41,6 +41,7 @@ _TOOL_USE_SET = {"tool"}
 _TOOL_CALL_SET = {"tool_name", "action", "status", "result", "tool_call_id"}
 _RESULT_SET = {"success", "data", "error"}
 _USAGE_SET = {"input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"}
+_USAGE_ALL_SET = {*_USAGE_SET, "total_cost_usd", "context_window"}
 _USAGE_ENTRY_SET = {"usage"}
 _COMMAND_SET = {"command"}
 _COMMAND_DONE_SET = {"command", "result"}
@@ -93,8 +94,15 @@ def tool_result(success: bool, data: Any, error: str | None) -> ToolResult:
     return new
 
 
-def turn_usage(input_tokens: int, output_tokens: int, cache_read: int, cache_write: int) -> TokenUsage:
-    """``make(TokenUsage, ...)`` with the four counts (no cost, no context window)."""
+def turn_usage(
+    input_tokens: int,
+    output_tokens: int,
+    cache_read: int,
+    cache_write: int,
+    total_cost_usd: float | None = None,
+    context_window: int | None = None,
+) -> TokenUsage:
+    """``make(TokenUsage, ...)`` with the four counts, and the cost and context window when known."""
     new = _new(TokenUsage)
     _set_dict(
         new,
@@ -103,11 +111,11 @@ def turn_usage(input_tokens: int, output_tokens: int, cache_read: int, cache_wri
             "output_tokens": output_tokens,
             "cache_read_tokens": cache_read,
             "cache_write_tokens": cache_write,
-            "total_cost_usd": None,
-            "context_window": None,
+            "total_cost_usd": total_cost_usd,
+            "context_window": context_window,
         },
     )
-    _set_fields_set(new, _USAGE_SET)
+    _set_fields_set(new, _USAGE_SET if total_cost_usd is None and context_window is None else _USAGE_ALL_SET)
     _set_extra(new, None)
     _set_private(new, None)
     return new

@@ -24,7 +24,6 @@ from ..entries import (
     GenericTool,
     Plan,
     TokenUsage,
-    TokenUsageEntry,
     ToolStatus,
     ToolUse,
     ToolUseEntry,
@@ -33,10 +32,11 @@ from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Approval, Note
 from .actions import describe
-from .base import OPEN_STATUSES, LineNormalizer
-from .claude_tools import action_for, apply_tool_result, plan_items, result_text
+from .base import DEFAULT_WINDOW, OPEN_STATUSES, LineNormalizer
+from .built import tool_call, tool_use, turn_usage, usage_entry
+from .claude_tools import action_for, plan_items, result_text, tool_result_of
 from .compiled import mypyc_attr
-from .evolve import evolve, make
+from .evolve import make
 from .kinds import ASSISTANT, SYSTEM, THINKING, USER
 from .values import count
 from .values import obj as _dict
@@ -94,6 +94,12 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         self._saw_stdin_user = False
         self._shown_api_error: str | None = None
         self.results: list[TurnResult] = []
+
+    def bound(self, window: int = DEFAULT_WINDOW) -> None:
+        super().bound(window)
+        # (Only a bounded log sweeps its tables: tracked when bound.  The hooks tie the log and
+        # this normalizer in a cycle, which an unbounded one, made per run, should not pay: it
+        # would wait for the garbage collector instead of going when its run is dropped.)
         log = self.log
         log.track(self._tools)
         # A block still streaming stays whatever its entry (a hidden block has none).
@@ -118,38 +124,35 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
     # --- dispatch -----------------------------------------------------------------------------
 
     def feed_line(self, wire: WireLine) -> None:
-        stream, ts = wire.stream, wire.ts
-        if stream == "stderr":
-            return  # kept in the raw log and attached to failures, never parsed as protocol
-        obj = wire.object
+        obj, stream, ts = wire.object, wire.stream, wire.ts
+        if stream != "stdout":
+            # (stderr is kept in the raw log and attached to failures, never parsed as protocol)
+            if stream == "stdin" and obj is not None:
+                self._client_line(obj, ts)
+            return
         if obj is None:
-            if stream == "stdout":
-                self.not_json("The CLI", wire.text, ts)
-        elif stream == "stdin":
-            self._client_line(obj, ts)
-        else:
-            self._agent_line(obj, ts)
-
-    def _agent_line(self, obj: dict[str, Any], ts: datetime | None) -> None:
-        kind = _s(obj.get("type"))
+            self.not_json("The CLI", wire.text, ts)
+            return
+        # The agent's lines, dispatched here (a call less per line), the most frequent kinds
+        # first: a match tries its cases in turn.  (The value as it is: a case compares it, and
+        # one of another type matches none.)
+        kind = obj.get("type")
         match kind:
-            case "assistant":
-                self._assistant(obj, ts)
-            case "user":
-                self._user(obj, ts)
             case "stream_event":
                 self._stream_event(obj, ts)
             case "system":
                 self._system(obj, ts)
+            case "assistant":
+                self._assistant(obj, ts)
+            case "user":
+                self._user(obj, ts)
             case "result":
                 self._result(obj, ts)
             case "control_request":
                 self._control_request(obj, ts)
             case "control_cancel_request":
                 self._approval_update(_s(obj.get("request_id")), "cancelled", "cancelled", None)
-            case _ if kind in _SILENT_TYPES:
-                pass
-            case _:
+            case _ if _s(kind) not in _SILENT_TYPES:
                 self._generic(obj, ts)
 
     def _generic(self, obj: dict[str, Any], ts: datetime | None) -> None:
@@ -216,7 +219,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         )
         self.log.session_id = _s(obj.get("session_id")) or self.log.session_id
         self.log.add(
-            make(TokenUsageEntry, usage=_usage(obj, self.log.model)),
+            usage_entry(_usage(obj, self.log.model)),
             "",
             ts,
             num_turns=obj.get("num_turns"),
@@ -313,8 +316,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             action = action_for(name, args)
             content = describe(action)
         if block is None:
-            tool = make(ToolUseEntry, tool_name=name, action=action, tool_call_id=tool_id)
-            index = self.log.add(make(ToolUse, tool=tool), content, ts)
+            index = self.log.add(tool_use(tool_call(name, action, "created", None, tool_id)), content, ts)
             self._blocks[(mid, idx)] = _Block(index, "tool_use", has_full=True)
         else:
             index = block.index
@@ -324,7 +326,10 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
     # --- partial messages (--include-partial-messages) ---------------------------------------
 
     def _stream_event(self, obj: dict[str, Any], ts: datetime | None) -> None:
-        ev = _dict(obj.get("event"))
+        # (Most lines of a run are these, most of them deltas: each step here is paid per line.)
+        ev = obj.get("event")
+        if type(ev) is not dict:
+            return
         etype = ev.get("type")
         if etype == "message_start":
             parent = _s(obj.get("parent_tool_use_id")) or None
@@ -332,18 +337,20 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             return
         if etype not in _BLOCK_EVENTS:
             return  # message_delta, message_stop, ping: nothing to show (the result has the usage)
-        parent = _s(obj.get("parent_tool_use_id")) or None
-        mid = _s(obj.get("api_message_id")) or self._stream_msg.get(parent, "")
         idx = ev.get("index")
         if not isinstance(idx, int):
             return
-        match etype:
-            case "content_block_start":
-                self._block_start(mid, idx, _dict(ev.get("content_block")), ts)
-            case "content_block_delta":
-                self._block_delta(mid, idx, _dict(ev.get("delta")), ts)
-            case "content_block_stop":
-                self._block_stop(mid, idx)
+        mid = obj.get("api_message_id")
+        if type(mid) is not str:
+            mid = _s(mid)
+        if not mid:
+            mid = self._stream_msg.get(_s(obj.get("parent_tool_use_id")) or None, "")
+        if etype == "content_block_delta":
+            self._block_delta(mid, idx, _dict(ev.get("delta")), ts)
+        elif etype == "content_block_start":
+            self._block_start(mid, idx, _dict(ev.get("content_block")), ts)
+        else:
+            self._block_stop(mid, idx)
 
     def _block_start(self, mid: str, idx: int, cb: dict[str, Any], ts: datetime | None) -> None:
         self._open_block[mid] = idx
@@ -368,10 +375,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             if block.kind == "thinking" and thought:  # the first text of a thinking block
                 block.index = self.log.add(THINKING, thought, ts)
             return
-        if dtype in ("text_delta", "thinking_delta"):
-            self.log.append_text(
-                block.index, _s(delta.get("text") if dtype == "text_delta" else delta.get("thinking"))
-            )
+        if dtype == "text_delta" or dtype == "thinking_delta":
+            piece = delta.get("text") if dtype == "text_delta" else delta.get("thinking")
+            self.log.append_text(block.index, piece if type(piece) is str else _s(piece))
         elif dtype == "input_json_delta":
             block.partial_json.append(_s(delta.get("partial_json")))
 
@@ -432,13 +438,17 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         tool = self.log.tool(index)
         assert tool is not None
         is_error = bool(block.get("is_error"))
-        updated = apply_tool_result(tool, result_text(block.get("content")), is_error, extra)
+        action, result = tool_result_of(tool, result_text(block.get("content")), is_error, extra)
         decision = _dict(_dict(meta.get(tool_id)).get("permission_decision"))
+        status: ToolStatus = "failed" if is_error else "success"
         if tool.status in ("denied", "timed_out", "cancelled"):
-            updated = evolve(updated, status=tool.status)
+            status = tool.status
         elif is_error and decision.get("decision") == "reject":
-            updated = evolve(updated, status="denied")
-        self.log.replace(index, type=make(ToolUse, tool=updated))
+            status = "denied"
+        if action is tool.action:  # (an action that did not change is not shaped again)
+            self.log.update_tool(index, result=result, status=status)
+        else:
+            self.log.update_tool(index, action=action, result=result, status=status)
 
     def _permission_denied(self, obj: dict[str, Any], ts: datetime | None) -> None:
         tool_id = _s(obj.get("tool_use_id"))
@@ -557,14 +567,15 @@ def _started(name: str) -> tuple[ActionType, str]:
 def _usage(obj: dict[str, Any], model: str | None) -> TokenUsage:
     u = _dict(obj.get("usage"))
     cost = obj.get("total_cost_usd")
-    return make(
-        TokenUsage,
-        input_tokens=count(u.get("input_tokens")),
-        output_tokens=count(u.get("output_tokens")),
-        cache_read_tokens=count(u.get("cache_read_input_tokens")),
-        cache_write_tokens=count(u.get("cache_creation_input_tokens")),
-        total_cost_usd=float(cost) if isinstance(cost, int | float) else None,
-        context_window=_context_window(_dict(obj.get("modelUsage")), model),
+    per_model = obj.get("modelUsage")
+    return turn_usage(
+        count(u.get("input_tokens")),
+        count(u.get("output_tokens")),
+        count(u.get("cache_read_input_tokens")),
+        count(u.get("cache_creation_input_tokens")),
+        # (a tuple: ``int | float`` would be made on every call)
+        float(cost) if isinstance(cost, (int, float)) else None,
+        _context_window(per_model, model) if type(per_model) is dict and per_model else None,
     )
 
 

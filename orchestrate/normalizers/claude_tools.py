@@ -22,11 +22,12 @@ from ..entries import (
     ToolUseEntry,
     WebFetch,
 )
+from .built import tool_result
 from .diffs import diff_from_hunks, diff_texts
 from .evolve import evolve, make
 from .values import text as _s
 
-__all__ = ["action_for", "apply_tool_result", "plan_items", "result_text"]
+__all__ = ["action_for", "plan_items", "result_text", "tool_result_of"]
 
 _EXIT_CODE = re.compile(r"^Exit code (\d+)")
 _PLAN_STATUSES = {"pending", "in_progress", "completed"}
@@ -104,8 +105,11 @@ def result_text(content: Any) -> str:
     return _s(content)
 
 
-def apply_tool_result(tool: ToolUseEntry, text: str, is_error: bool, extra: Any) -> ToolUseEntry:
-    """The tool entry once its result arrived.  ``extra`` is the CLI's ``tool_use_result``."""
+def tool_result_of(
+    tool: ToolUseEntry, text: str, is_error: bool, extra: Any
+) -> tuple[ActionType, ToolResult]:
+    """The call's action and result once its result arrived (the same action when the result
+    changes nothing of it).  ``extra`` is the CLI's ``tool_use_result``."""
     action = tool.action
     detail = extra if isinstance(extra, dict) else {}
     match action:
@@ -117,13 +121,7 @@ def apply_tool_result(tool: ToolUseEntry, text: str, is_error: bool, extra: Any)
             action = evolve(action, result=extra if extra is not None else text)
         case _:
             pass
-    result = make(
-        ToolResult,
-        success=not is_error,
-        data=text if not is_error else None,
-        error=text if is_error else None,
-    )
-    return evolve(tool, action=action, result=result, status="failed" if is_error else "success")
+    return action, tool_result(not is_error, None if is_error else text, text if is_error else None)
 
 
 def _command_result(text: str, is_error: bool, detail: dict[str, Any]) -> CommandResult | None:

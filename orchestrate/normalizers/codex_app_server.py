@@ -30,17 +30,15 @@ from ..entries import (
     Search,
     Thinking,
     TokenUsage,
-    TokenUsageEntry,
     ToolResult,
     ToolStatus,
-    ToolUse,
-    ToolUseEntry,
 )
 from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Approval, Note
 from .actions import describe
-from .base import OPEN_STATUSES, LineNormalizer, Stream
+from .base import DEFAULT_WINDOW, OPEN_STATUSES, LineNormalizer, Stream
+from .built import tool_call, tool_result, tool_use, turn_usage, usage_entry
 from .codex_items import display_command, file_change
 from .compiled import mypyc_attr
 from .evolve import evolve, make
@@ -80,6 +78,12 @@ _SILENT = {
     "thread/goal/cleared",
 }
 _TOKEN_FIELDS = ("inputTokens", "outputTokens", "cachedInputTokens", "cacheWriteInputTokens")
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+)  # (the same order)
 _DECISIONS: dict[str, tuple[ApprovalOutcome, ToolStatus]] = {
     "accept": ("approved", "running"),
     "acceptForSession": ("approved", "running"),
@@ -111,8 +115,16 @@ class CodexAppServerNormalizer(LineNormalizer):
         self._shown_error: str | None = None
         self._waiting = False  # the thread's status says it waits on an approval
         self._starting: dict[str, bool] = {}  # items started, not yet running -> is a command (_promote)
+        self._changes: dict[str, tuple[Any, FileEdit]] = {}  # file change started -> (its changes, action)
+
+    def bound(self, window: int = DEFAULT_WINDOW) -> None:
+        super().bound(window)
+        # (Only a bounded log sweeps its tables: tracked when bound.  The hook ties the log and
+        # this normalizer in a cycle, which an unbounded one, made per run, should not pay: it
+        # would wait for the garbage collector instead of going when its run is dropped.)
         self.log.track(self._items)
         self.log.track(self._per_turn)
+        self.log.track(self._changes, lambda _: False)  # (a bounded log drops them all: a shortcut)
         self.log.after_sweep(self._forget)
 
     def _forget(self) -> None:
@@ -138,6 +150,8 @@ class CodexAppServerNormalizer(LineNormalizer):
         if method == "thread/status/changed":
             status = _dict(_dict(obj.get("params")).get("status"))
             self._waiting = "waitingOnApproval" in (status.get("activeFlags") or [])
+            if stream == "stdout" and not has_id:
+                return  # (a tenth of the lines: a notification shown as nothing, see _SILENT)
         elif (
             self._starting
             and stream == "stdout"
@@ -202,7 +216,8 @@ class CodexAppServerNormalizer(LineNormalizer):
                 self._turn_completed(_dict(p.get("turn")), ts)
             case "thread/tokenUsage/updated":
                 usage = _dict(p.get("tokenUsage"))
-                self._total = {k: count(_dict(usage.get("total")).get(k)) for k in _TOKEN_FIELDS}
+                total = _dict(usage.get("total"))
+                self._total = {k: count(total.get(k)) for k in _TOKEN_FIELDS}
                 self._window = usage.get("modelContextWindow") or self._window
             case "turn/diff/updated":
                 self._turn_diff(_s(p.get("turnId")), _s(p.get("diff")), ts)
@@ -454,11 +469,10 @@ class CodexAppServerNormalizer(LineNormalizer):
         }.get(status, tool.status)
         if tool.status in ("timed_out", "cancelled") or (tool.status == "denied" and new != "success"):
             new = tool.status
-        outcome = make(
-            ToolResult,
-            success=new == "success",
-            data=stdout if new == "success" else None,
-            error=None if new == "success" else stdout or status,
+        outcome = tool_result(
+            new == "success",
+            stdout if new == "success" else None,
+            None if new == "success" else stdout or status,
         )
         self.log.update_tool(
             index, status=new, action=make(CommandRun, command=command, result=result), result=outcome
@@ -488,16 +502,25 @@ class CodexAppServerNormalizer(LineNormalizer):
         return buf.text() if buf is not None else None
 
     def _file_change(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
-        changes = [c for c in item.get("changes") or [] if isinstance(c, dict)]
-        paths = [_s(c.get("path")) for c in changes]
-        action = make(
-            FileEdit,
-            path=paths[0] if len(paths) == 1 else ", ".join(paths),
-            changes=tuple(
-                file_change(_s(c.get("path")), _s(_dict(c.get("kind")).get("type")), c.get("diff"))
-                for c in changes
-            ),
-        )
+        raw = item.get("changes")
+        started = self._changes.pop(item_id, None) if completed else self._changes.get(item_id)
+        if started is not None and started[0] == raw:
+            # The files it started with (its completion repeats them): the action they made, not
+            # their diffs made again (an added file's is a diff of its whole content).
+            action = started[1]
+        else:
+            changes = [c for c in raw or [] if isinstance(c, dict)]
+            paths = [_s(c.get("path")) for c in changes]
+            action = make(
+                FileEdit,
+                path=paths[0] if len(paths) == 1 else ", ".join(paths),
+                changes=tuple(
+                    file_change(_s(c.get("path")), _s(_dict(c.get("kind")).get("type")), c.get("diff"))
+                    for c in changes
+                ),
+            )
+            if not completed:
+                self._changes[item_id] = (raw, action)  # (the parsed line's own list: nothing copied)
         status = _s(item.get("status"))
         self._tool_item(
             item_id,
@@ -529,7 +552,7 @@ class CodexAppServerNormalizer(LineNormalizer):
             result = None
             if completed:
                 status = "denied" if declined else "failed" if failed else "success"
-                result = make(ToolResult, success=status == "success")
+                result = tool_result(status == "success", None, None)
             elif name == "fileChange":
                 status = "created"
                 self._starting[item_id] = False  # (it may wait for an approval, like a command)
@@ -550,7 +573,7 @@ class CodexAppServerNormalizer(LineNormalizer):
             index,
             action=action,
             status=new,
-            result=make(ToolResult, success=new == "success"),
+            result=tool_result(new == "success", None, None),
             content=describe(action, self._cwd),
         )
 
@@ -559,25 +582,19 @@ class CodexAppServerNormalizer(LineNormalizer):
     def _turn_completed(self, turn: dict[str, Any], ts: datetime | None) -> None:
         status = _s(turn.get("status")) or "completed"
         self.turn_statuses.append(status)
-        usage = {k: self._total.get(k, 0) - self._baseline.get(k, 0) for k in _TOKEN_FIELDS}
-        self._baseline = dict(self._total)
-        fields = {
-            "input_tokens": usage["inputTokens"],
-            "output_tokens": usage["outputTokens"],
-            "cache_read_tokens": usage["cachedInputTokens"],
-            "cache_write_tokens": usage["cacheWriteInputTokens"],
-            "context_window": self._window,
-        }
+        total, base = self._total, self._baseline
+        counts = [total.get(k, 0) - base.get(k, 0) for k in _TOKEN_FIELDS]
+        self._baseline = dict(total)
         # Built as it is when every value is an int (the counts always are); the context window
         # is the agent's own value, validated (coerced or refused) when it is anything else.
         window = self._window
-        tokens = (
-            make(TokenUsage, **fields)
-            if window is None or type(window) is int
-            else TokenUsage.model_validate(fields)
-        )
+        if window is None or type(window) is int:
+            tokens = turn_usage(counts[0], counts[1], counts[2], counts[3], None, window)
+        else:
+            fields = dict(zip(_USAGE_FIELDS, counts, strict=True))
+            tokens = TokenUsage.model_validate({**fields, "context_window": window})
         self.log.add(
-            make(TokenUsageEntry, usage=tokens),
+            usage_entry(tokens),
             "",
             ts,
             turn_id=turn.get("id"),
@@ -646,10 +663,8 @@ class CodexAppServerNormalizer(LineNormalizer):
         status: ToolStatus = "created",
         result: ToolResult | None = None,
     ) -> int:
-        tool = make(
-            ToolUseEntry, tool_name=name, action=action, tool_call_id=item_id, status=status, result=result
-        )
-        index = self._items[item_id] = self.log.add(make(ToolUse, tool=tool), describe(action, self._cwd), ts)
+        tool = tool_use(tool_call(name, action, status, result, item_id))
+        index = self._items[item_id] = self.log.add(tool, describe(action, self._cwd), ts)
         return index
 
     def close(self, ts: datetime | None) -> None:
