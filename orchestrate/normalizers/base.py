@@ -34,6 +34,7 @@ __all__ = [
     "DEFAULT_WINDOW",
     "MAX_PROTOCOL_ERRORS",
     "OPEN_STATUSES",
+    "SHARED_NOTES",
     "SHOWN_LINE_CHARS",
     "EntryLog",
     "EntryReleased",
@@ -42,6 +43,8 @@ __all__ = [
     "Stream",
 ]
 
+SHARED_NOTES = frozenset((RunError.kind, Restart.kind))
+"""The kinds of note :meth:`Normalizer.on_note` itself acts on."""
 TurnStatus = str  # "completed", "interrupted", "failed", or the agent's own word for a failure
 OPEN_STATUSES: frozenset[ToolStatus] = frozenset({"created", "pending_approval", "running"})
 SHOWN_LINE_CHARS = 2048
@@ -488,7 +491,16 @@ class Normalizer(abc.ABC):
         Shared kinds: :class:`RunError` (the run's own verdict: timeout, the process died ...)
         becomes an error entry; :class:`Restart` (a new process continues the run) flushes partial
         lines."""
-        note = parse_note(event) if isinstance(event, dict) else event
+        if isinstance(event, dict):
+            # A raw log's note of a kind this normalizer does not act on is not even read into
+            # its type: codex exec's and Cursor's captures are thousands of short runs, each
+            # with its notes (the agent's exit, its directory), where that costs as much as a line.
+            reads, kind = self.notes_read, event.get("type")
+            if reads is not None and type(kind) is str and kind not in reads:
+                return self.log.drain()
+            note = parse_note(event)
+        else:
+            note = event
         try:
             self.on_note(note, ts)
         except EntryReleased as gone:  # (not ``exc``: compiled, one name has one type)
@@ -503,6 +515,11 @@ class Normalizer(abc.ABC):
                 exception=type(exc).__name__,
             )
         return self.log.drain()
+
+    notes_read: ClassVar[frozenset[str] | None] = None
+    """The kinds of note (``RunError.kind`` ...) that :meth:`on_note` acts on, if declared; a
+    note of another kind changes nothing.  None: any kind may matter (the default, so that a
+    subclass which reads a new kind cannot be forgotten)."""
 
     def on_note(self, event: Note, ts: datetime | None) -> None:
         match event:
@@ -584,7 +601,9 @@ class LineNormalizer(Normalizer):
         return self.log.drain()
 
     def _flush_framers(self, ts: datetime | None) -> None:
-        self._lines(self.wire.finish(ts))
+        events = self.wire.finish(ts)
+        if events:  # (the usual end: every line had its line end)
+            self._lines(events)
 
     def _lines(
         self,
