@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from orchestrate.entries import (
     CommandResult,
     CommandRun,
+    ErrorEntry,
+    ErrorInfo,
     FileChange,
     FileEdit,
     TokenUsage,
@@ -27,6 +29,7 @@ from orchestrate.normalizers.base import EntryLog, LineNormalizer
 from orchestrate.normalizers.built import (
     command_result,
     command_run,
+    error_entry,
     tool_call,
     tool_result,
     tool_use,
@@ -90,6 +93,8 @@ def test_built_models_are_the_validated_ones(
     outcome = command_result(counts[0], error, None if success else error)
     _same(outcome, CommandResult(exit_code=counts[0], stdout=error, stderr=None if success else error))
     _same(command_run("ls", outcome), CommandRun(command="ls", result=outcome))
+    message = error or ""
+    _same(error_entry(message, status), ErrorEntry(error=ErrorInfo(message=message, code=status)))
 
 
 def _exec_run(n: CodexExecNormalizer, lines: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -288,3 +293,17 @@ def test_notes_a_normalizer_does_not_read_change_nothing() -> None:
                     )
                 )
             assert outputs[0] == outputs[1], (cls.__name__, raw)
+
+
+def test_error_entries_of_other_types_are_still_validated() -> None:
+    """The log builds an error entry directly only from a message and code that are ``str``; a
+    caller that hands it anything else gets the validating constructor's answer, as before."""
+    log = EntryLog()
+    index = log.error("boom", "api_error")
+    _same(log.get(index).type, ErrorEntry(error=ErrorInfo(message="boom", code="api_error")))
+    try:
+        log.error(["not", "text"], "api_error")  # type: ignore[arg-type]
+    except ValueError:  # (pydantic's ValidationError is one)
+        pass
+    else:
+        raise AssertionError("a message that is not text was not refused")

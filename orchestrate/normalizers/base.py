@@ -25,6 +25,7 @@ from ..entries import (
 from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import JsonLinesWire, LineDropped, Stream, WireEvent, WireLine
 from ..wire.notes import Note, Restart, RunError, parse_note
+from .built import error_entry
 from .compiled import mypyc_attr
 from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private, build, evolve
 from .shape import PLAIN_ACTIONS, shape_content, shape_tool
@@ -64,6 +65,25 @@ class EntryReleased(LookupError):
         self.index = index
 
 
+_METADATA_FIELDS = {"session_id", "model", "extra"}
+
+
+def _shared_metadata(session_id: str | None, model: str | None) -> EntryMetadata:
+    """The shared metadata of entries with no extra keys (made again when the session's id or
+    model changes, twice in most runs): as :func:`_patch`."""
+    new = _new(EntryMetadata)
+    _set_dict(new, {"session_id": session_id, "model": model, "extra": None})
+    _set_fields_set(new, _METADATA_FIELDS)
+    _set_extra(new, None)
+    _set_private(new, None)
+    return new
+
+
+_NO_SESSION = _shared_metadata(None, None)
+"""The metadata of entries made before the agent names its session and model (a prompt, a first
+line): one for every log (frozen), not one made per run."""
+
+
 class EntryLog:
     """Owns entry indexes.  Entries are added and changed in place; :meth:`drain` hands out the
     patches since the last drain, one per touched entry, in the order they were first touched.
@@ -79,7 +99,7 @@ class EntryLog:
     # each, where every attribute set here is paid again (so are the bounded mode's tables, made
     # by :meth:`bound` and :meth:`track` when used).
     _count = 0
-    _metadata: EntryMetadata | None = None  # shared by every entry with no extra keys
+    _metadata: EntryMetadata = _NO_SESSION  # shared by every entry with no extra keys
     session_id: str | None = None
     model: str | None = None
     work_dir: str | None = None
@@ -158,8 +178,8 @@ class EntryLog:
             # the constructor would only run its JSON-form hook and copy the dict.
             return build(EntryMetadata, session_id=self.session_id, model=self.model, extra=extra)
         meta = self._metadata
-        if meta is None or meta.session_id != self.session_id or meta.model != self.model:
-            meta = self._metadata = _metadata(self.session_id, self.model)
+        if meta.session_id != self.session_id or meta.model != self.model:
+            meta = self._metadata = _shared_metadata(self.session_id, self.model)
         return meta
 
     def add(self, type_: EntryType, content: str = "", ts: datetime | None = None, **extra: Any) -> int:
@@ -168,8 +188,8 @@ class EntryLog:
         meta = self._metadata  # (the shared one, checked here: a call less on every entry)
         if extra:
             meta = self.metadata(**extra)
-        elif meta is None or meta.session_id != self.session_id or meta.model != self.model:
-            meta = self._metadata = _metadata(self.session_id, self.model)
+        elif meta.session_id != self.session_id or meta.model != self.model:
+            meta = self._metadata = _shared_metadata(self.session_id, self.model)
         # (``type(...) is``: a miss of isinstance against a pydantic class goes through its
         # metaclass's __instancecheck__, about 0.1 µs, on every entry; entry types have no subclasses)
         if type(type_) is ToolUse:
@@ -277,8 +297,11 @@ class EntryLog:
     def error(
         self, message: str, code: str, ts: datetime | None = None, content: str | None = None, **extra: Any
     ) -> int:
-        info = ErrorInfo(message=message, code=code)
-        return self.add(ErrorEntry(error=info), content if content is not None else message, ts, **extra)
+        if type(message) is str and type(code) is str:  # (as they should be: built, not validated)
+            type_ = error_entry(message, code)
+        else:
+            type_ = ErrorEntry(error=ErrorInfo(message=message, code=code))
+        return self.add(type_, content if content is not None else message, ts, **extra)
 
     def protocol_error(self, message: str, line: str, ts: datetime | None = None, **extra: Any) -> int:
         """A line (or message) that breaks the protocol: an error entry showing its first
@@ -681,7 +704,6 @@ class LineNormalizer(Normalizer):
 
 _PATCH_FIELDS = {"op", "index", "entry"}
 _ENTRY_FIELDS = {"index", "timestamp", "type", "content", "metadata"}
-_METADATA_FIELDS = {"session_id", "model", "extra"}
 
 
 def _entry(
@@ -691,17 +713,6 @@ def _entry(
     new = _new(NormalizedEntry)
     _set_dict(new, {"index": index, "timestamp": ts, "type": type_, "content": content, "metadata": meta})
     _set_fields_set(new, _ENTRY_FIELDS)
-    _set_extra(new, None)
-    _set_private(new, None)
-    return new
-
-
-def _metadata(session_id: str | None, model: str | None) -> EntryMetadata:
-    """The shared metadata of entries with no extra keys (made again when the session's id or
-    model changes, twice in most runs): as :func:`_patch`."""
-    new = _new(EntryMetadata)
-    _set_dict(new, {"session_id": session_id, "model": model, "extra": None})
-    _set_fields_set(new, _METADATA_FIELDS)
     _set_extra(new, None)
     _set_private(new, None)
     return new
