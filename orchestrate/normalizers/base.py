@@ -518,9 +518,11 @@ class Normalizer(abc.ABC):
             # A raw log's note of a kind this normalizer does not act on is not even read into
             # its type: codex exec's and Cursor's captures are thousands of short runs, each
             # with its notes (the agent's exit, its directory), where that costs as much as a line.
-            reads, kind = self.notes_read, event.get("type")
-            if reads is not None and type(kind) is str and kind not in reads:
-                return self.log.drain()
+            reads = self.notes_read
+            if reads is not None:
+                kind = event.get("type")
+                if type(kind) is str and kind not in reads:
+                    return self.log.drain()
             note = parse_note(event)
         else:
             note = event
