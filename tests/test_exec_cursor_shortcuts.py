@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 from orchestrate.entries import (
     CommandResult,
     CommandRun,
+    ErrorEntry,
+    ErrorInfo,
     FileChange,
     FileEdit,
     TokenUsage,
@@ -23,10 +25,11 @@ from orchestrate.entries import (
     ToolUse,
     ToolUseEntry,
 )
-from orchestrate.normalizers.base import EntryLog
+from orchestrate.normalizers.base import EntryLog, LineNormalizer
 from orchestrate.normalizers.built import (
     command_result,
     command_run,
+    error_entry,
     tool_call,
     tool_result,
     tool_use,
@@ -36,7 +39,7 @@ from orchestrate.normalizers.built import (
 from orchestrate.normalizers.codex_exec_jsonl import CodexExecNormalizer
 from orchestrate.normalizers.codex_items import display_command
 from orchestrate.normalizers.cursor_jsonl import CursorNormalizer
-from orchestrate.wire.notes import Cwd
+from orchestrate.wire.notes import _KINDS, Cwd
 
 
 def _same(built: object, validated: object) -> None:
@@ -90,6 +93,8 @@ def test_built_models_are_the_validated_ones(
     outcome = command_result(counts[0], error, None if success else error)
     _same(outcome, CommandResult(exit_code=counts[0], stdout=error, stderr=None if success else error))
     _same(command_run("ls", outcome), CommandRun(command="ls", result=outcome))
+    message = error or ""
+    _same(error_entry(message, status), ErrorEntry(error=ErrorInfo(message=message, code=status)))
 
 
 def _exec_run(n: CodexExecNormalizer, lines: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -225,3 +230,80 @@ def test_display_command_is_the_tokenizers_answer(wrapper: str, body: str, quote
             argv[-1] if any(argv[: len(w)] == w and len(argv) == len(w) + 1 for w in known) else command
         )
     assert display_command(command) == expected
+
+
+# One raw-log note of every kind (notes.py's own and a few a damaged or newer log may hold).
+_NOTES: list[dict[str, object]] = [
+    {"type": "run_error", "code": "process_exited", "message": "the agent exited", "line": "l"},
+    {"type": "restart", "argv": ["agent"], "reason": "starting fresh"},
+    {"type": "exit", "code": 1},
+    {"type": "prepared", "actions": ["a"]},
+    {"type": "approval", "request_id": "call_1", "decision": "denied", "reason": "no"},
+    {"type": "approval_withdrawn", "request_id": "call_1"},
+    {"type": "stopped", "reason": "done"},
+    {"type": "resumed_thread", "thread_id": "t1"},
+    {"type": "cwd", "cwd": "/elsewhere"},
+    {"type": "user_input", "text": "hi"},
+    {"type": "interrupt"},
+    {"type": "screen", "still": True, "idle": True},
+    {"type": "permission_prompt", "request_id": "r", "what": "w", "tool": "t", "text": "x"},
+    {"type": "from_a_newer_version"},
+    {"type": ["not", "a", "kind"]},
+    {"code": 1},
+]
+
+_MIDWAY: dict[type[LineNormalizer], list[dict[str, object]]] = {
+    CodexExecNormalizer: [
+        {"type": "thread.started", "thread_id": "t1"},
+        {"type": "turn.started"},
+        {"type": "item.started", "item": {"id": "c1", "type": "command_execution", "command": "ls /w"}},
+    ],
+    CursorNormalizer: [
+        {"type": "system", "subtype": "init", "cwd": "/w", "model": "m", "session_id": "s"},
+        {
+            "type": "tool_call",
+            "subtype": "started",
+            "call_id": "call_1",
+            "tool_call": {"readToolCall": {"args": {"path": "/w/a"}}},
+        },
+        {"type": "assistant", "message": {"content": [{"type": "text", "text": "hm"}]}},
+    ],
+}
+
+
+def test_notes_a_normalizer_does_not_read_change_nothing() -> None:
+    """codex exec and Cursor skip a raw log's note of a kind they do not act on (notes_read) without
+    reading it into its type: given every kind of note midway through a run, each gives what the
+    general path (every note read and handed to on_note) gives, patches and entries alike."""
+    assert {n["type"] for n in _NOTES if isinstance(n.get("type"), str)} >= set(_KINDS)
+    for cls, lines in _MIDWAY.items():
+        general = type("General", (cls,), {"notes_read": None})
+        assert cls.notes_read is not None
+        for raw in _NOTES:
+            outputs = []
+            for make_one in (cls, general):
+                n = make_one()
+                n.feed(b"".join(orjson.dumps(x) + b"\n" for x in lines))
+                patches = n.note(dict(raw)) + n.finish()
+                outputs.append(
+                    (
+                        [p.model_dump(mode="json") for p in patches],
+                        [e.model_dump(mode="json") for e in n.entries],
+                        n.outcome,
+                    )
+                )
+            assert outputs[0] == outputs[1], (cls.__name__, raw)
+
+
+def test_error_entries_of_other_types_are_still_validated() -> None:
+    """The log builds an error entry directly only from a message and code that are ``str``; a
+    caller that hands it anything else gets the validating constructor's answer, as before."""
+    log = EntryLog()
+    index = log.error("boom", "api_error")
+    _same(log.get(index).type, ErrorEntry(error=ErrorInfo(message="boom", code="api_error")))
+    try:
+        log.error(["not", "text"], "api_error")  # type: ignore[arg-type]
+    except ValueError:  # (pydantic's ValidationError is one)
+        pass
+    else:
+        raise AssertionError("a message that is not text was not refused")

@@ -25,6 +25,7 @@ from ..entries import (
 from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import JsonLinesWire, LineDropped, Stream, WireEvent, WireLine
 from ..wire.notes import Note, Restart, RunError, parse_note
+from .built import error_entry
 from .compiled import mypyc_attr
 from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private, build, evolve
 from .shape import PLAIN_ACTIONS, shape_content, shape_tool
@@ -34,6 +35,7 @@ __all__ = [
     "DEFAULT_WINDOW",
     "MAX_PROTOCOL_ERRORS",
     "OPEN_STATUSES",
+    "SHARED_NOTES",
     "SHOWN_LINE_CHARS",
     "EntryLog",
     "EntryReleased",
@@ -42,6 +44,8 @@ __all__ = [
     "Stream",
 ]
 
+SHARED_NOTES = frozenset((RunError.kind, Restart.kind))
+"""The kinds of note :meth:`Normalizer.on_note` itself acts on."""
 TurnStatus = str  # "completed", "interrupted", "failed", or the agent's own word for a failure
 OPEN_STATUSES: frozenset[ToolStatus] = frozenset({"created", "pending_approval", "running"})
 SHOWN_LINE_CHARS = 2048
@@ -61,6 +65,25 @@ class EntryReleased(LookupError):
         self.index = index
 
 
+_METADATA_FIELDS = {"session_id", "model", "extra"}
+
+
+def _shared_metadata(session_id: str | None, model: str | None) -> EntryMetadata:
+    """The shared metadata of entries with no extra keys (made again when the session's id or
+    model changes, twice in most runs): as :func:`_patch`."""
+    new = _new(EntryMetadata)
+    _set_dict(new, {"session_id": session_id, "model": model, "extra": None})
+    _set_fields_set(new, _METADATA_FIELDS)
+    _set_extra(new, None)
+    _set_private(new, None)
+    return new
+
+
+_NO_SESSION = _shared_metadata(None, None)
+"""The metadata of entries made before the agent names its session and model (a prompt, a first
+line): one for every log (frozen), not one made per run."""
+
+
 class EntryLog:
     """Owns entry indexes.  Entries are added and changed in place; :meth:`drain` hands out the
     patches since the last drain, one per touched entry, in the order they were first touched.
@@ -76,7 +99,7 @@ class EntryLog:
     # each, where every attribute set here is paid again (so are the bounded mode's tables, made
     # by :meth:`bound` and :meth:`track` when used).
     _count = 0
-    _metadata: EntryMetadata | None = None  # shared by every entry with no extra keys
+    _metadata: EntryMetadata = _NO_SESSION  # shared by every entry with no extra keys
     session_id: str | None = None
     model: str | None = None
     work_dir: str | None = None
@@ -155,8 +178,8 @@ class EntryLog:
             # the constructor would only run its JSON-form hook and copy the dict.
             return build(EntryMetadata, session_id=self.session_id, model=self.model, extra=extra)
         meta = self._metadata
-        if meta is None or meta.session_id != self.session_id or meta.model != self.model:
-            meta = self._metadata = _metadata(self.session_id, self.model)
+        if meta.session_id != self.session_id or meta.model != self.model:
+            meta = self._metadata = _shared_metadata(self.session_id, self.model)
         return meta
 
     def add(self, type_: EntryType, content: str = "", ts: datetime | None = None, **extra: Any) -> int:
@@ -165,8 +188,8 @@ class EntryLog:
         meta = self._metadata  # (the shared one, checked here: a call less on every entry)
         if extra:
             meta = self.metadata(**extra)
-        elif meta is None or meta.session_id != self.session_id or meta.model != self.model:
-            meta = self._metadata = _metadata(self.session_id, self.model)
+        elif meta.session_id != self.session_id or meta.model != self.model:
+            meta = self._metadata = _shared_metadata(self.session_id, self.model)
         # (``type(...) is``: a miss of isinstance against a pydantic class goes through its
         # metaclass's __instancecheck__, about 0.1 µs, on every entry; entry types have no subclasses)
         if type(type_) is ToolUse:
@@ -274,8 +297,11 @@ class EntryLog:
     def error(
         self, message: str, code: str, ts: datetime | None = None, content: str | None = None, **extra: Any
     ) -> int:
-        info = ErrorInfo(message=message, code=code)
-        return self.add(ErrorEntry(error=info), content if content is not None else message, ts, **extra)
+        if type(message) is str and type(code) is str:  # (as they should be: built, not validated)
+            type_ = error_entry(message, code)
+        else:
+            type_ = ErrorEntry(error=ErrorInfo(message=message, code=code))
+        return self.add(type_, content if content is not None else message, ts, **extra)
 
     def protocol_error(self, message: str, line: str, ts: datetime | None = None, **extra: Any) -> int:
         """A line (or message) that breaks the protocol: an error entry showing its first
@@ -488,7 +514,18 @@ class Normalizer(abc.ABC):
         Shared kinds: :class:`RunError` (the run's own verdict: timeout, the process died ...)
         becomes an error entry; :class:`Restart` (a new process continues the run) flushes partial
         lines."""
-        note = parse_note(event) if isinstance(event, dict) else event
+        if isinstance(event, dict):
+            # A raw log's note of a kind this normalizer does not act on is not even read into
+            # its type: codex exec's and Cursor's captures are thousands of short runs, each
+            # with its notes (the agent's exit, its directory), where that costs as much as a line.
+            reads = self.notes_read
+            if reads is not None:
+                kind = event.get("type")
+                if type(kind) is str and kind not in reads:
+                    return self.log.drain()
+            note = parse_note(event)
+        else:
+            note = event
         try:
             self.on_note(note, ts)
         except EntryReleased as gone:  # (not ``exc``: compiled, one name has one type)
@@ -503,6 +540,11 @@ class Normalizer(abc.ABC):
                 exception=type(exc).__name__,
             )
         return self.log.drain()
+
+    notes_read: ClassVar[frozenset[str] | None] = None
+    """The kinds of note (``RunError.kind`` ...) that :meth:`on_note` acts on, if declared; a
+    note of another kind changes nothing.  None: any kind may matter (the default, so that a
+    subclass which reads a new kind cannot be forgotten)."""
 
     def on_note(self, event: Note, ts: datetime | None) -> None:
         match event:
@@ -584,7 +626,9 @@ class LineNormalizer(Normalizer):
         return self.log.drain()
 
     def _flush_framers(self, ts: datetime | None) -> None:
-        self._lines(self.wire.finish(ts))
+        events = self.wire.finish(ts)
+        if events:  # (the usual end: every line had its line end)
+            self._lines(events)
 
     def _lines(
         self,
@@ -662,7 +706,6 @@ class LineNormalizer(Normalizer):
 
 _PATCH_FIELDS = {"op", "index", "entry"}
 _ENTRY_FIELDS = {"index", "timestamp", "type", "content", "metadata"}
-_METADATA_FIELDS = {"session_id", "model", "extra"}
 
 
 def _entry(
@@ -672,17 +715,6 @@ def _entry(
     new = _new(NormalizedEntry)
     _set_dict(new, {"index": index, "timestamp": ts, "type": type_, "content": content, "metadata": meta})
     _set_fields_set(new, _ENTRY_FIELDS)
-    _set_extra(new, None)
-    _set_private(new, None)
-    return new
-
-
-def _metadata(session_id: str | None, model: str | None) -> EntryMetadata:
-    """The shared metadata of entries with no extra keys (made again when the session's id or
-    model changes, twice in most runs): as :func:`_patch`."""
-    new = _new(EntryMetadata)
-    _set_dict(new, {"session_id": session_id, "model": model, "extra": None})
-    _set_fields_set(new, _METADATA_FIELDS)
     _set_extra(new, None)
     _set_private(new, None)
     return new

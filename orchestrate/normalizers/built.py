@@ -18,6 +18,8 @@ from ..entries import (
     ActionType,
     CommandResult,
     CommandRun,
+    ErrorEntry,
+    ErrorInfo,
     TokenUsage,
     TokenUsageEntry,
     ToolResult,
@@ -30,6 +32,7 @@ from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private
 __all__ = [
     "command_result",
     "command_run",
+    "error_entry",
     "tool_call",
     "tool_result",
     "tool_use",
@@ -46,6 +49,8 @@ _USAGE_ENTRY_SET = {"usage"}
 _COMMAND_SET = {"command"}
 _COMMAND_DONE_SET = {"command", "result"}
 _COMMAND_RESULT_SET = {"exit_code", "stdout", "stderr"}
+_ERROR_INFO_SET = {"message", "code"}
+_ERROR_ENTRY_SET = {"error"}
 
 
 def tool_use(tool: ToolUseEntry) -> ToolUse:
@@ -147,6 +152,23 @@ def command_result(exit_code: int, stdout: str | None, stderr: str | None) -> Co
     new = _new(CommandResult)
     _set_dict(new, {"exit_code": exit_code, "stdout": stdout, "stderr": stderr, "duration_ms": None})
     _set_fields_set(new, _COMMAND_RESULT_SET)
+    _set_extra(new, None)
+    _set_private(new, None)
+    return new
+
+
+def error_entry(message: str, code: str) -> ErrorEntry:
+    """``ErrorEntry(error=ErrorInfo(message=message, code=code))`` for a ``message`` and ``code``
+    that are ``str`` already (the caller checks: every error entry of every protocol is made
+    here, and a run of codex exec or Cursor that fails makes one or two)."""
+    info = _new(ErrorInfo)
+    _set_dict(info, {"message": message, "code": code, "stack": None})
+    _set_fields_set(info, _ERROR_INFO_SET)
+    _set_extra(info, None)
+    _set_private(info, None)
+    new = _new(ErrorEntry)
+    _set_dict(new, {"kind": "error", "error": info})
+    _set_fields_set(new, _ERROR_ENTRY_SET)
     _set_extra(new, None)
     _set_private(new, None)
     return new

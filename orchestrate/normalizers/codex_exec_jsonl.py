@@ -34,7 +34,7 @@ from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Cwd, Note, ResumedThread
 from .actions import describe
-from .base import DEFAULT_WINDOW, LineNormalizer, Stream
+from .base import DEFAULT_WINDOW, SHARED_NOTES, LineNormalizer, Stream
 from .built import command_result, command_run, tool_call, tool_result, tool_use, turn_usage, usage_entry
 from .codex_items import display_command
 from .compiled import mypyc_attr
@@ -139,6 +139,8 @@ class CodexExecNormalizer(LineNormalizer):
             self.log.error(message, code, wire.ts)
         else:
             self.log.add(SYSTEM, f"`{_s(kind) or 'unknown'}` event", wire.ts, raw=obj)
+
+    notes_read: ClassVar[frozenset[str] | None] = SHARED_NOTES | {ResumedThread.kind, Cwd.kind}
 
     def on_note(self, event: Note, ts: datetime | None) -> None:
         if isinstance(event, ResumedThread):

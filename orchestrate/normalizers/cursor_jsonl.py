@@ -35,7 +35,7 @@ from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Note, RunError
 from .actions import describe
-from .base import DEFAULT_WINDOW, LineNormalizer, Stream
+from .base import DEFAULT_WINDOW, SHARED_NOTES, LineNormalizer, Stream
 from .built import command_result, command_run, tool_call, tool_result, tool_use, turn_usage, usage_entry
 from .compiled import mypyc_attr
 from .diffs import diff_texts
@@ -273,6 +273,8 @@ class CursorNormalizer(LineNormalizer):
         if failed:
             self.log.error(text(event.get("result")) or "the turn failed", "agent_error", ts)
         self.log.close_open_tools("cancelled")
+
+    notes_read: ClassVar[frozenset[str] | None] = SHARED_NOTES
 
     def on_note(self, event: Note, ts: datetime | None) -> None:
         if isinstance(event, RunError) and event.code == "process_exited":

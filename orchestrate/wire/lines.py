@@ -145,13 +145,21 @@ class JsonLinesWire:
             framer = self._framers[stream] = LineFramer(self.max_line_bytes)
         return self._events(framer.feed_raw(data), stream, ts)
 
-    def finish(self, ts: datetime | None) -> Iterator[WireEvent]:
+    def finish(self, ts: datetime | None) -> list[WireEvent]:
         """The end of every stream (or of one process, when another takes over): a last line with
-        no line end, per stream in the order stdout, stderr, stdin."""
-        for stream in STREAMS:
-            framer = self._framers.get(stream)
-            if framer is not None:
-                yield from self._events(framer.finish_raw(), stream, ts)
+        no line end, per stream in the order stdout, stderr, stdin.  (A list, made only for a
+        stream with such a line: a run of codex exec or Cursor is a few lines, and most end with
+        nothing left, so this is called once per run for nothing.)"""
+        out: list[WireEvent] = []
+        framers = self._framers
+        if framers:
+            for stream in STREAMS:
+                framer = framers.get(stream)
+                if framer is not None:
+                    lines = framer.finish_raw()
+                    if lines:
+                        out.extend(self._events(lines, stream, ts))
+        return out
 
     @staticmethod
     def _events(lines: list[RawLine], stream: Stream, ts: datetime | None) -> Iterator[WireEvent]:
