@@ -10,7 +10,7 @@ import pytest
 
 from orchestrate.errors import ConfigError, ProcessExitedError, SpawnError
 from orchestrate.process.env import build_env, parse_env_overrides
-from orchestrate.process.pipes import AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
+from orchestrate.process.pipes import STDOUT_PIPE_BYTES, AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
 from orchestrate.process.rawlog import RawLogWriter, read_raw_log
 
 from .helpers import group_members, pid_alive
@@ -70,7 +70,7 @@ async def test_a_flood_already_written_comes_in_one_read_of_up_to_a_mebibyte(tmp
         "sys.stdout.buffer.write(b'late\\n'); sys.stdout.flush()\n"
         "sys.stdin.readline()\n"
     )
-    proc = await AgentProcess.spawn(spec(code, tmp_path))
+    proc = await AgentProcess.spawn(spec(code, tmp_path), STDOUT_PIPE_BYTES)
     out, err = proc.process.stdout, proc.process.stderr
     assert out is not None and err is not None
     with anyio.fail_after(10):  # a 64 KiB pipe: the agent blocks on its write and never says this
@@ -87,7 +87,7 @@ async def test_pump_reads_a_flood_in_chunks_of_up_to_the_pipe_size(tmp_path: Pat
     """Through the pump, as a run reads: 8 MiB written faster than it is read arrive whole and in
     order, no chunk larger than the pipe, and in far fewer chunks than 64 KiB reads would take."""
     code = "import sys\nfor i in range(128):\n sys.stdout.buffer.write(bytes([65 + i % 26]) * 65536)\n"
-    proc = await AgentProcess.spawn(spec(code, tmp_path))
+    proc = await AgentProcess.spawn(spec(code, tmp_path), STDOUT_PIPE_BYTES)
     with anyio.fail_after(20):
         chunks = [c.data for c in await collect(proc) if c.stream == "stdout"]
     data = b"".join(chunks)

@@ -31,7 +31,7 @@ from .spec import ProcessSpec
 if TYPE_CHECKING:
     from .prestart import Prestarted
 
-__all__ = ["AgentProcess", "Chunk", "ProcessSpec", "ShutdownPolicy", "climb_ladder"]
+__all__ = ["STDOUT_PIPE_BYTES", "AgentProcess", "Chunk", "ProcessSpec", "ShutdownPolicy", "climb_ladder"]
 
 _READ_SIZE = 1 << 16
 # The agent's stdout pipe holds up to this much (Linux: F_SETPIPE_SZ; the default is 64 KiB).  An
@@ -40,8 +40,9 @@ _READ_SIZE = 1 << 16
 # log's record, the normalizer's framing) is done about 16 times less often.  What is read is
 # still only what is there: a slow agent's line comes in a read of its own, as soon as it is
 # written.  Bounded: the kernel holds at most this much for us; a process over its user's pipe
-# quota keeps the default.
-_STDOUT_PIPE_BYTES = 1 << 20
+# quota keeps the default.  Asked for by the run for its agent (STDOUT_PIPE_BYTES), not by every
+# process spawned here: a terminal's command keeps small chunks under its own output limit.
+STDOUT_PIPE_BYTES = 1 << 20
 _STDERR_TAIL_BYTES = 8192
 
 
@@ -76,21 +77,28 @@ class AgentProcess:
     """Told of every chunk written to stdin, before it is sent (the run feeds it to the normalizer)."""
 
     @classmethod
-    async def spawn(cls, spec: ProcessSpec) -> AgentProcess:
+    async def spawn(cls, spec: ProcessSpec, stdout_bytes: int | None = None) -> AgentProcess:
         """Start the agent, contained (see containment.py): in its own process group and, where the
-        machine allows, under a supervisor and in a cgroup, so nothing it starts outlives the run."""
+        machine allows, under a supervisor and in a cgroup, so nothing it starts outlives the run.
+        ``stdout_bytes``: the capacity its stdout pipe is given, and the most one read takes
+        (None: the system's default, 64 KiB)."""
         process, contained = await open_contained(
-            spec.argv, spec.cwd, spec.env, stdin=subprocess.PIPE, stderr=subprocess.PIPE
+            spec.argv,
+            spec.cwd,
+            spec.env,
+            stdin=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdout_bytes=stdout_bytes,
         )
         return cls(process, spec, contained)
 
     @classmethod
-    async def adopt(cls, prestarted: Prestarted) -> AgentProcess:
+    async def adopt(cls, prestarted: Prestarted, stdout_bytes: int | None = None) -> AgentProcess:
         """Take over an agent started before the event loop existed (prestart.py), as if
         :meth:`spawn` had started it: the supervisor's answer is awaited here, so an agent that
         could not be started raises SpawnError here too."""
         started = prestarted.take()
-        process = _PopenProcess(started.popen)
+        process = _PopenProcess(started.popen, stdout_bytes)
         try:
             contained = await started.launch.started(process.pid, lambda: process.returncode is not None)
         except BaseException:
@@ -248,6 +256,7 @@ async def open_contained(
     *,
     stdin: int,
     stderr: int,
+    stdout_bytes: int | None = None,
 ) -> tuple[Process, Containment]:
     """Spawn ``argv`` (stdout a pipe) in a new session, contained; SpawnError when it cannot start.
 
@@ -272,7 +281,7 @@ async def open_contained(
     except OSError as exc:
         launch.abandon()
         raise spawn_failure(argv, cwd, exc) from exc
-    process = _PopenProcess(popen)
+    process = _PopenProcess(popen, stdout_bytes)
     try:
         return process, await launch.started(process.pid, lambda: process.returncode is not None)
     except BaseException:
@@ -359,13 +368,15 @@ class _FdSend(ByteSendStream):
 class _PopenProcess(Process):
     """anyio's view of a process that ``subprocess.Popen`` started (here, or before the event loop
     existed: prestart.py): its pipes read and written through the loop, its exit seen through a
-    pidfd.  Its stdout pipe is enlarged (:data:`_STDOUT_PIPE_BYTES`) and read up to its size."""
+    pidfd.  ``stdout_bytes``: its stdout pipe is enlarged to that (:data:`STDOUT_PIPE_BYTES`) and
+    read up to its size."""
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], stdout_bytes: int | None = None) -> None:
         assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
         self._popen = popen
         self._stdin = _FdSend(popen.stdin)
-        self._stdout = _FdReceive(popen.stdout, _pipe_capacity(popen.stdout.fileno(), _STDOUT_PIPE_BYTES))
+        size = _READ_SIZE if stdout_bytes is None else _pipe_capacity(popen.stdout.fileno(), stdout_bytes)
+        self._stdout = _FdReceive(popen.stdout, size)
         self._stderr = _FdReceive(popen.stderr)
         self._pidfd: int | None = None
         self._waiting = False

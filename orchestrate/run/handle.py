@@ -19,7 +19,7 @@ from ..approvals.pipeline import ApprovalPipeline
 from ..approvals.simple import AutoDeny
 from ..errors import ConfigError, OrchestrateError, ProcessExitedError, RunClosedError, SpawnError
 from ..executors.base import Capabilities, Executor
-from ..process.pipes import AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
+from ..process.pipes import STDOUT_PIPE_BYTES, AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
 from ..process.rawlog import FLUSH_SECONDS, RAW_LOG_FAILED, RawLogWriter, default_log_dir
 from ..process.redact import Redactor, redaction_enabled
 from ..task import Task
@@ -308,7 +308,7 @@ class Run:
     async def _spawn(self) -> AgentIO:
         if self._prestarted is not None:  # started before the event loop: taken over, not spawned
             prestarted, self._prestarted = self._prestarted, None
-            adopted = await AgentProcess.adopt(prestarted)
+            adopted = await AgentProcess.adopt(prestarted, STDOUT_PIPE_BYTES)
             if prestarted.written:  # the first attempt records them and hands the driver its state
                 self._opening, self._written = prestarted.opening, list(prestarted.written)
             return adopted
@@ -316,7 +316,7 @@ class Run:
             from ..process.pty import PtyAgentProcess  # ptyprocess: only for terminal agents
 
             return await PtyAgentProcess.spawn(self._spec, self.executor.terminal_size)
-        return await AgentProcess.spawn(self._spec)
+        return await AgentProcess.spawn(self._spec, STDOUT_PIPE_BYTES)
 
     def _prepare(self, spec: ProcessSpec, task: Task) -> None:
         try:
