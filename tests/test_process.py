@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import fcntl
 import math
 import sys
 import time
@@ -9,6 +10,7 @@ import anyio
 import pytest
 
 from orchestrate.errors import ConfigError, ProcessExitedError, SpawnError
+from orchestrate.process import pipes
 from orchestrate.process.env import build_env, parse_env_overrides
 from orchestrate.process.pipes import STDOUT_PIPE_BYTES, AgentProcess, Chunk, ProcessSpec, ShutdownPolicy
 from orchestrate.process.rawlog import RawLogWriter, read_raw_log
@@ -81,6 +83,39 @@ async def test_a_flood_already_written_comes_in_one_read_of_up_to_a_mebibyte(tmp
         assert await out.receive(1 << 20) == b"late\n"
         await proc.write(b"end\n")
     assert await proc.shutdown() == 0
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETPIPE_SZ is Linux's")
+async def test_enlarged_pipes_share_a_budget_and_give_it_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's pipes share a kernel quota, past which every new pipe of that user is a page or
+    two: the stdout pipes enlarged here hold at most ENLARGED_PIPES_BUDGET together.  With room for
+    two, the third of three live agents keeps the default 64 KiB (read in 64 KiB pieces), and once
+    one of the first two has ended its room goes to the next agent."""
+    monkeypatch.setattr(pipes, "ENLARGED_PIPES_BUDGET", 2 * STDOUT_PIPE_BYTES)
+    held = pipes._enlarged[0]
+    code = "import sys\nsys.stdin.readline()\n"
+
+    def capacity(proc: AgentProcess) -> int:
+        out = proc.process.stdout
+        assert out is not None
+        return int(fcntl.fcntl(out._fd, fcntl.F_GETPIPE_SZ))  # type: ignore[attr-defined]
+
+    procs = [await AgentProcess.spawn(spec(code, tmp_path), STDOUT_PIPE_BYTES) for _ in range(3)]
+    try:
+        assert [capacity(p) for p in procs] == [STDOUT_PIPE_BYTES, STDOUT_PIPE_BYTES, 1 << 16]
+        assert procs[2].process.stdout.read_size == 1 << 16  # type: ignore[attr-defined]
+        await procs[0].write(b"end\n")
+        assert await procs[0].shutdown() == 0
+        assert pipes._enlarged[0] == held + STDOUT_PIPE_BYTES
+        procs.append(await AgentProcess.spawn(spec(code, tmp_path), STDOUT_PIPE_BYTES))
+        assert capacity(procs[3]) == STDOUT_PIPE_BYTES
+    finally:
+        for proc in procs[1:]:
+            await proc.write(b"end\n")
+            await proc.shutdown()
+    assert pipes._enlarged[0] == held
 
 
 async def test_pump_reads_a_flood_in_chunks_of_up_to_the_pipe_size(tmp_path: Path) -> None:

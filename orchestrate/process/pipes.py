@@ -43,6 +43,12 @@ _READ_SIZE = 1 << 16
 # quota keeps the default.  Asked for by the run for its agent (STDOUT_PIPE_BYTES), not by every
 # process spawned here: a terminal's command keeps small chunks under its own output limit.
 STDOUT_PIPE_BYTES = 1 << 20
+# A user's pipes share one quota (/proc/sys/fs/pipe-user-pages-soft, 64 MiB by default), and past
+# it every new pipe of that user (the agents' own, git's, the shell's) gets a page or two.  So the
+# pipes enlarged here hold at most this much together: the runs of a busy `serve` past it keep the
+# default size (read in 64 KiB pieces, as before), and the quota keeps room for everyone else.
+ENLARGED_PIPES_BUDGET = 16 << 20
+_enlarged = [0]  # bytes held by the pipes enlarged so far and not yet closed
 _STDERR_TAIL_BYTES = 8192
 
 
@@ -294,10 +300,16 @@ async def open_contained(
 
 
 def _pipe_capacity(fd: int, wanted: int) -> int:
-    """Make the pipe ``fd`` hold ``wanted`` bytes where the system allows; what it holds now."""
-    with contextlib.suppress(AttributeError, OSError):  # not Linux, or over the user's pipe quota
-        return max(fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, wanted), _READ_SIZE)
-    return _READ_SIZE
+    """Make the pipe ``fd`` hold ``wanted`` bytes where the system and :data:`ENLARGED_PIPES_BUDGET`
+    allow; the bytes counted against that budget (0: the pipe keeps its default size)."""
+    if _enlarged[0] + wanted > ENLARGED_PIPES_BUDGET:
+        return 0
+    try:
+        got = fcntl.fcntl(fd, fcntl.F_SETPIPE_SZ, wanted)
+    except (AttributeError, OSError):  # not Linux, or over the user's pipe quota
+        return 0
+    _enlarged[0] += got
+    return got
 
 
 class _FdReceive(ByteReceiveStream):
@@ -305,10 +317,12 @@ class _FdReceive(ByteReceiveStream):
     ``read_size``: the most one :meth:`receive` takes when asked for no particular size (the
     pipe's capacity: whatever is there comes in one read)."""
 
-    def __init__(self, file: IO[bytes], read_size: int = _READ_SIZE) -> None:
+    def __init__(self, file: IO[bytes], enlarge: int | None = None) -> None:
         self._file = file
         self._fd = file.fileno()
-        self.read_size = read_size
+        # What this pipe holds against the enlarged pipes' budget, given back when it is closed.
+        self._enlarged = 0 if enlarge is None else _pipe_capacity(self._fd, enlarge)
+        self.read_size = max(self._enlarged, _READ_SIZE)
         os.set_blocking(self._fd, False)
         self._closed = False
 
@@ -330,6 +344,8 @@ class _FdReceive(ByteReceiveStream):
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True
+            _enlarged[0] -= self._enlarged
+            self._enlarged = 0
             anyio.notify_closing(self._fd)  # a reader waiting on it wakes with ClosedResourceError
             self._file.close()
 
@@ -375,8 +391,7 @@ class _PopenProcess(Process):
         assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
         self._popen = popen
         self._stdin = _FdSend(popen.stdin)
-        size = _READ_SIZE if stdout_bytes is None else _pipe_capacity(popen.stdout.fileno(), stdout_bytes)
-        self._stdout = _FdReceive(popen.stdout, size)
+        self._stdout = _FdReceive(popen.stdout, stdout_bytes)
         self._stderr = _FdReceive(popen.stderr)
         self._pidfd: int | None = None
         self._waiting = False
