@@ -134,9 +134,11 @@ def find_program(program: str) -> str | None:
 def _which(program: str, path: str) -> str | None:
     """``shutil.which(program, path=path)`` on POSIX, without importing shutil (and its bz2, lzma):
     ``program`` itself when it names a file, else the first executable regular file of that name
-    in the directories of ``path``."""
+    in the directories of ``path``.  Unlike shutil.which, the name found is absolute: the agent is
+    spawned in the task's directory, where a relative name (from a relative or empty PATH entry)
+    would be looked up again, in the workspace the agent writes to."""
     if os.path.dirname(program):  # noqa: PTH120
-        return program if _is_program(program) else None
+        return os.path.abspath(program) if _is_program(program) else None  # noqa: PTH100
     seen: set[str] = set()
     for directory in path.split(os.pathsep):
         if directory in seen:
@@ -144,7 +146,7 @@ def _which(program: str, path: str) -> str | None:
         seen.add(directory)
         candidate = os.path.join(directory, program)  # noqa: PTH118
         if _is_program(candidate):
-            return candidate
+            return os.path.abspath(candidate)  # noqa: PTH100
     return None
 
 
