@@ -57,7 +57,8 @@ class PatchQueue:
         while not self._waiting:
             if self._closed:
                 return None
-            self._changed = anyio.Event()
-            self._asleep = True
+            if not self._asleep:  # else another reader sleeps on _changed: share its event, or
+                self._changed = anyio.Event()  # it would wait on one nobody sets, even at close
+                self._asleep = True
             await self._changed.wait()
         return self._waiting.popitem(last=False)[1]
