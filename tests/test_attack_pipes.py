@@ -124,3 +124,91 @@ async def test_a_cancelled_pump_and_write_give_everything_back(tmp_path: Path) -
     assert agent.returncode is not None
     assert len(os.listdir("/proc/self/fd")) == fds
     assert pipes._enlarged[0] == budget
+
+
+_ORCHESTRATE = """
+import os, sys, anyio
+from pathlib import Path
+from orchestrate.process.pipes import AgentProcess, ProcessSpec, STDOUT_PIPE_BYTES
+AGENT = '''
+import os, sys, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:  # an orphaned grandchild, out of the agent's session
+        time.sleep(60)
+    os._exit(0)
+open(sys.argv[1] + '.agent', 'w').write(str(os.getpid()))
+time.sleep(60)
+'''
+async def main() -> None:
+    out = sys.argv[1]
+    spec = ProcessSpec(argv=[sys.executable, '-c', AGENT, out], cwd=Path(out).parent, env=dict(os.environ))
+    agent = await AgentProcess.spawn(spec, STDOUT_PIPE_BYTES)
+    while not os.path.exists(out + '.agent'):
+        await anyio.sleep(0.01)
+    open(out, 'w').write(str(agent.process.pid))
+    await anyio.sleep(60)
+anyio.run(main)
+"""
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    found, queue = set(), [root]
+    while queue:
+        kids = children.get(queue.pop(), [])
+        found.update(kids)
+        queue += kids
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+async def test_kill_9_of_orchestrate_takes_the_agent_and_its_orphaned_grandchild(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The Popen spawn path (live18), supervised: orchestrate killed with SIGKILL mid-run leaves
+    # nothing behind, the agent nor a grandchild that left its session (the supervisor is a
+    # subreaper and sees orchestrate go).
+    import signal
+    import subprocess
+
+    monkeypatch.setenv("ORCHESTRATE_SUPERVISOR", "1")
+    monkeypatch.setenv("ORCHESTRATE_CGROUPS", "0")
+    out = tmp_path / "pids"
+    runner = subprocess.Popen([sys.executable, "-c", _ORCHESTRATE, str(out)])  # noqa: ASYNC220
+    try:
+        deadline = time.monotonic() + 10
+        while not out.exists() or not out.read_text():
+            assert time.monotonic() < deadline, "the agent did not start"
+            await anyio.sleep(0.02)
+        supervisor = int(out.read_text())
+        agent = int((tmp_path / "pids.agent").read_text())
+        await anyio.sleep(0.2)  # the grandchild forked
+        tree = _descendants(supervisor)
+        assert agent in tree and len(tree) >= 2
+    finally:
+        runner.send_signal(signal.SIGKILL)
+        runner.wait(5)
+    deadline = time.monotonic() + 8
+    while any(_alive(pid) for pid in tree | {supervisor}):
+        if time.monotonic() > deadline:
+            left = [pid for pid in tree | {supervisor} if _alive(pid)]
+            for pid in left:
+                os.kill(pid, signal.SIGKILL)
+            pytest.fail(f"outlived orchestrate: {left}")
+        await anyio.sleep(0.05)
