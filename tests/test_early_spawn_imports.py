@@ -131,4 +131,7 @@ def test_which_matches_shutil(tmp_path: Path, command: str, monkeypatch: pytest.
     (cwd / "sh").chmod(0o755)
     monkeypatch.chdir(cwd)
     for path in (f"{first}:{second}", f":{first}", f"{first}::{second}", f"{first}", str(second)):
-        assert _which(command, path) == shutil.which(command, path=path), (command, path)
+        # (named absolutely: the agent is spawned in the task's directory, tests/test_attack_which.py)
+        expected = shutil.which(command, path=path)
+        expected = None if expected is None else os.path.abspath(expected)
+        assert _which(command, path) == expected, (command, path)
