@@ -12,6 +12,7 @@ from orchestrate import ApprovalDecision, ApprovalRequest, AutoApprove, AutoDeny
 from orchestrate.approvals import ApprovalService
 from orchestrate.entries import CommandRun, FileWrite, ToolUseEntry
 from orchestrate.run import RunResult
+from orchestrate.run.codex import MAX_OPEN_ITEMS, CodexDriver
 
 from .helpers import (
     During,
@@ -245,3 +246,24 @@ async def test_a_request_the_server_settles_itself_is_taken_back(tmp_path: Path)
     assert (first.status, first.approval.decision) == ("cancelled", "cancelled")  # type: ignore[union-attr]
     assert (second.status, second.approval.decision) == ("success", "approved")  # type: ignore[union-attr]
     assert result.final_text == "first answered 0 times; second accept"
+
+
+def test_the_driver_keeps_an_item_only_while_it_runs_and_a_bounded_number_open() -> None:
+    # An approval reads its item (command, file changes with whole-file diffs), so the driver keeps
+    # it from its start; a long run of tools must not grow that table: an item goes when it
+    # completes, and an agent that never completes its items keeps at most MAX_OPEN_ITEMS.
+    driver = CodexDriver.__new__(CodexDriver)  # (the table alone: no process, no connection)
+    driver._items = {}
+
+    def item(method: str, item_id: str, **fields: object) -> None:
+        driver._item_seen(method, {"item": {"id": item_id, **fields}})
+
+    item("item/started", "cmd", type="commandExecution", command="ls")
+    item("item/started", "msg", type="agentMessage", text="hi")
+    assert list(driver._items) == ["cmd"]
+    item("item/completed", "cmd", type="commandExecution", command="ls")
+    assert driver._items == {}
+    for n in range(MAX_OPEN_ITEMS + 44):
+        item("item/started", f"c{n}", changes=[{"path": "f", "diff": "x" * 1000}])
+    assert len(driver._items) == MAX_OPEN_ITEMS
+    assert "c0" not in driver._items and f"c{MAX_OPEN_ITEMS + 43}" in driver._items

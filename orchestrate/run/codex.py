@@ -18,7 +18,13 @@ __all__ = ["CodexDriver"]
 _HANDSHAKE_TIMEOUT = 30.0
 _CALL_TIMEOUT = 60.0
 CLIENT_INFO = {"name": "orchestrate", "title": "orchestrate", "version": "0.1.0"}
-_NOTICED = frozenset({"turn/started", "item/started", "serverRequest/resolved", "turn/completed"})
+_NOTICED = frozenset(
+    {"turn/started", "item/started", "item/completed", "serverRequest/resolved", "turn/completed"}
+)
+MAX_OPEN_ITEMS = 256
+"""Commands and file changes a driver keeps for the approvals to come (an approval reads its item):
+each is let go when it completes, and past this many still open the oldest goes first (an agent
+that never completes its items cannot grow the table, whole-file diffs included)."""
 _APPROVALS = ("item/commandExecution/requestApproval", "item/fileChange/requestApproval")
 
 
@@ -66,11 +72,13 @@ class CodexDriver(Driver[CodexExecutor]):
 
     async def on_line(self, line: WireLine) -> None:
         obj = line.object
-        if obj is not None and obj.get("method") == "item/started" and "id" not in obj:
-            # A notification (no id), and most of the lines kept in a turn with tools: recorded
-            # here, as _notified would, without the JSON-RPC peer's classification and dispatch.
-            self._item_started(obj.get("params"))
-            return
+        if obj is not None and "id" not in obj:
+            method = obj.get("method")
+            if method == "item/started" or method == "item/completed":
+                # A notification (no id), and most of the lines kept in a turn with tools: recorded
+                # here, as _notified would, without the JSON-RPC peer's classification and dispatch.
+                self._item_seen(method, obj.get("params"))
+                return
         await self.conn.on_line(line)
 
     def on_eof(self) -> None:
@@ -98,8 +106,8 @@ class CodexDriver(Driver[CodexExecutor]):
         p = params if isinstance(params, dict) else {}
         if method == "turn/started":
             self.turn_id = str(_dict(p.get("turn")).get("id") or self.turn_id)
-        elif method == "item/started":
-            self._item_started(p)
+        elif method == "item/started" or method == "item/completed":
+            self._item_seen(method, p)
         elif method == "serverRequest/resolved":
             self._withdraw(lambda rid: str(rid) == str(p.get("requestId")))
         elif method == "turn/completed":
@@ -113,12 +121,18 @@ class CodexDriver(Driver[CodexExecutor]):
             else:
                 self.set_idle(True)
 
-    def _item_started(self, params: Any) -> None:
+    def _item_seen(self, method: str, params: Any) -> None:
         # Only what an approval reads of its item (approval_request, _approve): a command or file
-        # changes.  Messages and reasoning, most of a turn's items, are not kept.
+        # changes, from its start to its end.  Messages and reasoning, most of a turn's items, are
+        # not kept.
         item = _dict(_dict(params).get("item"))
-        if "command" in item or "changes" in item:
-            self._items[str(item.get("id"))] = item
+        items = self._items
+        if method == "item/completed":
+            items.pop(str(item.get("id")), None)
+        elif "command" in item or "changes" in item:
+            items[str(item.get("id"))] = item
+            if len(items) > MAX_OPEN_ITEMS:
+                del items[next(iter(items))]
 
     # --- approvals ----------------------------------------------------------------------------
 
