@@ -16,6 +16,7 @@ from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from .shapes import CANCEL, ENDED, TURN, WAKE, WORKFLOW, TaskInput, TurnInput, TurnResult
@@ -71,9 +72,16 @@ class TaskWorkflow:
                     delay = task.wait_min  # queued again (a retry or a follow-up): the next turn
                 if workflow.info().get_current_history_length() > _HISTORY_LIMIT:
                     workflow.continue_as_new(task)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, ActivityError) as exc:
             # Cancelled through Temporal (not `orchestrate cancel`): the store must say so too, or the
-            # task would stay queued and be started again.
+            # task would stay queued and be started again.  A cancel that comes while the turn's
+            # activity is scheduled but not started reaches us as that activity's error (its cause
+            # cancelled), not as our own CancelledError: the same end (the SDK would otherwise
+            # close the workflow as cancelled and the store would never hear of it).
+            if isinstance(exc, ActivityError) and not (
+                is_cancelled_exception(exc) and workflow.cancellation_reason() is not None
+            ):
+                raise
             await workflow.execute_activity(
                 CANCEL,
                 task.task_id,
