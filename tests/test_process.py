@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import fcntl
+import gc
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -115,6 +117,32 @@ async def test_enlarged_pipes_share_a_budget_and_give_it_back(
         for proc in procs[1:]:
             await proc.write(b"end\n")
             await proc.shutdown()
+    assert pipes._enlarged[0] == held
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="F_SETPIPE_SZ is Linux's")
+def test_an_enlarged_pipe_dropped_unclosed_gives_its_share_back() -> None:
+    """A reader that is dropped without aclose (a run that failed before its cleanup) gives its
+    share of the budget back when it goes, and closes its pipe: else each such run would leave
+    every later agent of this process with smaller pipes.  One that never got a share gives
+    nothing back."""
+    held = pipes._enlarged[0]
+    read_fd, write_fd = os.pipe()
+    os.close(write_fd)
+    reader = pipes._FdReceive(os.fdopen(read_fd, "rb", buffering=0), STDOUT_PIPE_BYTES)
+    assert reader._enlarged == STDOUT_PIPE_BYTES
+    assert pipes._enlarged[0] == held + STDOUT_PIPE_BYTES
+    fd = reader._fd
+    del reader
+    gc.collect()
+    assert pipes._enlarged[0] == held
+    with pytest.raises(OSError):  # closed quietly with it (no ResourceWarning: pytest fails on one)
+        os.fstat(fd)
+    read_fd, write_fd = os.pipe()
+    os.close(write_fd)
+    plain = pipes._FdReceive(os.fdopen(read_fd, "rb", buffering=0))
+    del plain
+    gc.collect()
     assert pipes._enlarged[0] == held
 
 

@@ -317,10 +317,15 @@ class _FdReceive(ByteReceiveStream):
     ``read_size``: the most one :meth:`receive` takes when asked for no particular size (the
     pipe's capacity: whatever is there comes in one read)."""
 
+    # (class values until __init__ has set them: __del__ reads them, even after a failed __init__)
+    _enlarged = 0
+    _closed = True
+
     def __init__(self, file: IO[bytes], enlarge: int | None = None) -> None:
         self._file = file
         self._fd = file.fileno()
-        # What this pipe holds against the enlarged pipes' budget, given back when it is closed.
+        # What this pipe holds against the enlarged pipes' budget, given back when it is closed
+        # (or when it is dropped unclosed: __del__).
         self._enlarged = 0 if enlarge is None else _pipe_capacity(self._fd, enlarge)
         self.read_size = max(self._enlarged, _READ_SIZE)
         os.set_blocking(self._fd, False)
@@ -344,10 +349,23 @@ class _FdReceive(ByteReceiveStream):
     async def aclose(self) -> None:
         if not self._closed:
             self._closed = True
-            _enlarged[0] -= self._enlarged
-            self._enlarged = 0
+            self._give_back()
             anyio.notify_closing(self._fd)  # a reader waiting on it wakes with ClosedResourceError
             self._file.close()
+
+    def _give_back(self) -> None:
+        _enlarged[0] -= self._enlarged
+        self._enlarged = 0
+
+    def __del__(self) -> None:
+        # A process object dropped without aclose (its run failed before its cleanup): its share
+        # of the budget comes back here, or every such run would shrink the pipes of all later
+        # ones for the life of this process; the pipe is ours, so it is closed too.
+        self._give_back()
+        if not self._closed:
+            self._closed = True
+            with contextlib.suppress(OSError):
+                self._file.close()
 
 
 class _FdSend(ByteSendStream):
