@@ -44,7 +44,7 @@ from ..process.record import Record
 if TYPE_CHECKING:
     from ..executors.base import Executor
     from ..executors.options import ExecutorOptions
-    from ..process.prestart import Prestarted
+    from ..process.prestart import Prestarted, Standby
     from ..process.spec import ProcessSpec
     from ..task import Task
 
@@ -250,8 +250,12 @@ def early_spec(args: list[str]) -> ProcessSpec | None:
 def _early(args: list[str]) -> tuple[Executor, ProcessSpec, str] | None:
     """The executor, its process spec and the prompt of ``orchestrate ARGS...``, or None."""
     given = _parse(args)
-    if given is None:  # before any import: every other command goes on at once
-        return None
+    return None if given is None else _built(given)
+
+
+def _built(given: dict[str, Any]) -> tuple[Executor, ProcessSpec, str] | None:
+    """The executor, its process spec and the prompt of ``run``'s arguments as :func:`_parse`
+    read them, or None."""
     from ..executors.base import Executor
     from ..process.env import parse_env_overrides
     from ..registry import default_registry
@@ -284,23 +288,41 @@ def _early(args: list[str]) -> tuple[Executor, ProcessSpec, str] | None:
 
 
 _pending: list[Prestarted] = []
+_standing: list[Standby] = []
 
 
 def begin(args: list[str]) -> Prestarted | None:
-    """Start the agent of ``orchestrate ARGS...`` now, if the early start applies."""
+    """Start the agent of ``orchestrate ARGS...`` now, if the early start applies.
+
+    Its supervisor is spawned first, as soon as the arguments read as a ``run`` that may start
+    early and before the executor's code is even loaded: its interpreter starts while we build the
+    agent's command line, directory and environment, which are then sent to it.  If the early
+    start does not apply after all, it is told nothing and exits, having started nothing."""
     mode = os.environ.get(EARLY_ENV, "1")
     if mode == "0":
         return None
     try:
-        early = _early(args)
+        given = _parse(args)
     except Exception:  # anything at all: the ordinary path says what is wrong
         return None
+    if given is None:  # before any import: every other command goes on at once
+        return None
+    from ..process.prestart import standby
+
+    waiting = standby()
+    if waiting is None:
+        return None
+    _standing.append(waiting)  # ended by discard() if we are interrupted before it is told
+    try:
+        early = _built(given)
+    except Exception:
+        early = None
+    _standing.remove(waiting)
     if early is None:
+        waiting.discard()
         return None
     executor, spec, prompt = early
-    from ..process.prestart import prestart
-
-    started = prestart(spec)
+    started = waiting.start(spec)
     if started is None:
         return None
     _pending.append(started)
@@ -332,6 +354,8 @@ def take() -> Prestarted | None:
 def discard(why: str = "the run was refused") -> None:
     """End an early start nobody adopted (the options were refused, or another command ran); one
     that had been sent its prompt says so on stderr."""
+    while _standing:
+        _standing.pop().discard()
     while _pending:
         started = _pending.pop()
         started.discard()
@@ -350,8 +374,8 @@ def say_killed(why: str) -> None:
 
 def main() -> None:
     """``orchestrate``: the early start, then the click command."""
-    begin(sys.argv[1:])
     try:
+        begin(sys.argv[1:])
         from .main import main as cli
 
         cli()

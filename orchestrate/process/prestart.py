@@ -3,9 +3,13 @@
 ``orchestrate run`` spends a few hundred milliseconds importing (click, pydantic, anyio and
 asyncio, the run and its approvals) before it could spawn the agent, and the agent's own start-up
 (a Node CLI: about as long again) only began after that.  The CLI's early start (cli/early.py)
-spawns the agent's supervisor with :func:`prestart` first thing instead, and the run takes the
+spawns the agent's supervisor with :func:`standby` first thing instead, before it has even loaded
+the executor's code, sends it the agent's command line, directory and environment once they are
+known (:meth:`Standby.start`: the supervisor's own start overlaps that work), and the run takes the
 process over with :meth:`AgentProcess.adopt <orchestrate.process.pipes.AgentProcess.adopt>` once
-everything is loaded and checked, so the two start-ups overlap.
+everything is loaded and checked, so the start-ups overlap.  A supervisor that is never told what
+to start (:meth:`Standby.discard`: the early start did not apply after all) exits when its control
+socket closes, having started nothing.
 
 Containment is the same from the first instruction the agent runs: the supervisor, its subreaper,
 ``PR_SET_PDEATHSIG`` and the cgroup (containment.py); a start that is never adopted is ended by
@@ -30,11 +34,12 @@ import os
 import subprocess
 import time
 
+from ..errors import SpawnError
 from . import supervisor
 from .containment import Launch, prepare
 from .spec import ProcessSpec
 
-__all__ = ["Prestarted", "prestart"]
+__all__ = ["Prestarted", "Standby", "prestart", "standby"]
 
 _DISCARD_SECONDS = supervisor.KILL_SECONDS + 2.0  # the supervisor's own bound, and a margin
 
@@ -113,30 +118,72 @@ class Prestarted:
         self.taken = self.discarded = True
         if self.was_written and self.launch.cgroup is not None:
             supervisor.cgroup_kill(self.launch.cgroup)  # it has its prompt: at once, from here too
-        self.launch.abandon()  # our end of the control socket closes: the supervisor kills the tree
-        for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
+        _end(self.popen, self.launch)
+
+
+class Standby:
+    """A supervisor spawned before its agent's spec is known, its pipes (the agent's to be), its
+    control socket, idle until :meth:`start` or :meth:`discard` (one of them, once)."""
+
+    __slots__ = ("done", "launch", "popen", "started")
+
+    def __init__(self, popen: subprocess.Popen[bytes], launch: Launch, started: float) -> None:
+        self.popen = popen
+        self.launch = launch
+        self.started = started
+        self.done = False
+
+    def start(self, spec: ProcessSpec) -> Prestarted | None:
+        """Have the supervisor start ``spec`` (its answer is awaited by the run that adopts it);
+        None, and the supervisor ended, when it cannot be told (the run then starts its own)."""
+        if self.done:
+            raise RuntimeError("this supervisor was given its agent already")
         try:
-            self.popen.wait(_DISCARD_SECONDS)
-        except subprocess.TimeoutExpired:  # stopped by the agent (SIGSTOP), or stuck: the hard way
-            self.popen.kill()  # the agent has PR_SET_PDEATHSIG: it dies with its supervisor
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(_DISCARD_SECONDS)
-        cgroup = self.launch.cgroup
-        if cgroup is not None:  # what a killed supervisor could not do
-            supervisor.cgroup_kill(cgroup)
-            supervisor.cgroup_remove(cgroup, 1.0)
+            self.launch.address(spec.argv, str(spec.cwd), spec.env)
+        except SpawnError:
+            self.discard()
+            return None
+        self.done = True
+        if not self.launch.send():
+            _end(self.popen, self.launch)
+            return None
+        return Prestarted(spec, self.popen, self.launch, self.started)
+
+    def discard(self) -> None:
+        """End it unused: it sees its socket close and exits, having started nothing; reaped here."""
+        if not self.done:
+            self.done = True
+            _end(self.popen, self.launch)
 
 
-def prestart(spec: ProcessSpec) -> Prestarted | None:
-    """Spawn ``spec`` under a supervisor, now; None where that is not possible here (no supervisor
-    on this machine, or the spawn failed: the run then starts the agent itself, and reports why it
-    could not)."""
-    launch = prepare(spec.argv)
-    if not launch.supervised:  # a process group alone: the run starts it the ordinary way
-        launch.abandon()
+def _end(popen: subprocess.Popen[bytes], launch: Launch) -> None:
+    """Close our end of the control socket (the supervisor kills its tree, or exits having started
+    nothing), reap the supervisor (bounded), and kill what a killed supervisor left."""
+    launch.abandon()
+    for stream in (popen.stdin, popen.stdout, popen.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    try:
+        popen.wait(_DISCARD_SECONDS)
+    except subprocess.TimeoutExpired:  # stopped by the agent (SIGSTOP), or stuck: the hard way
+        popen.kill()  # the agent has PR_SET_PDEATHSIG: it dies with its supervisor
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            popen.wait(_DISCARD_SECONDS)
+    cgroup = launch.cgroup
+    if cgroup is not None:  # what a killed supervisor could not do
+        supervisor.cgroup_kill(cgroup)
+        supervisor.cgroup_remove(cgroup, 1.0)
+
+
+def standby() -> Standby | None:
+    """Spawn a supervisor now, for an agent to be named later (:meth:`Standby.start`): with the
+    agent's pipes, in a new session, its control socket passed, here and with our environment
+    (the agent's directory and environment go in the message); None where there is no supervisor
+    on this machine, or it could not be spawned."""
+    try:
+        launch = prepare(None)
+    except SpawnError:  # no supervisor here: the run starts the agent itself
         return None
     started = time.time()
     try:
@@ -146,8 +193,6 @@ def prestart(spec: ProcessSpec) -> Prestarted | None:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            cwd=spec.cwd,
-            env=spec.env,
             start_new_session=True,
             pass_fds=launch.pass_fds,
         )
@@ -155,4 +200,12 @@ def prestart(spec: ProcessSpec) -> Prestarted | None:
         launch.abandon()
         return None
     launch.spawned()
-    return Prestarted(spec, popen, launch, started)
+    return Standby(popen, launch, started)
+
+
+def prestart(spec: ProcessSpec) -> Prestarted | None:
+    """Spawn ``spec`` under a supervisor, now; None where that is not possible here (no supervisor
+    on this machine, or the spawn failed: the run then starts the agent itself, and reports why it
+    could not)."""
+    waiting = standby()
+    return None if waiting is None else waiting.start(spec)
