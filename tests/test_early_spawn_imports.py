@@ -1,8 +1,9 @@
 """What ``orchestrate run -e claude-code`` has loaded when it spawns its agent's supervisor and when
 it sends it the agent's command line (the early start, cli/early.py): at the spawn, not even the
-executor's code; at the send, only the executor's code and the spawn's own modules.  Everything imported before
-that spawn delays the agent's start-up, one to one; ``dataclasses`` (with ``inspect``, ``ast``,
-``dis`` and ``tokenize``) cost about 15 ms there, ``shutil`` (with ``bz2`` and ``lzma``) about 4.
+executor's code; at the send, only the executor's code and the spawn's own modules.  Everything
+imported before that send delays the agent's start-up, one to one; ``dataclasses`` (with
+``inspect``, ``ast``, ``dis`` and ``tokenize``) cost about 15 ms there, ``shutil`` (with ``bz2``
+and ``lzma``) about 4.
 
 The probe is honest: a real ``python -m orchestrate`` process, run through a wrapper that installs
 an audit hook (``sys.addaudithook``) and notes ``sys.modules`` at the first ``subprocess.Popen``
