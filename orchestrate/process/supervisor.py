@@ -441,11 +441,11 @@ def _receive(ctl: int, seconds: float) -> _Message | None:
 def decode(body: bytes) -> _Message | None:
     """(argv, cwd, env or None, cgroup or None) from a message's body; None if it does not parse."""
     fields = body.split(b"\0")
-    if len(fields) < 4 or not fields[2].isdigit() or not (fields[3].isdigit() or fields[3] == b"-"):
+    if len(fields) < 4:
         return None
-    argc = int(fields[2])
-    envc = 0 if fields[3] == b"-" else int(fields[3])
-    if argc < 1 or len(fields) != 4 + argc + envc or not fields[4]:
+    argc = _count(fields[2])
+    envc = 0 if fields[3] == b"-" else _count(fields[3])
+    if argc is None or envc is None or argc < 1 or len(fields) != 4 + argc + envc or not fields[4]:
         return None
     env: dict[bytes, bytes] | None = None
     if fields[3] != b"-":
@@ -457,6 +457,12 @@ def decode(body: bytes) -> _Message | None:
             env[key] = value
     cgroup = os.fsdecode(fields[0]) if fields[0] else None
     return fields[4 : 4 + argc], fields[1], env, cgroup
+
+
+def _count(field: bytes) -> int | None:
+    # ASCII digits, and few: int() raises ValueError past 4300 digits (a crash, not a refusal),
+    # and no message under MAX_MESSAGE holds 10**9 fields.
+    return int(field) if field.isdigit() and len(field) <= 9 else None
 
 
 def encode(argv: list[str], cwd: str | None, env: dict[str, str] | None, cgroup: str | None) -> bytes:
