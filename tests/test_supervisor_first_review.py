@@ -8,10 +8,14 @@ import sys
 import time
 from pathlib import Path
 
+import anyio
 import pytest
 
-from orchestrate.process import supervisor
+from orchestrate.process import prestart, supervisor
+from orchestrate.process.pipes import AgentProcess
+from orchestrate.process.spec import ProcessSpec
 
+from .test_containment import FAST
 from .test_supervisor_first import Spawned, answer, spawned, started_nothing, supervise
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux supervisor")
@@ -58,3 +62,67 @@ def test_a_short_count_with_leading_zeros_still_starts(tmp_path: Path, spawned: 
         time.sleep(0.01)
     ours.sendall(b"kill\n")
     assert proc.wait(10) != supervisor.NOTHING_STARTED
+
+
+# --- the agent's environment: exactly the spec's, whichever way it was started ----------------------
+
+# No locale variable: the supervisor's Python then coerces its own locale (PEP 538) and sets
+# LC_CTYPE=C.UTF-8 in its environment; an agent that inherited that environment got it too.
+BARE = {"PATH": "/usr/bin:/bin", "ORCHESTRATE_REVIEW": "1"}
+
+
+def _environ_of(pid: int) -> dict[bytes, bytes]:
+    deadline = time.monotonic() + 10
+    while True:  # /proc/PID/environ is the supervisor's until the agent has exec'd
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+        if b"ORCHESTRATE_REVIEW=1" in raw.split(b"\0"):
+            break
+        assert time.monotonic() < deadline, "the agent never ran"
+        time.sleep(0.01)
+    return dict(entry.partition(b"=")[::2] for entry in raw.split(b"\0") if entry)
+
+
+def _agent_environ(how: str, tmp_path: Path) -> dict[bytes, bytes]:
+    spec = ProcessSpec(["/bin/sleep", "30"], tmp_path, dict(BARE))
+    if how == "early":
+        started = prestart.prestart(spec)
+        assert started is not None
+
+        async def adopt() -> dict[bytes, bytes]:
+            proc = await AgentProcess.adopt(started)
+            try:
+                return _environ_of(proc.pid)
+            finally:
+                await proc.shutdown(FAST)
+
+        return anyio.run(adopt)
+
+    async def spawn() -> dict[bytes, bytes]:
+        if how == "pty":
+            from orchestrate.process.pty import PtyAgentProcess
+
+            pty = await PtyAgentProcess.spawn(spec)
+            try:
+                return _environ_of(pty.pid)
+            finally:
+                pty.containment.kill()
+                await pty.wait(5.0)
+        proc = await AgentProcess.spawn(spec)
+        try:
+            return _environ_of(proc.pid)
+        finally:
+            await proc.shutdown(FAST)
+
+    return anyio.run(spawn)
+
+
+@pytest.mark.parametrize("how", ["early", "spawn", "pty"])
+def test_the_agent_gets_exactly_the_specs_environment(tmp_path: Path, how: str) -> None:
+    """Early or spawned, the same: the early start (execvpe with the message's environment) gave the
+    spec's alone while the ordinary spawn also passed on the supervisor's LC_CTYPE, so an agent's
+    environment depended on whether it started early."""
+    got = _agent_environ(how, tmp_path)
+    expected = {k.encode(): v.encode() for k, v in BARE.items()}
+    if how == "pty":
+        expected[b"TERM"] = b"xterm-256color"  # what a terminal adds, as before
+    assert got == expected

@@ -373,10 +373,12 @@ def _reason(words: list[bytes], cwd: str | None) -> str:
     return "its supervisor did not start it (no answer)"
 
 
-def prepare(argv: list[str] | None) -> Launch:
+def prepare(argv: list[str] | None, env: dict[str, str] | None = None) -> Launch:
     """How to start ``argv`` contained: through the supervisor where it can run, else as is.  The
-    supervisor starts it where it was spawned, with the environment it was given; None: what it
-    starts is sent later (:meth:`Launch.address`, :meth:`Launch.send`; the supervisor alone)."""
+    supervisor starts it where it was spawned, with ``env`` (the one the supervisor is spawned
+    with: given again, since the supervisor's Python adds LC_CTYPE to its own under a C locale,
+    PEP 538, which the agent must not inherit); None: what it starts is sent later
+    (:meth:`Launch.address`, :meth:`Launch.send`; the supervisor alone)."""
     if not supervisor_usable():
         if argv is None:
             raise SpawnError([], "no supervisor on this machine")
@@ -388,7 +390,7 @@ def prepare(argv: list[str] | None) -> Launch:
     launch = Launch(wrapped, (theirs.fileno(),), ours, theirs, cgroup)
     if argv is not None:
         try:
-            launch.address(argv, None, None)
+            launch.address(argv, None, env)
         except SpawnError:
             launch.abandon()
             raise

@@ -270,7 +270,7 @@ async def open_contained(
     an agent started before the event loop is (prestart.py): asyncio's subprocess transport would
     copy every byte into its stream buffer and out again, and keep a thread per process to reap it
     (a pidfd says when it exits)."""
-    launch = prepare(argv)
+    launch = prepare(argv, env)  # the environment again: the agent gets exactly it
     try:
         # A new session: the terminal's Ctrl-C reaches us, not the agent; we interrupt it our way.
         # (Blocking only for the fork and exec, as asyncio's own subprocess transport is.)
