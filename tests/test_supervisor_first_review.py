@@ -4,6 +4,8 @@ creates a marker file when it runs: its absence proves nothing was started."""
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -126,3 +128,43 @@ def test_the_agent_gets_exactly_the_specs_environment(tmp_path: Path, how: str) 
     if how == "pty":
         expected[b"TERM"] = b"xterm-256color"  # what a terminal adds, as before
     assert got == expected
+
+
+# --- signals before the agent exists -------------------------------------------------------------
+
+
+def test_signals_before_the_agent_are_kept_once_each(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A supervisor now waits up to MESSAGE_SECONDS for its message: a flood of signals meanwhile
+    (here 10,000 of each kind it forwards) grew its list of pending signals by one entry per
+    signal, without bound.  The kernel itself keeps a standard signal pending once: so do we."""
+    monkeypatch.setattr(supervisor._State, "agent", None)
+    monkeypatch.setattr(supervisor._State, "pending", [])
+    for _ in range(10_000):
+        for sig in supervisor.FORWARDED:
+            supervisor._forward(sig, None)
+    assert sorted(supervisor._State.pending) == sorted(supervisor.FORWARDED)
+
+
+def test_a_flooded_standby_still_starts_its_agent_and_forwards(tmp_path: Path) -> None:
+    """Real processes: SIGUSR1 sent to a standby supervisor for half a second, then its message:
+    the agent runs and is sent the SIGUSR1 (it dies of it: it had no handler yet)."""
+    marker = tmp_path / "started"
+    waiting = prestart.standby()
+    assert waiting is not None
+    caught = 0
+    deadline = time.monotonic() + 10
+    while not caught & (1 << (signal.SIGUSR1 - 1)):  # its handler is in place
+        assert time.monotonic() < deadline, "the supervisor never caught SIGUSR1"
+        time.sleep(0.01)
+        status = Path(f"/proc/{waiting.popen.pid}/status").read_text()
+        caught = int(status.split("SigCgt:")[1].split()[0], 16)
+    end = time.monotonic() + 0.5
+    while time.monotonic() < end:
+        os.kill(waiting.popen.pid, signal.SIGUSR1)
+    spec = ProcessSpec(["/bin/sh", "-c", f"touch {marker}; exec sleep 30"], tmp_path, dict(BARE))
+    started = waiting.start(spec)
+    assert started is not None
+    try:
+        assert started.popen.wait(10) == -signal.SIGUSR1  # the agent's death, as the supervisor's
+    finally:
+        started.discard()

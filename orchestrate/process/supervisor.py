@@ -172,7 +172,8 @@ def _catch(sig: int, handler: _signal._HANDLER) -> None:
 
 def _forward(sig: int, frame: object) -> None:
     if _State.agent is None:
-        _State.pending.append(sig)
+        if sig not in _State.pending:  # kept once, as the kernel keeps a standard signal pending
+            _State.pending.append(sig)
     elif _State.status is None:  # not reaped yet, so the pid is still the agent's
         try:
             os.kill(_State.agent, sig)
