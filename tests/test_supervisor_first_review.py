@@ -13,11 +13,12 @@ from pathlib import Path
 import anyio
 import pytest
 
+from orchestrate.errors import SpawnError
 from orchestrate.process import prestart, supervisor
 from orchestrate.process.pipes import AgentProcess
 from orchestrate.process.spec import ProcessSpec
 
-from .test_containment import FAST
+from .test_containment import FAST, our_cgroups
 from .test_supervisor_first import Spawned, answer, spawned, started_nothing, supervise
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux supervisor")
@@ -151,13 +152,7 @@ def test_a_flooded_standby_still_starts_its_agent_and_forwards(tmp_path: Path) -
     marker = tmp_path / "started"
     waiting = prestart.standby()
     assert waiting is not None
-    caught = 0
-    deadline = time.monotonic() + 10
-    while not caught & (1 << (signal.SIGUSR1 - 1)):  # its handler is in place
-        assert time.monotonic() < deadline, "the supervisor never caught SIGUSR1"
-        time.sleep(0.01)
-        status = Path(f"/proc/{waiting.popen.pid}/status").read_text()
-        caught = int(status.split("SigCgt:")[1].split()[0], 16)
+    _handlers_in_place(waiting.popen.pid)
     end = time.monotonic() + 0.5
     while time.monotonic() < end:
         os.kill(waiting.popen.pid, signal.SIGUSR1)
@@ -168,3 +163,78 @@ def test_a_flooded_standby_still_starts_its_agent_and_forwards(tmp_path: Path) -
         assert started.popen.wait(10) == -signal.SIGUSR1  # the agent's death, as the supervisor's
     finally:
         started.discard()
+
+
+# --- the deadline for the message ------------------------------------------------------------------
+
+
+@pytest.fixture
+def one_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Standby supervisors wait 1 s for their message, not 30."""
+    real = supervisor.command
+    monkeypatch.setattr(supervisor, "command", lambda *args: [*real(*args), "1.0"])
+
+
+def _handlers_in_place(pid: int) -> None:
+    """Wait until the supervisor catches SIGUSR1: it is then reading its message, deadline set."""
+    caught = 0
+    deadline = time.monotonic() + 10
+    while not caught & (1 << (signal.SIGUSR1 - 1)):
+        assert time.monotonic() < deadline, "the supervisor never got going"
+        time.sleep(0.01)
+        status = Path(f"/proc/{pid}/status").read_text()
+        caught = int(status.split("SigCgt:")[1].split()[0], 16)
+
+
+def _marker_spec(tmp_path: Path) -> tuple[Path, ProcessSpec]:
+    marker = tmp_path / "started"
+    return marker, ProcessSpec(["/bin/sh", "-c", f"touch {marker}; exec sleep 30"], tmp_path, dict(BARE))
+
+
+def test_a_parent_too_slow_for_the_deadline_falls_back_having_started_nothing(
+    tmp_path: Path, one_second: None
+) -> None:
+    """We were stopped (Ctrl-Z) or slow past the supervisor's deadline: it has exited, so the
+    message cannot be sent; the early start gives up (the run then spawns its own agent), the
+    supervisor is reaped, nothing ran, no cgroup is left."""
+    marker, spec = _marker_spec(tmp_path)
+    waiting = prestart.standby()
+    assert waiting is not None
+    time.sleep(1.8)
+    began = time.monotonic()
+    assert waiting.start(spec) is None
+    assert waiting.popen.returncode == supervisor.NOTHING_STARTED
+    assert time.monotonic() - began < 5.0
+    time.sleep(0.2)
+    assert not marker.exists() and our_cgroups() == []
+
+
+def test_a_message_read_past_the_deadline_is_a_spawn_error_not_a_hang(
+    tmp_path: Path, one_second: None
+) -> None:
+    """The message was sent in time but the supervisor was stopped until past its deadline: it
+    starts nothing, and the run that adopts it gets a SpawnError at once."""
+    marker, spec = _marker_spec(tmp_path)
+    waiting = prestart.standby()
+    assert waiting is not None
+    _handlers_in_place(waiting.popen.pid)
+    os.kill(waiting.popen.pid, signal.SIGSTOP)
+    try:
+        started = waiting.start(spec)  # into the socket's buffer
+        assert started is not None
+        time.sleep(1.5)
+    finally:
+        os.kill(waiting.popen.pid, signal.SIGCONT)
+
+    async def adopt() -> str:
+        with pytest.raises(SpawnError) as caught:
+            await AgentProcess.adopt(started)
+        return str(caught.value)
+
+    began = time.monotonic()
+    said = anyio.run(adopt)
+    assert time.monotonic() - began < 5.0
+    assert started.popen.returncode == supervisor.NOTHING_STARTED
+    assert "supervisor" in said, said
+    time.sleep(0.2)
+    assert not marker.exists() and our_cgroups() == []
