@@ -5,7 +5,9 @@ creates a marker file when it runs: its absence proves nothing was started."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,12 +20,13 @@ from orchestrate.process import prestart, supervisor
 from orchestrate.process.pipes import AgentProcess
 from orchestrate.process.spec import ProcessSpec
 
-from .test_containment import FAST, our_cgroups
+from .helpers import marked
+from .test_containment import FAST, mark, our_cgroups
 from .test_supervisor_first import Spawned, answer, spawned, started_nothing, supervise
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux supervisor")
 
-__all__ = ["spawned"]  # the fixture, imported for the tests below
+__all__ = ["mark", "spawned"]  # the fixtures, imported for the tests below
 
 
 def _body(*fields: bytes) -> bytes:
@@ -238,3 +241,81 @@ def test_a_message_read_past_the_deadline_is_a_spawn_error_not_a_hang(
     assert "supervisor" in said, said
     time.sleep(0.2)
     assert not marker.exists() and our_cgroups() == []
+
+
+# --- Ctrl-C of orchestrate in the early window ---------------------------------------------------
+
+# Runs `orchestrate ARGS...` (cli/early.py's main) and stops it at POINT: "unsent" (the supervisor
+# spawned, its message not sent: inside the spec's building) or "sent" (the agent running, not
+# adopted yet); says "ready" there, and at its end whether the supervisor was reaped.
+INTERRUPTED = r"""
+import os, sys, time
+from orchestrate.cli import early
+from orchestrate.process import prestart
+point, marker = sys.argv[1], sys.argv[2]
+seen = []
+real_standby, real_built, real_start = prestart.standby, early._built, prestart.Standby.start
+def standby():
+    made = real_standby()
+    seen.append(made)
+    return made
+def built(given):
+    if point == "unsent":
+        print("ready", flush=True)
+        time.sleep(30)
+    return real_built(given)
+def start(self, spec):
+    started = real_start(self, spec)
+    if point == "sent":
+        deadline = time.monotonic() + 10
+        while not os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        print("ready", flush=True)
+        time.sleep(30)
+    return started
+prestart.standby, early._built, prestart.Standby.start = standby, built, start
+sys.argv = ["orchestrate", *sys.argv[3:]]
+try:
+    early.main()
+finally:
+    print("reaped", [made.popen.returncode for made in seen], flush=True)
+"""
+
+
+@pytest.mark.parametrize("point", ["unsent", "sent"])
+def test_ctrl_c_in_the_early_window_leaves_nothing(tmp_path: Path, point: str, mark: str) -> None:
+    """SIGINT to orchestrate while its supervisor waits for the message, or while the agent (which
+    forked a grandchild that called setsid) runs unadopted: orchestrate exits 130, having reaped
+    its supervisor, and nothing it started survives."""
+    marker = tmp_path / "started"
+    agent = f"touch {marker}; setsid sleep {mark} & exec sleep {mark}"
+    command = f"/bin/sh -c {shlex.quote(agent)} agent"
+    args = ["run", "-e", "claude-code", "--base-command", command, "--cwd", str(tmp_path)]
+    cli = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED, point, str(marker), *args, "--approvals", "deny", "hi"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "ORCHESTRATE_STORE": "off", "ORCHESTRATE_HOME": str(tmp_path)},
+    )
+    try:
+        assert cli.stdout is not None
+        assert cli.stdout.readline() == b"ready\n", cli.stderr.read() if cli.stderr else b""
+        cli.send_signal(signal.SIGINT)
+        out, err = cli.communicate(timeout=20)
+    finally:
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait(10)
+    assert cli.returncode == 130, err.decode(errors="replace")[-2000:]
+    reaped = out.decode().split("reaped ")[-1].strip()
+    if point == "unsent":
+        assert reaped == f"[{supervisor.NOTHING_STARTED}]"  # told nothing: started nothing
+        assert not marker.exists()
+    else:
+        assert reaped == f"[{-signal.SIGKILL}]" and marker.exists()  # the agent ran, was killed
+    deadline = time.monotonic() + 10
+    while marked(mark):
+        assert time.monotonic() < deadline, f"left running: {marked(mark)}"
+        time.sleep(0.05)
+    assert our_cgroups() == []

@@ -312,20 +312,24 @@ def begin(args: list[str]) -> Prestarted | None:
     waiting = standby()
     if waiting is None:
         return None
-    _standing.append(waiting)  # ended by discard() if we are interrupted before it is told
+    # Ended by discard() if we are interrupted (Ctrl-C) before it is told, while it is told, or
+    # before what it started is in _pending: kept there until then.
+    _standing.append(waiting)
     try:
         early = _built(given)
     except Exception:
         early = None
-    _standing.remove(waiting)
     if early is None:
         waiting.discard()
+        _standing.remove(waiting)
         return None
     executor, spec, prompt = early
     started = waiting.start(spec)
+    if started is not None:
+        _pending.append(started)
+    _standing.remove(waiting)
     if started is None:
         return None
-    _pending.append(started)
     if mode == "write":
         _write_first(started, executor, prompt)
     return started

@@ -125,13 +125,15 @@ class Standby:
     """A supervisor spawned before its agent's spec is known, its pipes (the agent's to be), its
     control socket, idle until :meth:`start` or :meth:`discard` (one of them, once)."""
 
-    __slots__ = ("done", "launch", "popen", "started")
+    __slots__ = ("done", "launch", "popen", "prestarted", "started")
 
     def __init__(self, popen: subprocess.Popen[bytes], launch: Launch, started: float) -> None:
         self.popen = popen
         self.launch = launch
         self.started = started
         self.done = False
+        self.prestarted: Prestarted | None = None
+        """What :meth:`start` made of it, for :meth:`discard` to end until a run adopts it."""
 
     def start(self, spec: ProcessSpec) -> Prestarted | None:
         """Have the supervisor start ``spec`` (its answer is awaited by the run that adopts it);
@@ -147,12 +149,17 @@ class Standby:
         if not self.launch.send():
             _end(self.popen, self.launch)
             return None
-        return Prestarted(spec, self.popen, self.launch, self.started)
+        self.prestarted = Prestarted(spec, self.popen, self.launch, self.started)
+        return self.prestarted
 
     def discard(self) -> None:
-        """End it unused: it sees its socket close and exits, having started nothing; reaped here."""
-        if not self.done:
-            self.done = True
+        """End it, reaped here.  Unused, it sees its socket close and exits having started nothing;
+        told what to start (or interrupted while being told: Ctrl-C in :meth:`start`), its agent is
+        ended with it, as :meth:`Prestarted.discard` does (nothing once a run has adopted it)."""
+        self.done = True
+        if self.prestarted is not None:
+            self.prestarted.discard()
+        elif self.popen.returncode is None:
             _end(self.popen, self.launch)
 
 
