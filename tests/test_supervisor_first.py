@@ -559,3 +559,29 @@ def test_a_standby_given_what_no_exec_carries_starts_nothing(tmp_path: Path) -> 
     assert waiting is not None
     assert waiting.start(ProcessSpec(["/bin/true", "a\0b"], tmp_path, PATH)) is None
     assert waiting.popen.returncode == supervisor.NOTHING_STARTED
+
+
+def test_a_standby_near_its_deadline_is_not_told_but_ended(tmp_path: Path) -> None:
+    """Past half the supervisor's wait it might stop waiting while the message is on its way: the
+    early start ends it instead (the run then starts its own agent)."""
+    marker = tmp_path / "started"
+    waiting = prestart.standby()
+    assert waiting is not None
+    waiting._spawned -= supervisor.MESSAGE_SECONDS  # as if our imports had taken that long
+    assert waiting.start(ProcessSpec(touch(marker), tmp_path, PATH)) is None
+    assert waiting.popen.returncode == supervisor.NOTHING_STARTED
+    time.sleep(0.2)
+    assert not marker.exists()
+
+
+def test_signals_before_the_message_reach_the_agent_once_it_runs(tmp_path: Path, spawned: Spawned) -> None:
+    """SIGTERM (a flood of it) sent to a supervisor still waiting for its message is forwarded to
+    the agent once started, as before the agent existed: it dies of it."""
+    marker = tmp_path / "started"
+    proc, ours = supervise(spawned)
+    time.sleep(0.3)  # its interpreter is up and waiting
+    for _ in range(200):
+        proc.send_signal(signal.SIGTERM)
+    ours.sendall(message(marker))
+    assert answer(ours).startswith(b"ok ")
+    assert proc.wait(10) == -signal.SIGTERM  # the agent's own death, passed on

@@ -125,12 +125,13 @@ class Standby:
     """A supervisor spawned before its agent's spec is known, its pipes (the agent's to be), its
     control socket, idle until :meth:`start` or :meth:`discard` (one of them, once)."""
 
-    __slots__ = ("done", "launch", "popen", "prestarted", "started")
+    __slots__ = ("_spawned", "done", "launch", "popen", "prestarted", "started")
 
     def __init__(self, popen: subprocess.Popen[bytes], launch: Launch, started: float) -> None:
         self.popen = popen
         self.launch = launch
-        self.started = started
+        self.started = started  # wall clock, seconds since the epoch
+        self._spawned = time.monotonic()
         self.done = False
         self.prestarted: Prestarted | None = None
         """What :meth:`start` made of it, for :meth:`discard` to end until a run adopts it."""
@@ -140,6 +141,10 @@ class Standby:
         None, and the supervisor ended, when it cannot be told (the run then starts its own)."""
         if self.done:
             raise RuntimeError("this supervisor was given its agent already")
+        if time.monotonic() - self._spawned > supervisor.MESSAGE_SECONDS / 2:
+            # Near its deadline it may stop waiting before it reads this: start no race with it.
+            self.discard()
+            return None
         try:
             self.launch.address(spec.argv, str(spec.cwd), spec.env)
         except SpawnError:

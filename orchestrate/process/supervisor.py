@@ -172,7 +172,7 @@ def _catch(sig: int, handler: _signal._HANDLER) -> None:
 
 def _forward(sig: int, frame: object) -> None:
     if _State.agent is None:
-        if sig not in _State.pending:  # kept once, as the kernel keeps a standard signal pending
+        if sig not in _State.pending:  # each once: a flood while we wait for the message is bounded
             _State.pending.append(sig)
     elif _State.status is None:  # not reaped yet, so the pid is still the agent's
         try:
@@ -363,6 +363,13 @@ def main(args: list[str]) -> None:
     for sig in FORWARDED:
         _catch(sig, _forward)
     _catch(_signal.SIGCHLD, _wake)
+    try:
+        # Before the message: this (with its import of _ctypes) then overlaps the caller's work.
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    except OSError as exc:
+        subreaper: OSError | None = exc
+    else:
+        subreaper = None
     message = _receive(ctl, seconds)
     if message is None:  # nothing started, nothing to clean: the caller's cgroup is its own
         os._exit(NOTHING_STARTED)
@@ -375,7 +382,8 @@ def main(args: list[str]) -> None:
             os._exit(127)
     report_read, report_write = os.pipe()
     try:
-        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        if subreaper is not None:
+            raise subreaper
         _State.agent = _start(argv, env, cgroup, report_write)
     except OSError as exc:
         _say(ctl, b"err %d\n" % (exc.errno or 0))
