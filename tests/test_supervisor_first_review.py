@@ -319,3 +319,48 @@ def test_ctrl_c_in_the_early_window_leaves_nothing(tmp_path: Path, point: str, m
         assert time.monotonic() < deadline, f"left running: {marked(mark)}"
         time.sleep(0.05)
     assert our_cgroups() == []
+
+
+# --- starts refused or discarded leave nothing -----------------------------------------------------
+
+
+def _our_fds() -> set[int]:
+    return {int(fd) for fd in os.listdir("/proc/self/fd")}
+
+
+def _our_children() -> list[int]:
+    me, found = os.getpid(), []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == me:
+                found.append(int(entry))
+    return found
+
+
+def test_many_refused_or_discarded_early_starts_leave_no_fd_child_or_cgroup(tmp_path: Path) -> None:
+    """60 early starts: refused once the supervisor was spawned (a bad --env), told what no exec
+    carries, or told and then discarded unadopted: afterwards no fd, no child (not even a zombie)
+    and no cgroup of ours is left."""
+    from orchestrate.cli import early
+
+    _, spec = _marker_spec(tmp_path)
+    args = ["run", "-e", "claude-code", "--base-command", "/bin/true", "--cwd", str(tmp_path)]
+    args += ["--approvals", "deny", "--env", "NOEQUALS", "hello"]
+    fds, children = _our_fds(), _our_children()
+    for i in range(60):
+        if i % 3 == 0:
+            assert early.begin(args) is None
+            early.discard()
+        elif i % 3 == 1:
+            assert prestart.prestart(ProcessSpec(["/bin/true", "a\0b"], tmp_path, dict(BARE))) is None
+        else:
+            started = prestart.prestart(spec)
+            assert started is not None
+            started.discard()
+    assert _our_fds() == fds
+    assert _our_children() == children
+    assert our_cgroups() == []
