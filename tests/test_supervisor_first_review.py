@@ -364,3 +364,45 @@ def test_many_refused_or_discarded_early_starts_leave_no_fd_child_or_cgroup(tmp_
     assert _our_fds() == fds
     assert _our_children() == children
     assert our_cgroups() == []
+
+
+# --- no supervisor spawned for a run that cannot start early ---------------------------------------
+
+
+def test_the_early_executors_are_those_the_registry_allows() -> None:
+    from orchestrate.cli import early
+    from orchestrate.executors.base import Executor
+    from orchestrate.registry import _BUILTINS, default_registry
+
+    allowed = set()
+    for name in _BUILTINS:
+        cls = default_registry.get(name)
+        plain = cls.prepare is Executor.prepare and cls.policy_args is Executor.policy_args
+        if cls.transport == "pipes" and plain:
+            allowed.add(name)
+    assert allowed == early._EARLY_EXECUTORS
+
+
+@pytest.mark.parametrize("executor", ["gemini", "cursor", "terminal"])
+def test_a_run_that_cannot_start_early_spawns_no_supervisor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, executor: str
+) -> None:
+    """Its executor's code says so once loaded (another transport, a prepare step, policy
+    arguments): a supervisor spawned before was ended and waited for, for nothing."""
+    from orchestrate.cli import early
+
+    spawned: list[prestart.Standby | None] = []
+    real = prestart.standby
+
+    def watched() -> prestart.Standby | None:
+        spawned.append(real())
+        return spawned[-1]
+
+    monkeypatch.setattr(prestart, "standby", watched)
+    args = ["run", "-e", executor, "--base-command", "/bin/true", "--cwd", str(tmp_path)]
+    args += ["--approvals", "deny"]
+    try:
+        assert early.begin([*args, "hello"]) is None
+    finally:
+        early.discard()
+    assert spawned == []

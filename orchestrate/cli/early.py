@@ -290,6 +290,27 @@ def _built(given: dict[str, Any]) -> tuple[Executor, ProcessSpec, str] | None:
 _pending: list[Prestarted] = []
 _standing: list[Standby] = []
 
+# The built-in executors whose runs may start early (over pipes, nothing prepared, no policy
+# arguments: what _built checks, once their code is loaded), known before it is: a run of any
+# other (gemini, cursor, the terminal ones) must not spawn a supervisor only to end it, which cost
+# it the supervisor's start and exit, waited for (~35 ms), before it went on.  A test holds this
+# equal to what the registry's classes say.
+_EARLY_EXECUTORS = frozenset(
+    (
+        "acp",
+        "claude-code",
+        "claude-code-acp",
+        "codex",
+        "codex-acp",
+        "codex-exec",
+        "copilot",
+        "cursor-acp",
+        "droid",
+        "opencode",
+        "qwen",
+    )
+)
+
 
 def begin(args: list[str]) -> Prestarted | None:
     """Start the agent of ``orchestrate ARGS...`` now, if the early start applies.
@@ -306,6 +327,8 @@ def begin(args: list[str]) -> Prestarted | None:
     except Exception:  # anything at all: the ordinary path says what is wrong
         return None
     if given is None:  # before any import: every other command goes on at once
+        return None
+    if given["executor"] not in _EARLY_EXECUTORS:  # it would be spawned only to be ended
         return None
     from ..process.prestart import standby
 
