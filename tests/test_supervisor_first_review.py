@@ -189,6 +189,15 @@ def _handlers_in_place(pid: int) -> None:
         caught = int(status.split("SigCgt:")[1].split()[0], 16)
 
 
+def _reading_its_message(pid: int) -> None:
+    """Wait until the supervisor is blocked in its poll for the message (its deadline is set):
+    the only poll before the message is there."""
+    deadline = time.monotonic() + 10
+    while "poll" not in Path(f"/proc/{pid}/wchan").read_text():
+        assert time.monotonic() < deadline, "the supervisor never waited for its message"
+        time.sleep(0.005)
+
+
 def _marker_spec(tmp_path: Path) -> tuple[Path, ProcessSpec]:
     marker = tmp_path / "started"
     return marker, ProcessSpec(["/bin/sh", "-c", f"touch {marker}; exec sleep 30"], tmp_path, dict(BARE))
@@ -220,7 +229,7 @@ def test_a_message_read_past_the_deadline_is_a_spawn_error_not_a_hang(
     marker, spec = _marker_spec(tmp_path)
     waiting = prestart.standby()
     assert waiting is not None
-    _handlers_in_place(waiting.popen.pid)
+    _reading_its_message(waiting.popen.pid)
     os.kill(waiting.popen.pid, signal.SIGSTOP)
     try:
         started = waiting.start(spec)  # into the socket's buffer
