@@ -392,6 +392,7 @@ FD_LISTER = (
     "        continue\n"
     "    fds.append(fd)\n"
     "open(sys.argv[1], 'w').write(' '.join(['fds:', *map(str, fds)]))\n"
+    "import time; time.sleep(30)\n"  # its supervisor lives on meanwhile, for us to look at
 )
 
 
@@ -410,28 +411,42 @@ def test_the_agent_inherits_no_fd_of_ours(tmp_path: Path, how: str) -> None:
     spec = ProcessSpec([sys.executable, "-I", "-S", "-c", FD_LISTER, str(out)], tmp_path, PATH)
     leak_read, leak_write = os.pipe()
     os.set_inheritable(leak_read, True)  # a careless fd of ours
+    leak = os.readlink(f"/proc/self/fd/{leak_read}")
     try:
         if how == "early":
             started = prestart.prestart(spec)
             assert started is not None
             try:
                 listed = wait_file(out)
+                held = supervisor_fds(started.popen.pid)
             finally:
                 started.discard()
         else:
 
-            async def spawn() -> str:
+            async def spawn() -> tuple[str, list[str]]:
                 proc = await AgentProcess.spawn(spec)
                 try:
-                    return wait_file(out)
+                    return wait_file(out), supervisor_fds(proc.process.pid)
                 finally:
                     await proc.shutdown(FAST)
 
-            listed = anyio.run(spawn)
+            listed, held = anyio.run(spawn)
     finally:
         os.close(leak_read)
         os.close(leak_write)
     assert listed.split() == ["fds:"]
+    assert held and leak not in held  # nor does the supervisor keep it (our pipe's end open)
+
+
+def supervisor_fds(pid: int) -> list[str]:
+    """What the fds of ``pid`` point at."""
+    found = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            found.append(os.readlink(fd))
+        except OSError:
+            continue
+    return found
 
 
 @pytest.mark.parametrize("how", ["early", "spawn"])

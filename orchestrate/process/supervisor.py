@@ -354,6 +354,7 @@ def main(args: list[str]) -> None:
     """``CTL_FD [MESSAGE_SECONDS]``."""
     ctl = int(args[0])
     seconds = float(args[1]) if len(args) > 1 else MESSAGE_SECONDS
+    _close_all_but(ctl)
     os.set_inheritable(ctl, False)
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
     wake_read, wake_write = os.pipe()
@@ -400,6 +401,22 @@ def main(args: list[str]) -> None:
     _serve(ctl, wake_read)
     _finish(cgroup)
     _exit_as(_State.status)
+
+
+def _close_all_but(ctl: int) -> None:
+    """Close every fd but 0, 1, 2 and ``ctl``: whatever the spawner left inheritable (the early
+    start's ``posix_spawn`` closes nothing; Popen's ``close_fds`` did this in its child), so that
+    the agent gets nothing of its caller's.  Nothing of ours is open yet."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: every number up to a bound
+        fds = list(range(3, 1 << 16))
+    for fd in fds:
+        if fd > 2 and fd != ctl:
+            try:
+                os.close(fd)  # the one listdir read through is closed already: EBADF
+            except OSError:
+                pass
 
 
 def _say(ctl: int, line: bytes) -> None:
