@@ -137,6 +137,8 @@ BAD: dict[str, object] = {
     "an entry without a name": lambda m: _body(b"", b"", b"1", b"1", b"/bin/true", b"=1"),
     "a count that is no number": lambda m: _body(b"", b"", b"x", b"-", b"/bin/true"),
     "a negative count": lambda m: _body(b"", b"", b"-1", b"-", b"/bin/true"),
+    "a count of 5000 digits": lambda m: _body(b"", b"", b"1" * 5000, b"-", b"/bin/true"),
+    "a huge count": lambda m: _body(b"", b"", b"1", b"9" * 9, b"/bin/true"),
 }
 
 

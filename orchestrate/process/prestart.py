@@ -267,7 +267,7 @@ def standby() -> Standby | None:
             setsid=True,  # a new session: the terminal's Ctrl-C reaches us, not the agent
             setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),  # as Popen restores them
         )
-    except OSError:
+    except (OSError, NotImplementedError):  # NotImplementedError: no POSIX_SPAWN_SETSID here
         for fd in ends:
             os.close(fd)
         launch.abandon()

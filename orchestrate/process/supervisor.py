@@ -467,7 +467,7 @@ def _receive(ctl: int, seconds: float) -> _Message | None:
 def decode(body: bytes) -> _Message | None:
     """(argv, cwd, env or None, cgroup or None) from a message's body; None if it does not parse."""
     fields = body.split(b"\0")
-    if len(fields) < 4 or not fields[2].isdigit() or not (fields[3].isdigit() or fields[3] == b"-"):
+    if len(fields) < 4 or not _count(fields[2]) or not (_count(fields[3]) or fields[3] == b"-"):
         return None
     argc = int(fields[2])
     envc = 0 if fields[3] == b"-" else int(fields[3])
@@ -483,6 +483,11 @@ def decode(body: bytes) -> _Message | None:
             env[key] = value
     cgroup = os.fsdecode(fields[0]) if fields[0] else None
     return fields[4 : 4 + argc], fields[1], env, cgroup
+
+
+def _count(field: bytes) -> bool:
+    # Digits, and few: int() refuses more than 4300 of them (an exception, not a refusal).
+    return field.isdigit() and len(field) <= 9
 
 
 def encode(argv: list[str], cwd: str | None, env: dict[str, str] | None, cgroup: str | None) -> bytes:
