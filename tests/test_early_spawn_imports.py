@@ -6,10 +6,10 @@ imported before that send delays the agent's start-up, one to one; ``dataclasses
 and ``lzma``) about 4.
 
 The probe is honest: a real ``python -m orchestrate`` process, run through a wrapper that installs
-an audit hook (``sys.addaudithook``) and notes ``sys.modules`` at the first ``subprocess.Popen``
-event, which the interpreter raises inside the spawn itself, just before the fork.  The wrapper
-imports nothing the check looks for (it writes with ``os`` alone), and the same probe with the
-early start off sees the full CLI loaded at its first spawn: the check can fail.
+an audit hook (``sys.addaudithook``) and notes ``sys.modules`` at the first ``os.posix_spawn`` or
+``subprocess.Popen`` event, which the interpreter raises inside the spawn itself, just before the
+fork.  The wrapper imports nothing the check looks for (it writes with ``os`` alone), and the same
+probe with the early start off sees the full CLI loaded at its first spawn: the check can fail.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def note(path, text):
     os.close(fd)
 
 def hook(event, args):
-    if event != "subprocess.Popen" or seen:
+    if event not in ("subprocess.Popen", "os.posix_spawn") or seen:
         return
     seen.append(True)
     argv = [os.fsdecode(a) for a in args[1]]
@@ -120,6 +120,9 @@ def test_the_early_spawn_comes_before_dataclasses_and_the_cli(tmp_path: Path) ->
     assert "/bin/sh" not in argv and "hello" not in argv, argv
     assert "orchestrate.process.prestart" in modules  # the watch fired at the early spawn
     assert "orchestrate.executors.claude_code" not in modules
+    # Spawned with os.posix_spawn and a bare socket pair: subprocess (threading, selectors) and
+    # socket.py's enums come after it.
+    assert "subprocess" not in modules and "socket" not in modules and "threading" not in modules
     found = {name: why for name, why in NOT_BEFORE_THE_SPAWN.items() if loaded(modules, name)}
     assert not found, f"loaded before the supervisor's spawn: {found}"
     sent = at_send(tmp_path)

@@ -137,6 +137,8 @@ BAD: dict[str, object] = {
     "an entry without a name": lambda m: _body(b"", b"", b"1", b"1", b"/bin/true", b"=1"),
     "a count that is no number": lambda m: _body(b"", b"", b"x", b"-", b"/bin/true"),
     "a negative count": lambda m: _body(b"", b"", b"-1", b"-", b"/bin/true"),
+    "a count of 5000 digits": lambda m: _body(b"", b"", b"1" * 5000, b"-", b"/bin/true"),
+    "a huge count": lambda m: _body(b"", b"", b"1", b"9" * 9, b"/bin/true"),
 }
 
 
@@ -392,6 +394,7 @@ FD_LISTER = (
     "        continue\n"
     "    fds.append(fd)\n"
     "open(sys.argv[1], 'w').write(' '.join(['fds:', *map(str, fds)]))\n"
+    "import time; time.sleep(30)\n"  # its supervisor lives on meanwhile, for us to look at
 )
 
 
@@ -410,28 +413,42 @@ def test_the_agent_inherits_no_fd_of_ours(tmp_path: Path, how: str) -> None:
     spec = ProcessSpec([sys.executable, "-I", "-S", "-c", FD_LISTER, str(out)], tmp_path, PATH)
     leak_read, leak_write = os.pipe()
     os.set_inheritable(leak_read, True)  # a careless fd of ours
+    leak = os.readlink(f"/proc/self/fd/{leak_read}")
     try:
         if how == "early":
             started = prestart.prestart(spec)
             assert started is not None
             try:
                 listed = wait_file(out)
+                held = supervisor_fds(started.popen.pid)
             finally:
                 started.discard()
         else:
 
-            async def spawn() -> str:
+            async def spawn() -> tuple[str, list[str]]:
                 proc = await AgentProcess.spawn(spec)
                 try:
-                    return wait_file(out)
+                    return wait_file(out), supervisor_fds(proc.process.pid)
                 finally:
                     await proc.shutdown(FAST)
 
-            listed = anyio.run(spawn)
+            listed, held = anyio.run(spawn)
     finally:
         os.close(leak_read)
         os.close(leak_write)
     assert listed.split() == ["fds:"]
+    assert held and leak not in held  # nor does the supervisor keep it (our pipe's end open)
+
+
+def supervisor_fds(pid: int) -> list[str]:
+    """What the fds of ``pid`` point at."""
+    found = []
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            found.append(os.readlink(fd))
+        except OSError:
+            continue
+    return found
 
 
 @pytest.mark.parametrize("how", ["early", "spawn"])

@@ -3,13 +3,15 @@
 A Node CLI takes a few hundred milliseconds to start, and so does loading the CLI, pydantic, anyio
 and the run before we could spawn it: one after the other, the agent's first entry came that much
 later than from the CLI alone.  Here, before any of that is imported, a plain ``orchestrate run``
-has its command line and environment built by the executor's own code (``process_spec``, the same
-that the run calls; executors/base.py imports neither pydantic nor anyio) and its agent started,
-contained, under its supervisor (process/prestart.py).  The CLI then loads and checks everything as
-it always did, and the run adopts the process (:meth:`Run.adopt <orchestrate.run.handle.Run.adopt>`)
-only if it was started with exactly the command line, directory and environment the run computed
-itself; else, and when the options are refused, the agent is killed (before it has been sent
-anything, unless its first message was written early: below).
+spawns its agent's supervisor at once (process/prestart.py's ``standby``: its interpreter starts
+while we go on), has the agent's command line and environment built by the executor's own code
+(``process_spec``, the same that the run calls; executors/base.py imports neither pydantic nor
+anyio), and sends them to the supervisor, which starts the agent, contained.  A supervisor that is
+sent nothing (the early start does not apply after all) exits having started nothing.  The CLI then
+loads and checks everything as it always did, and the run adopts the process (:meth:`Run.adopt
+<orchestrate.run.handle.Run.adopt>`) only if it was started with exactly the command line, directory
+and environment the run computed itself; else, and when the options are refused, the agent is killed
+(before it has been sent anything, unless its first message was written early: below).
 
 Only what this module is sure to read the way click does is started early: the options below, one
 PROMPT (not ``-``), an executor of ours over pipes whose ``prepare`` and ``policy_args`` are the

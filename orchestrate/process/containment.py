@@ -21,17 +21,21 @@ supervisor before anyio is imported, so anyio is imported by the async methods t
 
 from __future__ import annotations
 
+import _socket as socket  # the C module: socket.py's enums and wrappers cost the early spawn ~2 ms
 import contextlib
 import itertools
 import os
 import select
-import signal
-import socket
 import sys
 import time
 from collections.abc import Callable
-from signal import Signals
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    import signal
+    from signal import Signals
+else:
+    import _signal as signal  # likewise: signal.py imports enum to make Signals
 
 from ..errors import SpawnError
 from . import supervisor
@@ -140,7 +144,7 @@ class Supervised:
                 await anyio.sleep(0.005)
         self._signal_supervisor(signal.SIGKILL)
 
-    def _signal_supervisor(self, sig: Signals) -> None:
+    def _signal_supervisor(self, sig: int) -> None:
         with contextlib.suppress(OSError):
             if self._pidfd is not None:
                 signal.pidfd_send_signal(self._pidfd, sig)
@@ -196,7 +200,7 @@ class GroupOnly:
                 os.killpg(self.agent_pid, sig)
 
     def kill(self) -> None:
-        self.signal_group(signal.SIGKILL)
+        self.signal_group(signal.SIGKILL)  # an int at run time (the C module): as good to the kernel
         self.signal(signal.SIGKILL)
 
     async def release(self) -> None:

@@ -354,6 +354,7 @@ def main(args: list[str]) -> None:
     """``CTL_FD [MESSAGE_SECONDS]``."""
     ctl = int(args[0])
     seconds = float(args[1]) if len(args) > 1 else MESSAGE_SECONDS
+    _close_all_but(ctl)
     os.set_inheritable(ctl, False)
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
     wake_read, wake_write = os.pipe()
@@ -400,6 +401,22 @@ def main(args: list[str]) -> None:
     _serve(ctl, wake_read)
     _finish(cgroup)
     _exit_as(_State.status)
+
+
+def _close_all_but(ctl: int) -> None:
+    """Close every fd but 0, 1, 2 and ``ctl``: whatever the spawner left inheritable (the early
+    start's ``posix_spawn`` closes nothing; Popen's ``close_fds`` did this in its child), so that
+    the agent gets nothing of its caller's.  Nothing of ours is open yet."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: every number up to a bound
+        fds = list(range(3, 1 << 16))
+    for fd in fds:
+        if fd > 2 and fd != ctl:
+            try:
+                os.close(fd)  # the one listdir read through is closed already: EBADF
+            except OSError:
+                pass
 
 
 def _say(ctl: int, line: bytes) -> None:
@@ -450,11 +467,11 @@ def _receive(ctl: int, seconds: float) -> _Message | None:
 def decode(body: bytes) -> _Message | None:
     """(argv, cwd, env or None, cgroup or None) from a message's body; None if it does not parse."""
     fields = body.split(b"\0")
-    if len(fields) < 4:
+    if len(fields) < 4 or not _count(fields[2]) or not (_count(fields[3]) or fields[3] == b"-"):
         return None
-    argc = _count(fields[2])
-    envc = 0 if fields[3] == b"-" else _count(fields[3])
-    if argc is None or envc is None or argc < 1 or len(fields) != 4 + argc + envc or not fields[4]:
+    argc = int(fields[2])
+    envc = 0 if fields[3] == b"-" else int(fields[3])
+    if argc < 1 or len(fields) != 4 + argc + envc or not fields[4]:
         return None
     env: dict[bytes, bytes] | None = None
     if fields[3] != b"-":
@@ -468,10 +485,9 @@ def decode(body: bytes) -> _Message | None:
     return fields[4 : 4 + argc], fields[1], env, cgroup
 
 
-def _count(field: bytes) -> int | None:
-    # ASCII digits, and few: int() raises ValueError past 4300 digits (a crash, not a refusal),
-    # and no message under MAX_MESSAGE holds 10**9 fields.
-    return int(field) if field.isdigit() and len(field) <= 9 else None
+def _count(field: bytes) -> bool:
+    # Digits, and few: int() refuses more than 4300 of them (an exception, not a refusal).
+    return field.isdigit() and len(field) <= 9
 
 
 def encode(argv: list[str], cwd: str | None, env: dict[str, str] | None, cgroup: str | None) -> bytes:
