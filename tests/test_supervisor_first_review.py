@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -415,3 +416,67 @@ def test_a_run_that_cannot_start_early_spawns_no_supervisor(
     finally:
         early.discard()
     assert spawned == []
+
+
+# --- the message cut inside a multi-byte field; start failures early and spawned ---------------------
+
+
+@pytest.mark.parametrize("then", ["end of file", "silence"])
+def test_a_message_cut_inside_a_multibyte_character_starts_nothing(
+    tmp_path: Path, spawned: Spawned, then: str
+) -> None:
+    marker = tmp_path / "started"
+    whole = supervisor.encode(["/bin/sh", "-c", f"touch {marker}; exec sleep 30", "été"], None, BARE, None)
+    cut = whole.index("é".encode()) + 1  # between the two bytes of the é
+    proc, ours = supervise(spawned, seconds=1.0)
+    ours.sendall(whole[:cut])
+    if then == "end of file":
+        ours.shutdown(socket.SHUT_WR)
+    started_nothing(proc, ours, marker)
+
+
+def _start_error(spec: ProcessSpec, how: str) -> str:
+    async def early() -> str:
+        started = prestart.prestart(spec)
+        assert started is not None
+        with pytest.raises(SpawnError) as caught:
+            await AgentProcess.adopt(started)
+        return str(caught.value)
+
+    async def spawn() -> str:
+        with pytest.raises(SpawnError) as caught:
+            await AgentProcess.spawn(spec)
+        return str(caught.value)
+
+    return anyio.run(early if how == "early" else spawn)
+
+
+@pytest.mark.parametrize(
+    ("case", "why"),
+    [
+        ("a directory that is a file", "does not exist or is not a directory"),
+        ("a program not executable", "Permission denied"),
+        ("a program that is a directory", "Permission denied"),
+        ("a relative program not executable", "Permission denied"),
+        ("a script whose interpreter is missing", "No such file or directory"),
+        ("an empty PATH", "No such file or directory"),
+    ],
+)
+def test_start_failures_say_the_same_early_and_spawned(tmp_path: Path, case: str, why: str) -> None:
+    """As on main, where the early start's spawn failed in these cases the same way as the run's."""
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "plain").write_text("#!/bin/sh\n")
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "orphan").write_text("#!/no/such/interpreter\n")
+    (tmp_path / "orphan").chmod(0o755)
+    spec = {
+        "a directory that is a file": ProcessSpec(["/bin/true"], tmp_path / "file", dict(BARE)),
+        "a program not executable": ProcessSpec([str(tmp_path / "plain")], tmp_path, dict(BARE)),
+        "a program that is a directory": ProcessSpec([str(tmp_path / "dir")], tmp_path, dict(BARE)),
+        "a relative program not executable": ProcessSpec(["./plain"], tmp_path, dict(BARE)),
+        "a script whose interpreter is missing": ProcessSpec([str(tmp_path / "orphan")], tmp_path, BARE),
+        "an empty PATH": ProcessSpec(["true"], tmp_path, {**BARE, "PATH": ""}),
+    }[case]
+    early, spawned = _start_error(spec, "early"), _start_error(spec, "spawn")
+    assert early == spawned and why in early
+    assert our_cgroups() == []
