@@ -602,3 +602,27 @@ def test_signals_before_the_message_reach_the_agent_once_it_runs(tmp_path: Path,
     ours.sendall(message(marker))
     assert answer(ours).startswith(b"ok ")
     assert proc.wait(10) == -signal.SIGTERM  # the agent's own death, passed on
+
+
+def test_the_boot_line_appends_the_supervisors_directory(tmp_path: Path) -> None:
+    """The supervisor is imported from its directory (so from its cached bytecode), appended to
+    the path: a module of ours named like one of the standard library's (process/pty.py) never
+    shadows it.  Shown with a stand-in supervisor.py next to a hostile select.py."""
+    (tmp_path / "select.py").write_text("raise SystemExit('the shadow was imported')\n")
+    (tmp_path / "supervisor.py").write_text(
+        "import select, sys\n"
+        "def main(args):\n"
+        "    print(select.__file__ or 'builtin', __file__, args, sys.path[-1], flush=True)\n"
+    )
+    done = subprocess.run(
+        supervisor.command(sys.executable, str(tmp_path / "supervisor.py"), 7),
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    select_file, imported, args, last = done.stdout.split(" ", 3)
+    assert select_file != str(tmp_path / "select.py")
+    assert imported == str(tmp_path / "supervisor.py") and args == "['7']" and last.strip() == str(tmp_path)
+    assert (tmp_path / "__pycache__").is_dir()  # compiled once, read from bytecode after

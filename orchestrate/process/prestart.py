@@ -56,9 +56,7 @@ class Prestarted:
 
     __slots__ = ("_tried", "discarded", "launch", "opening", "popen", "spec", "started", "taken", "written")
 
-    def __init__(
-        self, spec: ProcessSpec, popen: Spawned, launch: Launch, started: float
-    ) -> None:
+    def __init__(self, spec: ProcessSpec, popen: Spawned, launch: Launch, started: float) -> None:
         self.spec = spec
         self.popen = popen
         self.launch = launch
