@@ -285,7 +285,7 @@ def test_an_early_run_is_a_run(tmp_path: Path) -> None:
     probe = (
         "import runpy, sys\n"
         "def hook(event, args):\n"
-        "    if event == 'subprocess.Popen' and not hasattr(hook, 'seen'):\n"
+        "    if event in ('subprocess.Popen', 'os.posix_spawn') and not hasattr(hook, 'seen'):\n"
         "        heavy = ('click', 'pydantic', 'anyio', 'asyncio')\n"
         "        hook.seen = sorted(m for m in heavy if m in sys.modules)\n"
         "        sys.stderr.write(f'loaded at the spawn: {hook.seen}\\n')\n"
@@ -328,3 +328,60 @@ def test_a_start_for_another_command_line_is_not_adopted(tmp_path: Path) -> None
     assert run.adopt(same) and run._prestarted is same
     same.discard()  # what __aenter__ does when it fails before the spawn
     assert same.popen.poll() is not None and got.read_bytes() == b""
+
+
+def test_a_run_refused_after_its_supervisor_was_spawned_starts_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The supervisor is spawned as soon as the arguments read as an early `run`, before the spec
+    is built: when building it then refuses the run (here a bad --env), the supervisor is told
+    nothing, exits having started nothing, and is reaped; the full path refuses the run too."""
+    from orchestrate.process import prestart, supervisor
+
+    marker = tmp_path / "started"
+    command = f"/bin/sh -c {shlex.quote(f'touch {marker}; exec sleep 30')} agent"
+    args = ["run", "-e", "claude-code", "--base-command", command, "--cwd", str(tmp_path)]
+    args += ["--approvals", "deny"]
+    spawned: list[prestart.Standby] = []
+    real = prestart.standby
+
+    def watched() -> prestart.Standby | None:
+        made = real()
+        if made is not None:
+            spawned.append(made)
+        return made
+
+    monkeypatch.setattr(prestart, "standby", watched)
+    assert early.begin([*args, "--env", "NOEQUALS", "hello"]) is None
+    assert len(spawned) == 1  # it was spawned, and then
+    assert spawned[0].popen.returncode == supervisor.NOTHING_STARTED  # told nothing, and reaped
+    assert early.take() is None
+    assert full_run([*args, "--env", "NOEQUALS", "hello"], monkeypatch) is None
+    time.sleep(0.2)
+    assert not marker.exists()
+    # The control: the same run with a sound --env starts its agent.
+    started = early.begin([*args, "--env", "A=1", "hello"])
+    assert started is not None
+    try:
+        deadline = time.monotonic() + 10
+        while not marker.exists():
+            assert time.monotonic() < deadline, "the agent never ran"
+            time.sleep(0.01)
+    finally:
+        early.discard()
+
+
+def test_a_refused_cli_run_leaves_no_supervisor_and_no_agent(tmp_path: Path) -> None:
+    """The same through the real command: refused at once, nothing ran, nothing is left."""
+    marker = tmp_path / "started"
+    command = f"/bin/sh -c {shlex.quote(f'touch {marker}; exec sleep 30')} agent"
+    done = subprocess.run(
+        [*CLI, "--base-command", command, "--cwd", str(tmp_path), *JSONL, "--env", "NOEQUALS", "hello"],
+        capture_output=True,
+        timeout=60,
+        env={**os.environ, "ORCHESTRATE_STORE": "off", "ORCHESTRATE_HOME": str(tmp_path)},
+        check=False,
+    )
+    assert done.returncode != 0 and b"--env expects KEY=VALUE" in done.stderr
+    time.sleep(0.2)
+    assert not marker.exists()

@@ -1,13 +1,15 @@
-"""What ``orchestrate run -e claude-code`` has loaded when it spawns its agent (the early start,
-cli/early.py): only the executor's code and the spawn's own modules.  Everything imported before
-that spawn delays the agent's start-up, one to one; ``dataclasses`` (with ``inspect``, ``ast``,
-``dis`` and ``tokenize``) cost about 15 ms there, ``shutil`` (with ``bz2`` and ``lzma``) about 4.
+"""What ``orchestrate run -e claude-code`` has loaded when it spawns its agent's supervisor and when
+it sends it the agent's command line (the early start, cli/early.py): at the spawn, not even the
+executor's code; at the send, only the executor's code and the spawn's own modules.  Everything
+imported before that send delays the agent's start-up, one to one; ``dataclasses`` (with
+``inspect``, ``ast``, ``dis`` and ``tokenize``) cost about 15 ms there, ``shutil`` (with ``bz2``
+and ``lzma``) about 4.
 
 The probe is honest: a real ``python -m orchestrate`` process, run through a wrapper that installs
-an audit hook (``sys.addaudithook``) and notes ``sys.modules`` at the first ``subprocess.Popen``
-event, which the interpreter raises inside the spawn itself, just before the fork.  The wrapper
-imports nothing the check looks for (it writes with ``os`` alone), and the same probe with the
-early start off sees the full CLI loaded at its first spawn: the check can fail.
+an audit hook (``sys.addaudithook``) and notes ``sys.modules`` at the first ``os.posix_spawn`` or
+``subprocess.Popen`` event, which the interpreter raises inside the spawn itself, just before the
+fork.  The wrapper imports nothing the check looks for (it writes with ``os`` alone), and the same
+probe with the early start off sees the full CLI loaded at its first spawn: the check can fail.
 """
 
 from __future__ import annotations
@@ -27,21 +29,32 @@ RUN = ["run", "-e", "claude-code", "--output", "jsonl", "--approvals", "deny"]
 RUN += ["--base-command", QUICK_AGENT, "hello"]
 
 # Run `orchestrate ARGS...`; at the first spawn, write its argv (NUL-separated) and the modules
-# loaded (one a line) to $AT_SPAWN_OUT.
+# loaded (one a line) to $AT_SPAWN_OUT; when the supervisor is sent what to start (the early start's
+# Launch.send, wrapped at that first spawn without importing anything), the modules loaded then to
+# $AT_SPAWN_OUT.send.
 AT_SPAWN = r"""
 import os, runpy, sys
 out = os.environ["AT_SPAWN_OUT"]
 seen = []
 
+def note(path, text):
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.write(fd, text.encode())
+    os.close(fd)
+
 def hook(event, args):
-    if event != "subprocess.Popen" or seen:
+    if event not in ("subprocess.Popen", "os.posix_spawn") or seen:
         return
     seen.append(True)
     argv = [os.fsdecode(a) for a in args[1]]
-    text = "\0".join(argv) + "\n" + "\n".join(sorted(sys.modules)) + "\n"
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.write(fd, text.encode())
-    os.close(fd)
+    note(out, "\0".join(argv) + "\n" + "\n".join(sorted(sys.modules)) + "\n")
+    containment = sys.modules.get("orchestrate.process.containment")
+    if containment is not None:
+        send = containment.Launch.send
+        def noted(self):
+            note(out + ".send", "\n".join(sorted(sys.modules)) + "\n")
+            return send(self)
+        containment.Launch.send = noted
 
 sys.addaudithook(hook)
 sys.argv = ["orchestrate", *sys.argv[1:]]
@@ -88,19 +101,34 @@ def first_spawn(tmp_path: Path, early: str) -> tuple[list[str], set[str]]:
     return head.split("\0"), set(rest.split())
 
 
+def at_send(tmp_path: Path) -> set[str]:
+    """The modules loaded when the early start sent its supervisor the agent's command line."""
+    sent = tmp_path / "at-spawn-1.txt.send"
+    assert sent.exists(), "the early start sent nothing to its supervisor"
+    return set(sent.read_text().split())
+
+
 def loaded(modules: set[str], name: str) -> bool:
     return any(m == name or m.startswith(name + ".") for m in modules)
 
 
 def test_the_early_spawn_comes_before_dataclasses_and_the_cli(tmp_path: Path) -> None:
     argv, modules = first_spawn(tmp_path, "1")
-    # The first spawn is the agent's supervisor, started by the early path with the agent's argv.
+    # The first spawn is the agent's supervisor, started by the early path before the executor's
+    # code is loaded; the agent's command line goes to it later, over its control socket.
     assert any(a.endswith("supervisor.py") for a in argv), argv
-    assert argv[argv.index("--") + 1 :][:2] == ["/bin/sh", "-c"], argv
+    assert "/bin/sh" not in argv and "hello" not in argv, argv
     assert "orchestrate.process.prestart" in modules  # the watch fired at the early spawn
-    assert "orchestrate.executors.claude_code" in modules
+    assert "orchestrate.executors.claude_code" not in modules
+    # Spawned with os.posix_spawn and a bare socket pair: subprocess (threading, selectors) and
+    # socket.py's enums come after it.
+    assert "subprocess" not in modules and "socket" not in modules and "threading" not in modules
     found = {name: why for name, why in NOT_BEFORE_THE_SPAWN.items() if loaded(modules, name)}
-    assert not found, f"loaded before the agent's spawn: {found}"
+    assert not found, f"loaded before the supervisor's spawn: {found}"
+    sent = at_send(tmp_path)
+    assert "orchestrate.executors.claude_code" in sent
+    found = {name: why for name, why in NOT_BEFORE_THE_SPAWN.items() if loaded(sent, name)}
+    assert not found, f"loaded before the agent's command line was sent: {found}"
 
 
 def test_the_probe_sees_a_late_spawn(tmp_path: Path) -> None:

@@ -3,13 +3,15 @@
 A Node CLI takes a few hundred milliseconds to start, and so does loading the CLI, pydantic, anyio
 and the run before we could spawn it: one after the other, the agent's first entry came that much
 later than from the CLI alone.  Here, before any of that is imported, a plain ``orchestrate run``
-has its command line and environment built by the executor's own code (``process_spec``, the same
-that the run calls; executors/base.py imports neither pydantic nor anyio) and its agent started,
-contained, under its supervisor (process/prestart.py).  The CLI then loads and checks everything as
-it always did, and the run adopts the process (:meth:`Run.adopt <orchestrate.run.handle.Run.adopt>`)
-only if it was started with exactly the command line, directory and environment the run computed
-itself; else, and when the options are refused, the agent is killed (before it has been sent
-anything, unless its first message was written early: below).
+spawns its agent's supervisor at once (process/prestart.py's ``standby``: its interpreter starts
+while we go on), has the agent's command line and environment built by the executor's own code
+(``process_spec``, the same that the run calls; executors/base.py imports neither pydantic nor
+anyio), and sends them to the supervisor, which starts the agent, contained.  A supervisor that is
+sent nothing (the early start does not apply after all) exits having started nothing.  The CLI then
+loads and checks everything as it always did, and the run adopts the process (:meth:`Run.adopt
+<orchestrate.run.handle.Run.adopt>`) only if it was started with exactly the command line, directory
+and environment the run computed itself; else, and when the options are refused, the agent is killed
+(before it has been sent anything, unless its first message was written early: below).
 
 Only what this module is sure to read the way click does is started early: the options below, one
 PROMPT (not ``-``), an executor of ours over pipes whose ``prepare`` and ``policy_args`` are the
@@ -44,7 +46,7 @@ from ..process.record import Record
 if TYPE_CHECKING:
     from ..executors.base import Executor
     from ..executors.options import ExecutorOptions
-    from ..process.prestart import Prestarted
+    from ..process.prestart import Prestarted, Standby
     from ..process.spec import ProcessSpec
     from ..task import Task
 
@@ -250,8 +252,12 @@ def early_spec(args: list[str]) -> ProcessSpec | None:
 def _early(args: list[str]) -> tuple[Executor, ProcessSpec, str] | None:
     """The executor, its process spec and the prompt of ``orchestrate ARGS...``, or None."""
     given = _parse(args)
-    if given is None:  # before any import: every other command goes on at once
-        return None
+    return None if given is None else _built(given)
+
+
+def _built(given: dict[str, Any]) -> tuple[Executor, ProcessSpec, str] | None:
+    """The executor, its process spec and the prompt of ``run``'s arguments as :func:`_parse`
+    read them, or None."""
     from ..executors.base import Executor
     from ..process.env import parse_env_overrides
     from ..registry import default_registry
@@ -284,26 +290,71 @@ def _early(args: list[str]) -> tuple[Executor, ProcessSpec, str] | None:
 
 
 _pending: list[Prestarted] = []
+_standing: list[Standby] = []
+
+# The built-in executors whose runs may start early (over pipes, nothing prepared, no policy
+# arguments: what _built checks, once their code is loaded), known before it is: a run of any
+# other (gemini, cursor, the terminal ones) must not spawn a supervisor only to end it, which cost
+# it the supervisor's start and exit, waited for (~35 ms), before it went on.  A test holds this
+# equal to what the registry's classes say.
+_EARLY_EXECUTORS = frozenset(
+    (
+        "acp",
+        "claude-code",
+        "claude-code-acp",
+        "codex",
+        "codex-acp",
+        "codex-exec",
+        "copilot",
+        "cursor-acp",
+        "droid",
+        "opencode",
+        "qwen",
+    )
+)
 
 
 def begin(args: list[str]) -> Prestarted | None:
-    """Start the agent of ``orchestrate ARGS...`` now, if the early start applies."""
+    """Start the agent of ``orchestrate ARGS...`` now, if the early start applies.
+
+    Its supervisor is spawned first, as soon as the arguments read as a ``run`` that may start
+    early and before the executor's code is even loaded: its interpreter starts while we build the
+    agent's command line, directory and environment, which are then sent to it.  If the early
+    start does not apply after all, it is told nothing and exits, having started nothing."""
     mode = os.environ.get(EARLY_ENV, "1")
     if mode == "0":
         return None
     try:
-        early = _early(args)
+        given = _parse(args)
     except Exception:  # anything at all: the ordinary path says what is wrong
         return None
+    if given is None:  # before any import: every other command goes on at once
+        return None
+    if given["executor"] not in _EARLY_EXECUTORS:  # it would be spawned only to be ended
+        return None
+    from ..process.prestart import standby
+
+    waiting = standby()
+    if waiting is None:
+        return None
+    # Ended by discard() if we are interrupted (Ctrl-C) before it is told, while it is told, or
+    # before what it started is in _pending: kept there until then.
+    _standing.append(waiting)
+    try:
+        early = _built(given)
+    except Exception:
+        early = None
     if early is None:
+        waiting.discard()
+        _standing.remove(waiting)
         return None
     executor, spec, prompt = early
-    from ..process.prestart import prestart
-
-    started = prestart(spec)
+    started = waiting.start(spec)
+    if started is not None:
+        _pending.append(started)
+    _standing.remove(waiting)
     if started is None:
         return None
-    _pending.append(started)
     if mode == "write":
         _write_first(started, executor, prompt)
     return started
@@ -332,6 +383,8 @@ def take() -> Prestarted | None:
 def discard(why: str = "the run was refused") -> None:
     """End an early start nobody adopted (the options were refused, or another command ran); one
     that had been sent its prompt says so on stderr."""
+    while _standing:
+        _standing.pop().discard()
     while _pending:
         started = _pending.pop()
         started.discard()
@@ -350,8 +403,8 @@ def say_killed(why: str) -> None:
 
 def main() -> None:
     """``orchestrate``: the early start, then the click command."""
-    begin(sys.argv[1:])
     try:
+        begin(sys.argv[1:])
         from .main import main as cli
 
         cli()

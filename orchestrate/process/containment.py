@@ -21,15 +21,21 @@ supervisor before anyio is imported, so anyio is imported by the async methods t
 
 from __future__ import annotations
 
+import _socket as socket  # the C module: socket.py's enums and wrappers cost the early spawn ~2 ms
 import contextlib
 import itertools
 import os
-import signal
-import socket
+import select
 import sys
+import time
 from collections.abc import Callable
-from signal import Signals
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    import signal
+    from signal import Signals
+else:
+    import _signal as signal  # likewise: signal.py imports enum to make Signals
 
 from ..errors import SpawnError
 from . import supervisor
@@ -138,7 +144,7 @@ class Supervised:
                 await anyio.sleep(0.005)
         self._signal_supervisor(signal.SIGKILL)
 
-    def _signal_supervisor(self, sig: Signals) -> None:
+    def _signal_supervisor(self, sig: int) -> None:
         with contextlib.suppress(OSError):
             if self._pidfd is not None:
                 signal.pidfd_send_signal(self._pidfd, sig)
@@ -194,7 +200,7 @@ class GroupOnly:
                 os.killpg(self.agent_pid, sig)
 
     def kill(self) -> None:
-        self.signal_group(signal.SIGKILL)
+        self.signal_group(signal.SIGKILL)  # an int at run time (the C module): as good to the kernel
         self.signal(signal.SIGKILL)
 
     async def release(self) -> None:
@@ -209,9 +215,10 @@ class GroupOnly:
 
 class Launch:
     """A start being prepared: spawn :attr:`argv` passing :attr:`pass_fds`, then :meth:`started`
-    (or :meth:`abandon` when the spawn failed)."""
+    (or :meth:`abandon` when the spawn failed).  Under a supervisor, what it starts goes over its
+    control socket: given to :func:`prepare`, or later (the early start) to :meth:`send`."""
 
-    __slots__ = ("_cgroup", "_ours", "_target", "_theirs", "argv", "pass_fds")
+    __slots__ = ("_cgroup", "_cwd", "_message", "_ours", "_sent", "_target", "_theirs", "argv", "pass_fds")
 
     def __init__(
         self,
@@ -228,6 +235,54 @@ class Launch:
         self._theirs = theirs
         self._cgroup = cgroup
         self._target: list[str] = [] if target is None else target
+        self._cwd: str | None = None
+        self._message = b""
+        self._sent = 0  # bytes of the message on their way
+
+    def address(self, argv: list[str], cwd: str | None, env: dict[str, str] | None) -> None:
+        """What the supervisor is to start: ``argv`` in ``cwd`` with ``env`` (None: as the
+        supervisor was spawned).  SpawnError for what no exec can carry."""
+        try:
+            self._message = supervisor.encode(argv, cwd, env, self._cgroup)
+        except ValueError as exc:
+            raise SpawnError(argv, str(exc)) from None
+        self._target, self._cwd = list(argv), cwd
+
+    def send(self) -> bool:
+        """Send the message now, blocking (bounded): the early start, before any event loop.  False
+        when the supervisor is gone or does not read it in time."""
+        assert self._ours is not None and self._message
+        poller = select.poll()
+        poller.register(self._ours, select.POLLOUT)
+        deadline = time.monotonic() + _HANDSHAKE_SECONDS
+        while self._sent < len(self._message):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            try:
+                self._send_some(self._ours)
+            except BlockingIOError:
+                poller.poll(left * 1000 + 1)
+            except OSError:
+                return False
+        return True
+
+    def _send_some(self, ours: socket.socket) -> None:
+        # Never SIGPIPE: a supervisor gone is EPIPE here, and said by the handshake.
+        self._sent += ours.send(memoryview(self._message)[self._sent :], socket.MSG_NOSIGNAL)
+
+    async def _send_async(self) -> None:
+        import anyio
+
+        assert self._ours is not None
+        with anyio.move_on_after(_HANDSHAKE_SECONDS):
+            while self._sent < len(self._message):
+                try:
+                    self._send_some(self._ours)
+                except BlockingIOError:
+                    await anyio.wait_writable(self._ours)
+                except OSError:
+                    return  # the supervisor is gone: the handshake says so
 
     async def started(self, pid: int, reaped: Callable[[], bool]) -> Containment:
         """The containment of the process just spawned as ``pid``; SpawnError when the agent
@@ -240,6 +295,9 @@ class Launch:
             with contextlib.suppress(AttributeError, OSError):
                 pidfd = os.pidfd_open(pid)  # just spawned: not reaped, so this is our supervisor
             try:
+                if not self._message:  # never told what to start: it exits when the socket closes
+                    raise SpawnError(self._target, "its supervisor was not told what to start")
+                await self._send_async()
                 handshake = await self._handshake()
             except BaseException:  # cancelled too: the supervisor ends when it sees the socket close
                 if pidfd is not None:
@@ -298,7 +356,7 @@ class Launch:
         if len(words) == 3 and words[0] == b"ok" and words[1].isdigit():
             mechanism: Mechanism = "cgroup" if words[2] == b"1" else "supervisor"
             return Supervised(int(words[1]), mechanism, self._ours, self._cgroup)
-        raise SpawnError(self._target, _reason(words))
+        raise SpawnError(self._target, _reason(words, self._cwd))
 
     def _close_theirs(self) -> None:
         if self._theirs is not None:
@@ -306,7 +364,12 @@ class Launch:
             self._theirs = None
 
 
-def _reason(words: list[bytes]) -> str:
+def _reason(words: list[bytes], cwd: str | None) -> str:
+    if len(words) == 3 and words[0] == b"err" and words[2] == b"cwd" and words[1].isdigit():
+        # As pipes.spawn_failure says when the spawn's own chdir fails.
+        if cwd is not None and not os.path.isdir(cwd):  # noqa: PTH112
+            return f"the working directory {cwd!r} does not exist or is not a directory"
+        return os.strerror(int(words[1])) if int(words[1]) else "its working directory could not be entered"
     if len(words) == 2 and words[0] == b"err" and words[1].isdigit() and int(words[1]):
         return os.strerror(int(words[1]))
     if words and words[0] == b"err":
@@ -314,15 +377,28 @@ def _reason(words: list[bytes]) -> str:
     return "its supervisor did not start it (no answer)"
 
 
-def prepare(argv: list[str]) -> Launch:
-    """How to start ``argv`` contained: through the supervisor where it can run, else as is."""
+def prepare(argv: list[str] | None, env: dict[str, str] | None = None) -> Launch:
+    """How to start ``argv`` contained: through the supervisor where it can run, else as is.  The
+    supervisor starts it where it was spawned, with ``env`` (the one the supervisor is spawned
+    with: given again, since the supervisor's Python adds LC_CTYPE to its own under a C locale,
+    PEP 538, which the agent must not inherit); None: what it starts is sent later
+    (:meth:`Launch.address`, :meth:`Launch.send`; the supervisor alone)."""
     if not supervisor_usable():
+        if argv is None:
+            raise SpawnError([], "no supervisor on this machine")
         return Launch(list(argv), target=argv)
     ours, theirs = socket.socketpair()
     ours.setblocking(False)
     cgroup = new_cgroup()
-    wrapped = [sys.executable, "-I", "-S", SUPERVISOR, str(theirs.fileno()), cgroup or "-", "--", *argv]
-    return Launch(wrapped, (theirs.fileno(),), ours, theirs, cgroup, argv)
+    wrapped = supervisor.command(sys.executable, SUPERVISOR, theirs.fileno())
+    launch = Launch(wrapped, (theirs.fileno(),), ours, theirs, cgroup)
+    if argv is not None:
+        try:
+            launch.address(argv, None, env)
+        except SpawnError:
+            launch.abandon()
+            raise
+    return launch
 
 
 def supervisor_usable() -> bool:

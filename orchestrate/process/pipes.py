@@ -270,7 +270,7 @@ async def open_contained(
     an agent started before the event loop is (prestart.py): asyncio's subprocess transport would
     copy every byte into its stream buffer and out again, and keep a thread per process to reap it
     (a pidfd says when it exits)."""
-    launch = prepare(argv)
+    launch = prepare(argv, env)  # the environment again: the agent gets exactly it
     try:
         # A new session: the terminal's Ctrl-C reaches us, not the agent; we interrupt it our way.
         # (Blocking only for the fork and exec, as asyncio's own subprocess transport is.)
@@ -399,13 +399,30 @@ class _FdSend(ByteSendStream):
                 self._file.close()
 
 
+class _Popen(Protocol):
+    """What :class:`_PopenProcess` uses of ``subprocess.Popen`` (prestart.Spawned has it too)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def stdin(self) -> IO[bytes] | None: ...
+    @property
+    def stdout(self) -> IO[bytes] | None: ...
+    @property
+    def stderr(self) -> IO[bytes] | None: ...
+    def poll(self) -> int | None: ...
+    def terminate(self) -> None: ...
+    def kill(self) -> None: ...
+    def send_signal(self, sig: int) -> None: ...
+
+
 class _PopenProcess(Process):
     """anyio's view of a process that ``subprocess.Popen`` started (here, or before the event loop
     existed: prestart.py): its pipes read and written through the loop, its exit seen through a
     pidfd.  ``stdout_bytes``: its stdout pipe is enlarged to that (:data:`STDOUT_PIPE_BYTES`) and
     read up to its size."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], stdout_bytes: int | None = None) -> None:
+    def __init__(self, popen: _Popen, stdout_bytes: int | None = None) -> None:
         assert popen.stdin is not None and popen.stdout is not None and popen.stderr is not None
         self._popen = popen
         self._stdin = _FdSend(popen.stdin)

@@ -3,9 +3,13 @@
 ``orchestrate run`` spends a few hundred milliseconds importing (click, pydantic, anyio and
 asyncio, the run and its approvals) before it could spawn the agent, and the agent's own start-up
 (a Node CLI: about as long again) only began after that.  The CLI's early start (cli/early.py)
-spawns the agent's supervisor with :func:`prestart` first thing instead, and the run takes the
+spawns the agent's supervisor with :func:`standby` first thing instead, before it has even loaded
+the executor's code, sends it the agent's command line, directory and environment once they are
+known (:meth:`Standby.start`: the supervisor's own start overlaps that work), and the run takes the
 process over with :meth:`AgentProcess.adopt <orchestrate.process.pipes.AgentProcess.adopt>` once
-everything is loaded and checked, so the two start-ups overlap.
+everything is loaded and checked, so the start-ups overlap.  A supervisor that is never told what
+to start (:meth:`Standby.discard`: the early start did not apply after all) exits when its control
+socket closes, having started nothing.
 
 Containment is the same from the first instruction the agent runs: the supervisor, its subreaper,
 ``PR_SET_PDEATHSIG`` and the cgroup (containment.py); a start that is never adopted is ended by
@@ -27,14 +31,20 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import subprocess
 import time
+from typing import IO, TYPE_CHECKING
 
+from ..errors import SpawnError
 from . import supervisor
 from .containment import Launch, prepare
 from .spec import ProcessSpec
 
-__all__ = ["Prestarted", "prestart"]
+if TYPE_CHECKING:
+    import signal
+else:
+    import _signal as signal  # the C module: signal.py imports enum
+
+__all__ = ["Prestarted", "Spawned", "Standby", "prestart", "standby"]
 
 _DISCARD_SECONDS = supervisor.KILL_SECONDS + 2.0  # the supervisor's own bound, and a margin
 
@@ -46,9 +56,7 @@ class Prestarted:
 
     __slots__ = ("_tried", "discarded", "launch", "opening", "popen", "spec", "started", "taken", "written")
 
-    def __init__(
-        self, spec: ProcessSpec, popen: subprocess.Popen[bytes], launch: Launch, started: float
-    ) -> None:
+    def __init__(self, spec: ProcessSpec, popen: Spawned, launch: Launch, started: float) -> None:
         self.spec = spec
         self.popen = popen
         self.launch = launch
@@ -113,46 +121,173 @@ class Prestarted:
         self.taken = self.discarded = True
         if self.was_written and self.launch.cgroup is not None:
             supervisor.cgroup_kill(self.launch.cgroup)  # it has its prompt: at once, from here too
-        self.launch.abandon()  # our end of the control socket closes: the supervisor kills the tree
-        for stream in (self.popen.stdin, self.popen.stdout, self.popen.stderr):
-            if stream is not None:
-                with contextlib.suppress(OSError):
-                    stream.close()
+        _end(self.popen, self.launch)
+
+
+class Standby:
+    """A supervisor spawned before its agent's spec is known, its pipes (the agent's to be), its
+    control socket, idle until :meth:`start` or :meth:`discard` (one of them, once)."""
+
+    __slots__ = ("_spawned", "done", "launch", "popen", "prestarted", "started")
+
+    def __init__(self, popen: Spawned, launch: Launch, started: float) -> None:
+        self.popen = popen
+        self.launch = launch
+        self.started = started  # wall clock, seconds since the epoch
+        self._spawned = time.monotonic()
+        self.done = False
+        self.prestarted: Prestarted | None = None
+        """What :meth:`start` made of it, for :meth:`discard` to end until a run adopts it."""
+
+    def start(self, spec: ProcessSpec) -> Prestarted | None:
+        """Have the supervisor start ``spec`` (its answer is awaited by the run that adopts it);
+        None, and the supervisor ended, when it cannot be told (the run then starts its own)."""
+        if self.done:
+            raise RuntimeError("this supervisor was given its agent already")
+        if time.monotonic() - self._spawned > supervisor.MESSAGE_SECONDS / 2:
+            # Near its deadline it may stop waiting before it reads this: start no race with it.
+            self.discard()
+            return None
         try:
-            self.popen.wait(_DISCARD_SECONDS)
-        except subprocess.TimeoutExpired:  # stopped by the agent (SIGSTOP), or stuck: the hard way
-            self.popen.kill()  # the agent has PR_SET_PDEATHSIG: it dies with its supervisor
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.popen.wait(_DISCARD_SECONDS)
-        cgroup = self.launch.cgroup
-        if cgroup is not None:  # what a killed supervisor could not do
-            supervisor.cgroup_kill(cgroup)
-            supervisor.cgroup_remove(cgroup, 1.0)
+            self.launch.address(spec.argv, str(spec.cwd), spec.env)
+        except SpawnError:
+            self.discard()
+            return None
+        self.done = True
+        if not self.launch.send():
+            _end(self.popen, self.launch)
+            return None
+        self.prestarted = Prestarted(spec, self.popen, self.launch, self.started)
+        return self.prestarted
+
+    def discard(self) -> None:
+        """End it, reaped here.  Unused, it sees its socket close and exits having started nothing;
+        told what to start (or interrupted while being told: Ctrl-C in :meth:`start`), its agent is
+        ended with it, as :meth:`Prestarted.discard` does (nothing once a run has adopted it)."""
+        self.done = True
+        if self.prestarted is not None:
+            self.prestarted.discard()
+        elif self.popen.returncode is None:
+            _end(self.popen, self.launch)
+
+
+def _end(popen: Spawned, launch: Launch) -> None:
+    """Close our end of the control socket (the supervisor kills its tree, or exits having started
+    nothing), reap the supervisor (bounded), and kill what a killed supervisor left."""
+    launch.abandon()
+    for stream in (popen.stdin, popen.stdout, popen.stderr):
+        if stream is not None:
+            with contextlib.suppress(OSError):
+                stream.close()
+    if popen.wait(_DISCARD_SECONDS) is None:  # stopped by the agent (SIGSTOP), or stuck: the hard way
+        popen.kill()  # the agent has PR_SET_PDEATHSIG: it dies with its supervisor
+        popen.wait(_DISCARD_SECONDS)
+    cgroup = launch.cgroup
+    if cgroup is not None:  # what a killed supervisor could not do
+        supervisor.cgroup_kill(cgroup)
+        supervisor.cgroup_remove(cgroup, 1.0)
+
+
+class Spawned:
+    """The supervisor's process as the run reads it (what it uses of ``subprocess.Popen``): spawned
+    with ``os.posix_spawn``, so that the early start need not import subprocess (with threading,
+    selectors and signal's enums: ~6 ms) before it.  Reaped only here (:meth:`poll`), so until
+    then its pid cannot be another process's."""
+
+    __slots__ = ("args", "pid", "returncode", "stderr", "stdin", "stdout")
+
+    def __init__(
+        self, args: list[str], pid: int, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[bytes]
+    ) -> None:
+        self.args = args
+        self.pid = pid
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:  # reaped by someone else (SIGCHLD ignored): as Popen says
+                self.returncode = 0
+            else:
+                if pid:
+                    self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float) -> int | None:
+        """Its exit code once it has exited, within ``timeout`` seconds; None if it has not."""
+        deadline = time.monotonic() + timeout
+        pause = 0.0005
+        while self.poll() is None:
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.02)
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:  # not reaped: the pid is still our supervisor's
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def standby() -> Standby | None:
+    """Spawn a supervisor now, for an agent to be named later (:meth:`Standby.start`): with the
+    agent's pipes, in a new session, its control socket passed, here and with our environment
+    (the agent's directory and environment go in the message); None where there is no supervisor
+    on this machine, or it could not be spawned.
+
+    ``os.posix_spawn`` passes on every fd of ours that is inheritable, not only its pipes and the
+    socket (Popen closes the others in the child): the supervisor closes them first thing, so
+    neither it nor the agent keeps any (tests/test_supervisor_first.py)."""
+    try:
+        launch = prepare(None)
+    except SpawnError:  # no supervisor here: the run starts the agent itself
+        return None
+    ends: list[int] = []
+    try:
+        for _ in range(3):
+            ends += os.pipe()  # close-on-exec: only their copies as 0, 1 and 2 reach the child
+        (theirs,) = launch.pass_fds
+        os.set_inheritable(theirs, True)  # nothing else runs here now: no other spawn takes it
+        started = time.time()
+        pid = os.posix_spawn(
+            launch.argv[0],
+            launch.argv,
+            os.environ,
+            file_actions=[
+                (os.POSIX_SPAWN_DUP2, ends[0], 0),
+                (os.POSIX_SPAWN_DUP2, ends[3], 1),
+                (os.POSIX_SPAWN_DUP2, ends[5], 2),
+            ],
+            setsid=True,  # a new session: the terminal's Ctrl-C reaches us, not the agent
+            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),  # as Popen restores them
+        )
+    except (OSError, NotImplementedError):  # NotImplementedError: no POSIX_SPAWN_SETSID here
+        for fd in ends:
+            os.close(fd)
+        launch.abandon()
+        return None
+    launch.spawned()
+    for fd in (ends[0], ends[3], ends[5]):
+        os.close(fd)
+    # Our ends as Popen makes them: buffered files.
+    stdin, stdout, stderr = os.fdopen(ends[1], "wb"), os.fdopen(ends[2], "rb"), os.fdopen(ends[4], "rb")
+    return Standby(Spawned(launch.argv, pid, stdin, stdout, stderr), launch, started)
 
 
 def prestart(spec: ProcessSpec) -> Prestarted | None:
     """Spawn ``spec`` under a supervisor, now; None where that is not possible here (no supervisor
     on this machine, or the spawn failed: the run then starts the agent itself, and reports why it
     could not)."""
-    launch = prepare(spec.argv)
-    if not launch.supervised:  # a process group alone: the run starts it the ordinary way
-        launch.abandon()
-        return None
-    started = time.time()
-    try:
-        # As open_contained does: pipes, a new session, the control socket passed.
-        popen = subprocess.Popen(
-            launch.argv,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            cwd=spec.cwd,
-            env=spec.env,
-            start_new_session=True,
-            pass_fds=launch.pass_fds,
-        )
-    except OSError:
-        launch.abandon()
-        return None
-    launch.spawned()
-    return Prestarted(spec, popen, launch, started)
+    waiting = standby()
+    return None if waiting is None else waiting.start(spec)

@@ -46,7 +46,7 @@ class PtyAgentProcess:
     @classmethod
     async def spawn(cls, spec: ProcessSpec, size: tuple[int, int] = DEFAULT_SIZE) -> PtyAgentProcess:
         env = {**spec.env, "TERM": spec.env.get("TERM", "xterm-256color")}
-        launch = prepare(spec.argv)
+        launch = prepare(spec.argv, env)  # the environment again: the agent gets exactly it
         try:
             child = PtyProcess.spawn(
                 launch.argv,

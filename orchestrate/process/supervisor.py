@@ -2,17 +2,26 @@
 # (pathlib and contextlib would double the start-up time of this process)
 """The supervisor: a small process between orchestrate and an agent, so that no process outlives its run.
 
-Run as ``python -I -S supervisor.py CTL_FD CGROUP -- ARGV...``.  It is a standalone file: it imports
-nothing of orchestrate and little of the standard library (no ``signal``, whose enums cost more than
-the rest), so it starts in about 10 ms.  It
+Run as ``python -I -S -c BOOT SUPERVISOR_PY CTL_FD`` (:func:`command`: the module imported from its
+directory, appended to ``sys.path``, so that its cached bytecode is used and this file is not
+compiled again at every start), or as ``python -I -S supervisor.py CTL_FD``.  It is a standalone
+file: it imports nothing of orchestrate and little of the standard library (no ``signal``, whose
+enums cost more than the rest), so it starts in about 10 ms.  What to start comes over the control
+socket CTL_FD, never on the command line (``/proc/PID/cmdline`` is world-readable, and the
+supervisor can be spawned before the agent's command line is known: cli/early.py): one message,
+:func:`encode`'s, read under a deadline (:data:`MESSAGE_SECONDS`) with a cap on its size
+(:data:`MAX_MESSAGE`).  End of file, a wrong magic, an oversized length, a short body, a body that
+does not parse, or any byte past the body: it exits 125, having started nothing.  Then it
 
 - makes itself a child subreaper, so every orphan of the agent's tree (a daemon that double-forked, a
   grandchild that called ``setsid``) is re-parented to it and stays findable;
-- forks the agent with its own stdin, stdout and stderr (pipes and terminals go straight to the
-  agent), in a process group of its own (the terminal's foreground group when stdin is a terminal),
-  with ``PR_SET_PDEATHSIG`` so that the agent dies when the supervisor does, and in the cgroup CGROUP
-  (a directory; ``-`` for none);
-- answers on the control socket CTL_FD ``ok PID IN_CGROUP`` once the agent runs, or ``err ERRNO``;
+- changes to the agent's working directory and forks the agent with its own stdin, stdout and
+  stderr (pipes and terminals go straight to the agent), in a process group of its own (the
+  terminal's foreground group when stdin is a terminal), with ``PR_SET_PDEATHSIG`` so that the
+  agent dies when the supervisor does, in the message's cgroup (a directory; none if empty), with
+  the message's environment (``execvpe``: the program is looked up in that environment's PATH);
+- answers on the control socket ``ok PID IN_CGROUP`` once the agent runs, or ``err ERRNO`` (``err
+  ERRNO cwd`` when the working directory could not be entered);
 - obeys lines on the control socket: ``signal N`` (the agent), ``group N`` (the agent's process
   group), ``kill`` (everything).  End of file (orchestrate closed it, or died, even by SIGKILL) is
   ``kill``;
@@ -38,7 +47,16 @@ if TYPE_CHECKING:
 else:
     import _signal  # the C module: ``signal`` would import enum, a third of our start-up time
 
-__all__ = ["cgroup_kill", "cgroup_remove"]
+__all__ = [
+    "MAX_MESSAGE",
+    "MESSAGE_SECONDS",
+    "NOTHING_STARTED",
+    "cgroup_kill",
+    "cgroup_remove",
+    "command",
+    "decode",
+    "encode",
+]
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -51,6 +69,22 @@ FORWARDED = (
     _signal.SIGUSR2,
 )
 KILL_SECONDS = 3.0  # to kill and reap the whole tree; orchestrate waits 5 s after its last rung
+
+# The message: MAGIC, the body's length (4 bytes, big-endian), the body: NUL-separated fields (no
+# field of an exec can hold a NUL): the cgroup ("" none), the working directory ("" stay), the
+# number of arguments, the number of environment entries ("-": keep ours), the arguments, the
+# entries (KEY=VALUE).
+MAGIC = b"orchsup1"
+_HEADER = len(MAGIC) + 4
+MAX_MESSAGE = 16 << 20  # more than any exec takes (the kernel's own limit is about 2 MiB by default)
+MESSAGE_SECONDS = 30.0  # from our start; the early start sends it within milliseconds
+NOTHING_STARTED = 125  # our exit code when no valid message came: nothing was started
+# How orchestrate starts us: our directory is appended to the path (not prepended: orchestrate/process
+# has a pty.py), so `import supervisor` reads this module's cached bytecode when there is one.
+BOOT = (
+    "import sys;sys.path.append(sys.argv[1].rpartition('/')[0]);import supervisor;"
+    "supervisor.main(sys.argv[2:])"
+)
 
 
 class _State:
@@ -84,7 +118,7 @@ def _prctl(option: int, arg: int) -> None:
 # --- the agent -------------------------------------------------------------------------------
 
 
-def _start(argv: list[str], cgroup: str | None, report: int) -> int:
+def _start(argv: list[bytes], env: dict[bytes, bytes] | None, cgroup: str | None, report: int) -> int:
     """Fork and exec the agent; its pid.  Failures to exec come back through ``report``."""
     parent = os.getpid()
     pid = os.fork()
@@ -92,7 +126,9 @@ def _start(argv: list[str], cgroup: str | None, report: int) -> int:
         return pid
     try:
         _become_agent(cgroup, parent, report)
-        os.execvp(argv[0], argv)
+        if env is None:
+            os.execvp(argv[0], argv)
+        os.execvpe(argv[0], argv, env)  # PATH looked up in env, as execvp did under it
     except OSError as exc:
         os.write(report, b"e%d" % (exc.errno or 0))
     except BaseException:  # anything at all: never return into the supervisor's code in the child
@@ -136,7 +172,8 @@ def _catch(sig: int, handler: _signal._HANDLER) -> None:
 
 def _forward(sig: int, frame: object) -> None:
     if _State.agent is None:
-        _State.pending.append(sig)
+        if sig not in _State.pending:  # each once: a flood while we wait for the message is bounded
+            _State.pending.append(sig)
     elif _State.status is None:  # not reaped yet, so the pid is still the agent's
         try:
             os.kill(_State.agent, sig)
@@ -314,7 +351,10 @@ def _exit_as(status: int | None) -> None:
 
 
 def main(args: list[str]) -> None:
-    ctl, cgroup, argv = int(args[0]), (None if args[1] == "-" else args[1]), args[3:]
+    """``CTL_FD [MESSAGE_SECONDS]``."""
+    ctl = int(args[0])
+    seconds = float(args[1]) if len(args) > 1 else MESSAGE_SECONDS
+    _close_all_but(ctl)
     os.set_inheritable(ctl, False)
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
     wake_read, wake_write = os.pipe()
@@ -324,12 +364,30 @@ def main(args: list[str]) -> None:
     for sig in FORWARDED:
         _catch(sig, _forward)
     _catch(_signal.SIGCHLD, _wake)
+    try:
+        # Before the message: this (with its import of _ctypes) then overlaps the caller's work.
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    except OSError as exc:
+        subreaper: OSError | None = exc
+    else:
+        subreaper = None
+    message = _receive(ctl, seconds)
+    if message is None:  # nothing started, nothing to clean: the caller's cgroup is its own
+        os._exit(NOTHING_STARTED)
+    argv, cwd, env, cgroup = message
+    if cwd:
+        try:
+            os.chdir(cwd)  # the agent's directory, ours too (as when it was the spawn's cwd)
+        except OSError as exc:
+            _say(ctl, b"err %d cwd\n" % (exc.errno or 0))
+            os._exit(127)
     report_read, report_write = os.pipe()
     try:
-        _prctl(PR_SET_CHILD_SUBREAPER, 1)
-        _State.agent = _start(argv, cgroup, report_write)
+        if subreaper is not None:
+            raise subreaper
+        _State.agent = _start(argv, env, cgroup, report_write)
     except OSError as exc:
-        os.write(ctl, b"err %d\n" % (exc.errno or 0))
+        _say(ctl, b"err %d\n" % (exc.errno or 0))
         os._exit(127)
     os.close(report_write)
     if not _answer(ctl, report_read, cgroup is not None):
@@ -343,6 +401,120 @@ def main(args: list[str]) -> None:
     _serve(ctl, wake_read)
     _finish(cgroup)
     _exit_as(_State.status)
+
+
+def _close_all_but(ctl: int) -> None:
+    """Close every fd but 0, 1, 2 and ``ctl``: whatever the spawner left inheritable (the early
+    start's ``posix_spawn`` closes nothing; Popen's ``close_fds`` did this in its child), so that
+    the agent gets nothing of its caller's.  Nothing of ours is open yet."""
+    try:
+        fds = [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:  # no /proc: every number up to a bound
+        fds = list(range(3, 1 << 16))
+    for fd in fds:
+        if fd > 2 and fd != ctl:
+            try:
+                os.close(fd)  # the one listdir read through is closed already: EBADF
+            except OSError:
+                pass
+
+
+def _say(ctl: int, line: bytes) -> None:
+    try:
+        os.write(ctl, line)
+    except OSError:
+        pass
+
+
+# --- the message ---------------------------------------------------------------------------------
+
+_Message = tuple[list[bytes], bytes, dict[bytes, bytes] | None, str | None]
+
+
+def _receive(ctl: int, seconds: float) -> _Message | None:
+    """The one message on ``ctl``, read within ``seconds`` of now and never past its end; None for
+    anything else (end of file first, too slow, a bad magic or length, a body that does not parse,
+    a byte more)."""
+    deadline = time.monotonic() + seconds
+    poller = select.poll()
+    poller.register(ctl, select.POLLIN)
+    chunks: list[bytes] = []
+    got = 0
+    need = _HEADER
+    while got < need:
+        left = deadline - time.monotonic()
+        if left <= 0 or not poller.poll(left * 1000 + 1):
+            return None
+        try:
+            chunk = os.read(ctl, min(need - got, 1 << 16))  # never more than the message
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        got += len(chunk)
+        if need == _HEADER and got == _HEADER:
+            header = b"".join(chunks)
+            length = int.from_bytes(header[len(MAGIC) :], "big")
+            if header[: len(MAGIC)] != MAGIC or length > MAX_MESSAGE:
+                return None
+            chunks, got, need = [], 0, length
+    if poller.poll(0):  # a byte past the message, or its writer gone already: start nothing
+        return None
+    return decode(b"".join(chunks))
+
+
+def decode(body: bytes) -> _Message | None:
+    """(argv, cwd, env or None, cgroup or None) from a message's body; None if it does not parse."""
+    fields = body.split(b"\0")
+    if len(fields) < 4 or not _count(fields[2]) or not (_count(fields[3]) or fields[3] == b"-"):
+        return None
+    argc = int(fields[2])
+    envc = 0 if fields[3] == b"-" else int(fields[3])
+    if argc < 1 or len(fields) != 4 + argc + envc or not fields[4]:
+        return None
+    env: dict[bytes, bytes] | None = None
+    if fields[3] != b"-":
+        env = {}
+        for entry in fields[4 + argc :]:
+            key, eq, value = entry.partition(b"=")
+            if not key or not eq:
+                return None
+            env[key] = value
+    cgroup = os.fsdecode(fields[0]) if fields[0] else None
+    return fields[4 : 4 + argc], fields[1], env, cgroup
+
+
+def _count(field: bytes) -> bool:
+    # Digits, and few: int() refuses more than 4300 of them (an exception, not a refusal).
+    return field.isdigit() and len(field) <= 9
+
+
+def encode(argv: list[str], cwd: str | None, env: dict[str, str] | None, cgroup: str | None) -> bytes:
+    """The message that starts ``argv`` in ``cwd`` (None: where the supervisor is) with ``env``
+    (None: the supervisor's own) in ``cgroup``.  ValueError for what no exec can carry (a NUL, an
+    environment name with ``=``), or a message over :data:`MAX_MESSAGE`."""
+    if not argv or not argv[0]:
+        raise ValueError("no program to run")
+    fields = [os.fsencode(cgroup or ""), os.fsencode(cwd or ""), b"%d" % len(argv)]
+    fields.append(b"-" if env is None else b"%d" % len(env))
+    fields += [os.fsencode(arg) for arg in argv]
+    for key, value in (env or {}).items():
+        name = os.fsencode(key)
+        if not name or b"=" in name:
+            raise ValueError(f"illegal environment variable name: {key!r}")
+        fields.append(name + b"=" + os.fsencode(value))
+    if any(b"\0" in field for field in fields):
+        raise ValueError("embedded null byte")
+    body = b"\0".join(fields)
+    if len(body) > MAX_MESSAGE:
+        raise ValueError(f"the command line and environment take {len(body)} bytes, over {MAX_MESSAGE}")
+    return MAGIC + len(body).to_bytes(4, "big") + body
+
+
+def command(python: str, path: str, ctl: int) -> list[str]:
+    """The command line that starts the supervisor at ``path`` with the control socket ``ctl``."""
+    return [python, "-I", "-S", "-c", BOOT, path, str(ctl)]
 
 
 def _answer(ctl: int, report: int, cgroup: bool) -> bool:
