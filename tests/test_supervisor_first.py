@@ -653,3 +653,20 @@ def test_no_early_spawn_when_standard_fds_of_ours_are_closed(tmp_path: Path) -> 
     )
     assert out.exists(), done.stderr
     assert out.read_text().split() == ["True", "True"]
+
+
+def test_a_standby_killed_before_the_message_is_not_used(tmp_path: Path) -> None:
+    """Its supervisor SIGKILLed while it waits (by the agent's user, say): the message finds no
+    reader, the early start ends it and the run starts its own agent."""
+    marker = tmp_path / "started"
+    waiting = prestart.standby()
+    assert waiting is not None
+    os.kill(waiting.popen.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while waiting.popen.poll() is None:  # reaped here: its socket end is closed for sure
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert waiting.start(ProcessSpec(touch(marker), tmp_path, PATH)) is None
+    assert waiting.popen.returncode == -signal.SIGKILL
+    time.sleep(0.2)
+    assert not marker.exists()
