@@ -626,3 +626,47 @@ def test_the_boot_line_appends_the_supervisors_directory(tmp_path: Path) -> None
     assert select_file != str(tmp_path / "select.py")
     assert imported == str(tmp_path / "supervisor.py") and args == "['7']" and last.strip() == str(tmp_path)
     assert (tmp_path / "__pycache__").is_dir()  # compiled once, read from bytecode after
+
+
+def test_no_early_spawn_when_standard_fds_of_ours_are_closed(tmp_path: Path) -> None:
+    """With our 0, 1 and 2 closed the socket and the pipes take those numbers, and the spawn's
+    dup2s would clobber them in the child: no standby then (the run spawns its agent its own way),
+    and nothing is left open."""
+    out = tmp_path / "out"
+    code = (
+        "import os, sys\n"
+        "from orchestrate.process import prestart\n"
+        "for fd in (0, 1, 2):\n"
+        "    os.close(fd)\n"
+        "before = sorted(os.listdir('/proc/self/fd'))\n"
+        "made = prestart.standby()\n"
+        "after = sorted(os.listdir('/proc/self/fd'))\n"
+        "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o600)\n"
+        "os.write(fd, f'{made is None} {before == after}'.encode())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(out)],
+        capture_output=True,
+        timeout=30,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert out.exists(), done.stderr
+    assert out.read_text().split() == ["True", "True"]
+
+
+def test_a_standby_killed_before_the_message_is_not_used(tmp_path: Path) -> None:
+    """Its supervisor SIGKILLed while it waits (by the agent's user, say): the message finds no
+    reader, the early start ends it and the run starts its own agent."""
+    marker = tmp_path / "started"
+    waiting = prestart.standby()
+    assert waiting is not None
+    os.kill(waiting.popen.pid, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while waiting.popen.poll() is None:  # reaped here: its socket end is closed for sure
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert waiting.start(ProcessSpec(touch(marker), tmp_path, PATH)) is None
+    assert waiting.popen.returncode == -signal.SIGKILL
+    time.sleep(0.2)
+    assert not marker.exists()

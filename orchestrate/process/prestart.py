@@ -258,6 +258,10 @@ def standby() -> Standby | None:
         for _ in range(3):
             ends += os.pipe()  # close-on-exec: only their copies as 0, 1 and 2 reach the child
         (theirs,) = launch.pass_fds
+        if min(*ends, theirs) <= 2:
+            # Our 0, 1 or 2 was closed, so a new fd took its number: the dup2s below would
+            # overwrite one of ours in the child.  Rare; the run's own spawn (Popen) sorts it out.
+            raise OSError("a standard fd of ours is closed")
         os.set_inheritable(theirs, True)  # nothing else runs here now: no other spawn takes it
         started = time.time()
         pid = os.posix_spawn(
