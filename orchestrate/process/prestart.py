@@ -146,7 +146,7 @@ def prestart(spec: ProcessSpec) -> Prestarted | None:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            cwd=spec.cwd,
+            cwd=spec.directory,  # (a str: spec.cwd, a Path, would import pathlib before the spawn)
             env=spec.env,
             start_new_session=True,
             pass_fds=launch.pass_fds,
