@@ -252,3 +252,20 @@ def test_the_early_spec_names_the_resolved_directory(tmp_path: Path, monkeypatch
     for bad in ("loop", "file", "missing", str(tmp_path / "loop")):
         monkeypatch.chdir(tmp_path)
         assert early.early_spec([*args, "--cwd", bad, "hi"]) is None, bad
+
+
+def test_the_install_adds_no_import_hook_to_every_start() -> None:
+    """.ci/install's editable install is a plain path entry (pyproject.toml's package-dir), not
+    setuptools' finder for a flat layout, which every python process of the venv imported at start
+    (with pathlib, re, urllib.parse, ipaddress, fnmatch, importlib.util: ~13 ms before `orchestrate
+    run` could start its agent).  Fails in a venv installed before that change: run .ci/install's
+    pip line again (`pip install -e .`)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; print(*sys.modules, sep='\\n')"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    hooks = [m for m in done.stdout.split() if m.startswith("__editable__")]
+    assert not hooks, f"an editable install's import hook runs at every python start: {hooks}"
