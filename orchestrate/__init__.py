@@ -17,7 +17,6 @@ anyio.run(main)
 from __future__ import annotations
 
 import sys
-from types import ModuleType
 
 from .lazy import lazy_exports
 
@@ -26,6 +25,7 @@ from .lazy import lazy_exports
 # mypy treats any ``TYPE_CHECKING`` as true.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from types import ModuleType
     from typing import Any
 
     from .approvals import (
@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     from .replay import replay
     from .run import Run, RunResult
     from .task import Task
+else:
+    ModuleType = type(sys)  # types.ModuleType, without importing types
 
 __version__ = "0.1.0"
 

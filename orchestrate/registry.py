@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-
 from .errors import ConfigError, UnknownExecutorError
 from .executors.base import Executor
+from .lazy import import_module
 
 # (typing's TYPE_CHECKING would import typing, ~3 ms, before `orchestrate run` spawns its agent;
 # mypy takes any TYPE_CHECKING as true)
@@ -81,7 +80,7 @@ class Registry:
 
     def _import(self, name: str) -> type[Executor]:
         module, _, attr = self._lazy[name].partition(":")
-        cls: type[Executor] = getattr(importlib.import_module(module, __package__), attr)
+        cls: type[Executor] = getattr(import_module(module, __package__), attr)
         if cls.name != name:
             raise ConfigError(f"built-in executor {name!r} imports as {cls.name!r}")
         del self._lazy[name]

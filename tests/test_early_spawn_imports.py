@@ -68,9 +68,10 @@ NOT_BEFORE_THE_SPAWN = {
 }
 
 # Our own modules on the way to the spawn (the package, the early start, the registry, the executor,
-# its spec) import none of these: typing and re cost ~3 ms each, pathlib ~5.  The spawn's own
-# modules (process/prestart.py, containment.py: subprocess, socket) are not judged here.
-NOT_IN_THE_SPEC = ("typing", "re", "pathlib", "collections", "contextlib", "importlib.util")
+# its spec) import none of these: typing and re cost ~3 ms each, pathlib ~5, importlib (with
+# warnings) and types under one.  The spawn's own modules (process/prestart.py, containment.py:
+# subprocess, socket) are not judged here.
+NOT_IN_THE_SPEC = ("typing", "re", "pathlib", "collections", "contextlib", "importlib", "warnings", "types")
 
 # Build the early spec of `orchestrate ARGV...` (no spawn) and print the modules loaded then.
 BUILD_SPEC = r"""
@@ -269,3 +270,23 @@ def test_the_install_adds_no_import_hook_to_every_start() -> None:
     )
     hooks = [m for m in done.stdout.split() if m.startswith("__editable__")]
     assert not hooks, f"an editable install's import hook runs at every python start: {hooks}"
+
+
+def test_import_module_is_importlibs_for_a_name_in_the_package() -> None:
+    """lazy.import_module (importlib.import_module without the importlib package) gives the module
+    itself, loaded or not, and refuses what it does not resolve as importlib would."""
+    import importlib
+
+    import orchestrate
+    from orchestrate.lazy import import_module
+
+    assert import_module(".errors", "orchestrate") is importlib.import_module(".errors", "orchestrate")
+    claude = import_module(".executors.claude_code", "orchestrate")
+    assert claude.__name__ == "orchestrate.executors.claude_code"
+    assert claude is sys.modules["orchestrate.executors.claude_code"]
+    assert orchestrate.get_executor("claude-code").name == "claude-code"  # through the registry's import
+    with pytest.raises(ModuleNotFoundError):
+        import_module(".no_such_module", "orchestrate")
+    for name in ("errors", "..errors", "orchestrate.errors"):
+        with pytest.raises(ValueError, match="relative"):
+            import_module(name, "orchestrate")
