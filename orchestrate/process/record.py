@@ -34,6 +34,8 @@ class Record:
         raise AttributeError(f"cannot delete field {name!r} of a frozen {type(self).__name__}")
 
     def _fields(self) -> tuple[str, ...]:
+        # The constructor's arguments, read back by name: the slots, unless a subclass stores one
+        # in another form (ProcessSpec keeps its cwd as a str slot and reads it as a Path).
         return type(self).__slots__  # a tuple in every subclass
 
     def _values(self) -> tuple[Any, ...]:
