@@ -18,9 +18,17 @@ The figure is the difference of the medians (the issue's target: within 0.1 s) a
 against the CLI's own first entry-making line (and, for comparison, against its first line).
 
     python bench/first_entry.py [--executor claude-code] [--rounds 7] [--orchestrate PATH ...]
+                                [--python PYTHON ...] [--script]
 
 With ``--orchestrate`` (repeatable) each checkout's ``orchestrate run`` is timed in the same rounds,
-against the same CLI-alone times: two branches compared back to back on a noisy machine.  With
+against the same CLI-alone times: two branches compared back to back on a noisy machine.  Each is
+run by the interpreter of the same rank in ``--python`` (repeatable; default: the one running this),
+so two installs compare too: a venv's start-up (its ``site``, an editable install's import hook) is
+part of every run's time (the checkout is found first, by ``PYTHONPATH``, whatever the venv has
+installed).  With ``--script`` each run is the ``orchestrate`` command installed beside its
+interpreter (what a user types: the console script, which imports ``orchestrate.cli.early`` itself)
+instead of ``python -m orchestrate`` (whose ``runpy`` imports importlib.util, contextlib,
+collections and functools first: ~4 ms that the command does not spend).  With
 ``--late``, each checkout is also timed with its early start off (``ORCHESTRATE_EARLY=0``: the agent
 spawned only once the CLI, the models and the event loop are loaded) and with the early write
 (``ORCHESTRATE_EARLY=write``: the prompt written right after the early spawn, where the agent asks
@@ -174,8 +182,29 @@ def main() -> None:
         action="append",
         help="a checkout whose `orchestrate run` is timed (repeatable; default: this one)",
     )
+    parser.add_argument(
+        "--python",
+        type=Path,
+        action="append",
+        default=[],
+        help="the interpreter (a venv's bin/python) of the --orchestrate of the same rank "
+        "(repeatable; default: this one)",
+    )
+    parser.add_argument(
+        "--script",
+        action="store_true",
+        help="run the `orchestrate` command beside each interpreter, not `python -m orchestrate`",
+    )
     args = parser.parse_args()
     checkouts: list[Path] = [p.resolve() for p in args.orchestrate or [ROOT]]
+    if len(args.python) > len(checkouts):
+        parser.error("more --python than --orchestrate: one interpreter per checkout, in their order")
+    # (not resolved: a venv's python is a symlink to the base interpreter, and the venv is its folder)
+    pythons: list[Path] = [*args.python, *[Path(sys.executable)] * (len(checkouts) - len(args.python))]
+    for python in pythons:
+        program = python.parent / "orchestrate" if args.script else python
+        if not os.access(program, os.X_OK):
+            parser.error(f"{program} is not an executable")
 
     with (
         Scratch.create(prefix="orchestrate-bench-") as scratch,
@@ -184,36 +213,44 @@ def main() -> None:
         agent_env = claude_offline_env(server, scratch)
         task = Task(prompt=PROMPT, cwd=scratch.work, env=agent_env)
         argv, env, stdin = cli_alone(args.executor, task)
-        ours = [sys.executable, "-m", "orchestrate", "run", "-e", args.executor, "--output", "jsonl"]
-        ours += ["--approvals", "deny", "--cwd", str(scratch.work), PROMPT]
+        run_args = ["run", "-e", args.executor, "--output", "jsonl"]
+        run_args += ["--approvals", "deny", "--cwd", str(scratch.work), PROMPT]
+
+        def ours(index: int) -> list[str]:
+            python = pythons[index]
+            if args.script:
+                return [str(python.parent / "orchestrate"), *run_args]
+            return [str(python), "-m", "orchestrate", *run_args]
+
         alone: list[float] = []
         alone_entry: list[float] = []
         judge = makes_entry(args.executor)
         modes = ("1", "write", "0") if args.late else ("1",)
-        variants = [(c, early) for c in checkouts for early in modes]
-        through: dict[tuple[Path, str], list[tuple[float, float]]] = {v: [] for v in variants}
+        # (by rank: the same checkout may come twice, with two interpreters)
+        variants = [(i, early) for i in range(len(checkouts)) for early in modes]
+        through: dict[tuple[int, str], list[tuple[float, float]]] = {v: [] for v in variants}
         with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as caches:
 
-            def env_of(checkout: Path, early: str) -> dict[str, str]:
+            def env_of(index: int, early: str) -> dict[str, str]:
                 return {
-                    **_bytecode_env(None if args.as_is else Path(caches, str(checkouts.index(checkout)))),
+                    **_bytecode_env(None if args.as_is else Path(caches, str(index))),
                     **agent_env,
                     "ORCHESTRATE_HOME": home,
-                    "PYTHONPATH": str(checkout),
+                    "PYTHONPATH": str(checkouts[index]),
                     "ORCHESTRATE_EARLY": early,
                 }
 
             if not args.as_is:  # each checkout's cache filled once, untimed
-                for checkout in checkouts:
-                    first_line(ours, env_of(checkout, "1"), scratch.work, None, _OWN_PROMPT)
+                for index in range(len(checkouts)):
+                    first_line(ours(index), env_of(index, "1"), scratch.work, None, _OWN_PROMPT)
             load_before = os.getloadavg()[0]
             for _ in range(args.rounds):
                 (took, took_entry), _ = _first_lines(argv, env, scratch.work, stdin, lambda _: False, judge)
                 alone.append(took)
                 alone_entry.append(took_entry)
-                for checkout, early in variants:
-                    through[checkout, early].append(
-                        first_line(ours, env_of(checkout, early), scratch.work, None, _OWN_PROMPT)
+                for index, early in variants:
+                    through[index, early].append(
+                        first_line(ours(index), env_of(index, early), scratch.work, None, _OWN_PROMPT)
                     )
     first = statistics.median(alone)
     a = statistics.median(alone_entry)
@@ -224,11 +261,12 @@ def main() -> None:
     )
     print(f"cli alone, first line:        median {first * 1000:7.0f} ms  (min {min(alone) * 1000:.0f})")
     print(f"cli alone, first entry line:  median {a * 1000:7.0f} ms  (min {min(alone_entry) * 1000:.0f})")
-    for (checkout, early), runs in through.items():
+    print(f"orchestrate run as: {'the orchestrate command' if args.script else 'python -m orchestrate'}")
+    for (index, early), runs in through.items():
         times = [t for t, _ in runs]
         t = statistics.median(times)
         cpu = statistics.median(c for _, c in runs)
-        label = "" if len(checkouts) == 1 else f"{checkout}"
+        label = "" if len(checkouts) == 1 else f"{checkouts[index]} (python: {pythons[index]})"
         if args.late:
             label += {
                 "1": " early start (the default: agent spawned early, prompt written by the run)",

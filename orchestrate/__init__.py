@@ -17,12 +17,17 @@ anyio.run(main)
 from __future__ import annotations
 
 import sys
-from types import ModuleType
-from typing import TYPE_CHECKING, Any
 
 from .lazy import lazy_exports
 
+# Not typing's: ``python -m orchestrate`` and the ``orchestrate`` command import this package
+# before they start the agent (cli/early.py), and typing (with re) costs ~3 ms of every start.
+# mypy treats any ``TYPE_CHECKING`` as true.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from types import ModuleType
+    from typing import Any
+
     from .approvals import (
         ApprovalDecision,
         ApprovalRequest,
@@ -47,6 +52,8 @@ if TYPE_CHECKING:
     from .replay import replay
     from .run import Run, RunResult
     from .task import Task
+else:
+    ModuleType = type(sys)  # types.ModuleType, without importing types
 
 __version__ = "0.1.0"
 

@@ -17,7 +17,9 @@ our code and chained with ``from``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # types only: this is on the path to the early spawn (cli/early.py)
+    from collections.abc import Iterable
 
 __all__ = [
     "ConfigError",

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import importlib
-import warnings
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
-
 from .errors import ConfigError, UnknownExecutorError
 from .executors.base import Executor
+from .lazy import import_module
 
+# (typing's TYPE_CHECKING would import typing, ~3 ms, before `orchestrate run` spawns its agent;
+# mypy takes any TYPE_CHECKING as true)
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # not loaded by a lookup: `orchestrate run` starts its agent before pydantic loads
+    from collections.abc import Iterable
+
     from .executors.options import ExecutorOptions
 
 __all__ = ["ENTRY_POINT_GROUP", "Registry", "default_registry", "get_executor", "register"]
@@ -50,6 +51,7 @@ class Registry:
             return
         self._loaded_entry_points = True
         import importlib.metadata  # only here: it pulls in email and zipfile, a run by name needs none
+        import warnings
 
         for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
             if ep.name in self._classes or ep.name in self._lazy or ep.name in self.blocked:
@@ -78,7 +80,7 @@ class Registry:
 
     def _import(self, name: str) -> type[Executor]:
         module, _, attr = self._lazy[name].partition(":")
-        cls: type[Executor] = getattr(importlib.import_module(module, __package__), attr)
+        cls: type[Executor] = getattr(import_module(module, __package__), attr)
         if cls.name != name:
             raise ConfigError(f"built-in executor {name!r} imports as {cls.name!r}")
         del self._lazy[name]

@@ -74,11 +74,39 @@ NOT_BEFORE_THE_SPAWN = {
     "orchestrate.run": "the run, likewise",
     "orchestrate.normalizers": "likewise",
     "orchestrate.approvals": "likewise",
+    "pathlib": "with re, fnmatch, urllib.parse, ipaddress: ~5 ms; the spec's cwd is a str until read",
+    "fnmatch": "through pathlib",
+    "urllib": "through pathlib",
+    "ipaddress": "through pathlib (urllib.parse)",
 }
+
+# Our own modules on the way to the spawn (the package, the early start, the registry, the executor,
+# its spec) import none of these: typing and re cost ~3 ms each, pathlib ~5, importlib (with
+# warnings) and types under one.  The spawn's own modules (process/prestart.py, containment.py:
+# subprocess, socket) are not judged here.
+NOT_IN_THE_SPEC = ("typing", "re", "pathlib", "collections", "contextlib", "importlib", "warnings", "types")
+
+# Build the early spec of `orchestrate ARGV...` (no spawn) and print the modules loaded then.
+BUILD_SPEC = r"""
+import sys
+from orchestrate.cli import early
+spec = early.early_spec(sys.argv[1:])
+assert spec is not None, "no early spec"
+print(spec.directory)
+print("\n".join(sorted(sys.modules)))
+"""
 
 
 def first_spawn(tmp_path: Path, early: str) -> tuple[list[str], set[str]]:
-    """The argv of the run's first spawn, and the modules loaded at that moment."""
+    """The argv of the run's first spawn, and the modules loaded at that moment.
+
+    The early start is probed without ``site`` (``-S``; PYTHONPATH still finds this checkout): what
+    is judged is what our code loads, not what the install's start-up hooks load in every python
+    process (setuptools' finder for a flat-layout editable install imports pathlib, re, typing's
+    neighbours: .ci/install avoids it).  Nothing before the early spawn needs site-packages (an
+    import of one fails the spawn, and this test with it); the CLI after it does, so the run fails
+    then, which is not judged.  The late start needs site-packages before its spawn: probed with
+    them."""
     out = tmp_path / f"at-spawn-{early}.txt"
     env = {
         **os.environ,
@@ -88,7 +116,7 @@ def first_spawn(tmp_path: Path, early: str) -> tuple[list[str], set[str]]:
         "AT_SPAWN_OUT": str(out),
     }
     proc = subprocess.run(
-        [sys.executable, "-c", AT_SPAWN, *RUN],
+        [sys.executable, *(["-S"] if early != "0" else []), "-c", AT_SPAWN, *RUN],
         env=env,
         cwd=tmp_path,
         stdin=subprocess.DEVNULL,
@@ -137,6 +165,46 @@ def test_the_probe_sees_a_late_spawn(tmp_path: Path) -> None:
     argv, modules = first_spawn(tmp_path, "0")
     assert any(a.endswith("supervisor.py") for a in argv), argv
     assert loaded(modules, "dataclasses") and loaded(modules, "pydantic") and loaded(modules, "click")
+    assert loaded(modules, "pathlib") and loaded(modules, "urllib") and loaded(modules, "typing")
+
+
+def _fake_claude(tmp_path: Path) -> Path:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "claude").write_text("#!/bin/sh\n")
+    (bin_dir / "claude").chmod(0o755)
+    return bin_dir
+
+
+def test_the_early_spec_is_built_without_typing_pathlib_or_re(tmp_path: Path) -> None:
+    """The package, the early start, the registry, Claude Code's executor and the spec load
+    none of NOT_IN_THE_SPEC: a top-level import of one of them (or of a module that does) in any of
+    those files fails here, whatever the spawn's own modules load.  The control: the same probe
+    once ``pathlib`` and ``typing`` are loaded sees them, so the check can fail."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "ORCHESTRATE_BIN_PATH": str(_fake_claude(tmp_path))}
+    args = ["run", "-e", "claude-code", "--approvals", "deny", "--cwd", str(tmp_path), "hi"]
+
+    def probe(prelude: str) -> tuple[str, set[str]]:
+        done = subprocess.run(
+            [sys.executable, "-S", "-c", prelude + BUILD_SPEC, *args],  # -S: above
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr[-2000:]
+        directory, _, rest = done.stdout.partition("\n")
+        return directory, set(rest.split())
+
+    directory, modules = probe("")
+    assert directory == os.path.realpath(tmp_path)
+    assert "orchestrate.executors.claude_code" in modules and "orchestrate.process.spec" in modules
+    found = [name for name in NOT_IN_THE_SPEC if loaded(modules, name)]
+    assert not found, f"loaded while building the early spec: {found}"
+    _, control = probe("import pathlib, typing\n")
+    assert loaded(control, "pathlib") and loaded(control, "typing")
 
 
 @pytest.mark.parametrize("command", ["/bin/sh", "sh", "./sh", "no-such-program-here", "", "."])
@@ -163,3 +231,90 @@ def test_which_matches_shutil(tmp_path: Path, command: str, monkeypatch: pytest.
         expected = shutil.which(command, path=path)
         expected = None if expected is None else os.path.abspath(expected)
         assert _which(command, path) == expected, (command, path)
+
+
+def test_a_spec_from_a_str_is_the_spec_from_its_path(tmp_path: Path) -> None:
+    """The early start's spec (its directory a str, no pathlib) and the run's (a Path) are one
+    spec: the run adopts the early agent only when they are equal (run/handle.py).  ``cwd`` reads
+    as a Path whichever was given; ``directory`` is the str the spawn passes."""
+    from orchestrate.process.spec import ProcessSpec
+
+    link = tmp_path / "link"
+    link.symlink_to(tmp_path, target_is_directory=True)
+    for given in (str(tmp_path), tmp_path, f"{tmp_path}/", f"{tmp_path}//."):
+        spec = ProcessSpec(["a"], given, {"K": "V"})
+        assert spec == ProcessSpec(["a"], tmp_path, {"K": "V"}), given
+        assert isinstance(spec.cwd, Path) and spec.cwd == tmp_path
+        assert isinstance(spec.directory, str)
+        assert spec.replace(argv=["a"]) == spec and spec.replace(cwd=str(tmp_path)) == spec
+    assert ProcessSpec(["a"], str(link), {}) != ProcessSpec(["a"], tmp_path, {})  # paths, not files
+    assert ProcessSpec(["a"], "rel", {}).cwd == Path("rel")
+    assert ProcessSpec(["a"], tmp_path, {}) != ProcessSpec(["a"], tmp_path / "x", {})
+    expected = f"ProcessSpec(argv=['a'], cwd={tmp_path!r}, env={{}})"
+    assert repr(ProcessSpec(["a"], str(tmp_path), {})) == expected
+    spec = ProcessSpec(["a"], tmp_path, {})
+    for name in ("cwd", "directory"):
+        with pytest.raises(AttributeError):
+            setattr(spec, name, "/elsewhere")
+
+
+def test_the_early_spec_names_the_resolved_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--cwd`` through a symlink, relative, or not given: the early start resolves it with
+    os.path.realpath where the full path uses Path.resolve (the same function since 3.10), and a
+    directory that is not one (missing, a file, a symlink loop) starts nothing early."""
+    from orchestrate.cli import early
+
+    monkeypatch.setenv("ORCHESTRATE_BIN_PATH", str(_fake_claude(tmp_path)))
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real, target_is_directory=True)
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "file").write_text("")
+    monkeypatch.chdir(tmp_path)
+    args = ["run", "-e", "claude-code", "--approvals", "deny"]
+    for cwd in (["--cwd", str(tmp_path / "link")], ["--cwd", "link"], ["--cwd", "./link/../real"]):
+        spec = early.early_spec([*args, *cwd, "hi"])
+        assert spec is not None and spec.directory == str(real) and spec.cwd == Path(cwd[1]).resolve()
+    monkeypatch.chdir(tmp_path / "link")
+    spec = early.early_spec([*args, "hi"])
+    assert spec is not None and spec.cwd == Path.cwd().resolve()
+    for bad in ("loop", "file", "missing", str(tmp_path / "loop")):
+        monkeypatch.chdir(tmp_path)
+        assert early.early_spec([*args, "--cwd", bad, "hi"]) is None, bad
+
+
+def test_the_install_adds_no_import_hook_to_every_start() -> None:
+    """.ci/install's editable install is a plain path entry (pyproject.toml's package-dir), not
+    setuptools' finder for a flat layout, which every python process of the venv imported at start
+    (with pathlib, re, urllib.parse, ipaddress, fnmatch, importlib.util: ~13 ms before `orchestrate
+    run` could start its agent).  Fails in a venv installed before that change: run .ci/install's
+    pip line again (`pip install -e .`)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; print(*sys.modules, sep='\\n')"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    hooks = [m for m in done.stdout.split() if m.startswith("__editable__")]
+    assert not hooks, f"an editable install's import hook runs at every python start: {hooks}"
+
+
+def test_import_module_is_importlibs_for_a_name_in_the_package() -> None:
+    """lazy.import_module (importlib.import_module without the importlib package) gives the module
+    itself, loaded or not, and refuses what it does not resolve as importlib would."""
+    import importlib
+
+    import orchestrate
+    from orchestrate.lazy import import_module
+
+    assert import_module(".errors", "orchestrate") is importlib.import_module(".errors", "orchestrate")
+    claude = import_module(".executors.claude_code", "orchestrate")
+    assert claude.__name__ == "orchestrate.executors.claude_code"
+    assert claude is sys.modules["orchestrate.executors.claude_code"]
+    assert orchestrate.get_executor("claude-code").name == "claude-code"  # through the registry's import
+    with pytest.raises(ModuleNotFoundError):
+        import_module(".no_such_module", "orchestrate")
+    for name in ("errors", "..errors", "orchestrate.errors"):
+        with pytest.raises(ValueError, match="relative"):
+            import_module(name, "orchestrate")

@@ -591,12 +591,24 @@ def test_a_standby_near_its_deadline_is_not_told_but_ended(tmp_path: Path) -> No
     assert not marker.exists()
 
 
+def _catching(pid: int, sig: int) -> None:
+    """Wait until the supervisor has its handler for ``sig`` in place (a fixed sleep is not
+    enough on a loaded machine: its interpreter may not be up yet)."""
+    deadline = time.monotonic() + 10
+    while True:
+        status = Path(f"/proc/{pid}/status").read_text()
+        if int(status.split("SigCgt:")[1].split()[0], 16) & (1 << (sig - 1)):
+            return
+        assert time.monotonic() < deadline, "the supervisor never caught the signal"
+        time.sleep(0.01)
+
+
 def test_signals_before_the_message_reach_the_agent_once_it_runs(tmp_path: Path, spawned: Spawned) -> None:
     """SIGTERM (a flood of it) sent to a supervisor still waiting for its message is forwarded to
     the agent once started, as before the agent existed: it dies of it."""
     marker = tmp_path / "started"
     proc, ours = supervise(spawned)
-    time.sleep(0.3)  # its interpreter is up and waiting
+    _catching(proc.pid, signal.SIGTERM)  # (before, SIGTERM would end the supervisor itself)
     for _ in range(200):
         proc.send_signal(signal.SIGTERM)
     ours.sendall(message(marker))

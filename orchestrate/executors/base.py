@@ -5,8 +5,6 @@ from __future__ import annotations
 import abc
 import os
 import sys
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..errors import ExecutorUnavailableError
 from ..process.env import NESTING_VARIABLES, build_env
@@ -17,8 +15,13 @@ from ..process.spec import ProcessSpec
 # the executor's own code before either is loaded, so that the agent starts first.  The options
 # model lives in options.py and is imported from here when first asked for.  Nor dataclasses
 # (which imports inspect), shutil or shlex, for the same reason: about 20 ms of CPU on every
-# start, before the agent could be spawned (process/record.py).
+# start, before the agent could be spawned (process/record.py).  Nor typing and pathlib (with re,
+# fnmatch, urllib.parse, ipaddress): ~3 and ~5 ms more.  (mypy takes any TYPE_CHECKING as true.)
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # types only: an executor is described before its normalizer is loaded
+    from pathlib import Path
+    from typing import Any, ClassVar
+
     from ..approvals.base import ApprovalService
     from ..normalizers.base import Normalizer
     from ..task import Task
@@ -214,7 +217,9 @@ class Executor(abc.ABC):
             os.environ, {**self.env_additions(task), **self.options.env}, task.env, remove=self.remove_env
         )
         argv = self.build_argv(task) + self.policy_args(approvals)
-        return ProcessSpec(argv=argv, cwd=Path(task.cwd), env=env)
+        # (task.cwd as it is: a Path from the run, a str from the early start, which spawns before
+        # pathlib is loaded; the spec is the same either way: process/spec.py)
+        return ProcessSpec(argv=argv, cwd=task.cwd, env=env)
 
     def prepare(self, spec: ProcessSpec, task: Task) -> list[str]:
         """Work around a CLI's known trouble before its process starts (files it would clobber, say);
@@ -269,6 +274,8 @@ class Executor(abc.ABC):
 
     @staticmethod
     def home(env: dict[str, str]) -> Path:
+        from pathlib import Path
+
         return Path(env.get("HOME", str(Path.home())))
 
     @staticmethod

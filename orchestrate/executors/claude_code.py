@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
 
 from .base import Capabilities, Executor
 
+# Not typing's, nor pathlib at the top: this module is loaded before `orchestrate run` spawns its
+# agent (cli/early.py), and they cost ~3 and ~5 ms there.  (mypy takes any TYPE_CHECKING as true.)
+TYPE_CHECKING = False
 if TYPE_CHECKING:  # loaded when first used: a run starts the CLI before it needs them
+    from typing import Any, ClassVar
+
     from ..approvals.base import ApprovalRequest
     from ..normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
     from ..peers.claude_control import CanUseTool
@@ -83,6 +86,8 @@ class ClaudeCodeExecutor(Executor):
             return found
         if env.get("CLAUDE_CODE_USE_BEDROCK") or env.get("CLAUDE_CODE_USE_VERTEX"):
             return True, "a cloud provider ($CLAUDE_CODE_USE_BEDROCK / _VERTEX)"
+        from pathlib import Path
+
         config = Path(env["CLAUDE_CONFIG_DIR"]) if env.get("CLAUDE_CONFIG_DIR") else Path.home() / ".claude"
         return self.credentials_in(env, (), (config / ".credentials.json",)) or (False, None)
 

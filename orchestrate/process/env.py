@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-
 from ..errors import ConfigError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # types only: this is on the path to the early spawn (cli/early.py)
+    from collections.abc import Iterable, Mapping
 
 __all__ = ["NESTING_VARIABLES", "build_env", "parse_env_overrides"]
 

@@ -149,7 +149,8 @@ class Standby:
             self.discard()
             return None
         try:
-            self.launch.address(spec.argv, str(spec.cwd), spec.env)
+            # (spec.directory, a str: spec.cwd, a Path, would import pathlib before the send)
+            self.launch.address(spec.argv, spec.directory, spec.env)
         except SpawnError:
             self.discard()
             return None
