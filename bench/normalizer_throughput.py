@@ -18,8 +18,11 @@ the time goes: ``bare`` (not our code: the least a normalizer written in Python 
 line on top of the floor, see ``corpus.bare``), ``wire`` (the handler does nothing: what is left
 is the wire's framing and its one parse per line, the normalizer's creation and ``finish``,
 notes, drains), ``1 entry`` (it adds one plain entry per line, so one entry model and one patch
-per line), then ``full``.  The handlers run strict, so a stage whose handler no longer fits the
-normalizer fails loudly instead of timing the error entries it would make.
+per line), then ``full``, and ``no patch``: the full path with each patch a plain tuple instead
+of its ``EntryPatch`` model (what a lazy patch could save at most on the patch object itself; the
+pure modules only: a compiled module's functions cannot be swapped).  The handlers run strict,
+so a stage whose handler no longer fits the normalizer fails loudly instead of timing the error
+entries it would make.
 
     python bench/normalizer_throughput.py [--mb 10] [--repeat 5] [--answers 1,5] [--protocol NAME]
                                           [--decompose] [--clock wall|cpu] [--require-compiled]
@@ -40,6 +43,7 @@ import corpus as corpus_module
 from corpus import PIPE_CHUNK, PROTOCOLS, Corpus, Segment, bare, chunks, floor, load, normalize, normalizer
 from synthetic import STREAMS, stream
 
+import orchestrate.normalizers.base as log_module
 from orchestrate.normalizers.kinds import SYSTEM
 from orchestrate.wire.lines import WireLine
 
@@ -52,6 +56,10 @@ def _wire(self: Any, line: WireLine) -> None:
 
 def _one_entry(self: Any, line: WireLine) -> None:
     self.log.add(SYSTEM, "", line.ts)
+
+
+def _tuple_patch(op: str, index: int, entry: Any) -> tuple[str, int, Any]:
+    return (op, index, entry)
 
 
 def _strict(n: Any) -> Any:
@@ -117,6 +125,15 @@ def decompose(corpus: Corpus, repeat: int) -> None:
                 corpus_module.normalizer = lambda _protocol, stage=stage: _strict(stage())
             f, n = ratio(corpus.protocol, pieces, repeat)
             cells.append(f"{label} {n / f:5.2f}x")
+        if not compiled():
+            corpus_module.normalizer = lambda protocol: _strict(made(protocol))
+            real_patch = log_module._patch
+            log_module._patch = _tuple_patch  # type: ignore[assignment]
+            try:
+                f, n = ratio(corpus.protocol, pieces, repeat)
+            finally:
+                log_module._patch = real_patch
+            cells.append(f"no patch {n / f:5.2f}x")
     finally:
         corpus_module.normalizer = made
     size = f"{corpus.size / 1e6:6.1f} MB"

@@ -53,7 +53,7 @@ def test_normalizer_throughput_decomposes_where_the_time_goes() -> None:
         "--protocol",
         "codex-exec",
     )
-    stages = r" +".join(rf"{stage} +{RATIO}" for stage in ("wire", "1 entry", "full"))
+    stages = r" +".join(rf"{stage} +{RATIO}" for stage in ("wire", "1 entry", "full", "no patch"))
     assert re.search(rf"codex-exec +decomposed .*{stages}", out), out
 
 
