@@ -23,7 +23,7 @@ from orchestrate.process.spec import ProcessSpec
 
 from .helpers import marked
 from .test_containment import FAST, mark, our_cgroups
-from .test_supervisor_first import Spawned, answer, spawned, started_nothing, supervise
+from .test_supervisor_first import Spawned, _start_error, answer, spawned, started_nothing, supervise
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux supervisor")
 
@@ -434,22 +434,6 @@ def test_a_message_cut_inside_a_multibyte_character_starts_nothing(
     if then == "end of file":
         ours.shutdown(socket.SHUT_WR)
     started_nothing(proc, ours, marker)
-
-
-def _start_error(spec: ProcessSpec, how: str) -> str:
-    async def early() -> str:
-        started = prestart.prestart(spec)
-        assert started is not None
-        with pytest.raises(SpawnError) as caught:
-            await AgentProcess.adopt(started)
-        return str(caught.value)
-
-    async def spawn() -> str:
-        with pytest.raises(SpawnError) as caught:
-            await AgentProcess.spawn(spec)
-        return str(caught.value)
-
-    return anyio.run(early if how == "early" else spawn)
 
 
 @pytest.mark.parametrize(
