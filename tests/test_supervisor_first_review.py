@@ -23,7 +23,15 @@ from orchestrate.process.spec import ProcessSpec
 
 from .helpers import marked
 from .test_containment import FAST, mark, our_cgroups
-from .test_supervisor_first import Spawned, _start_error, answer, spawned, started_nothing, supervise
+from .test_supervisor_first import (
+    Spawned,
+    _start_error,
+    answer,
+    spawned,
+    started_nothing,
+    supervise,
+    wait_file_exists,
+)
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux supervisor")
 
@@ -63,10 +71,7 @@ def test_a_short_count_with_leading_zeros_still_starts(tmp_path: Path, spawned: 
     proc, ours = supervise(spawned)
     ours.sendall(_body(b"", b"", b"003", b"-", b"/bin/sh", b"-c", _touch(marker)))
     assert answer(ours).startswith(b"ok ")
-    deadline = time.monotonic() + 10
-    while not marker.exists():
-        assert time.monotonic() < deadline, "the agent never ran"
-        time.sleep(0.01)
+    wait_file_exists(marker)  # (the agent ran)
     ours.sendall(b"kill\n")
     assert proc.wait(10) != supervisor.NOTHING_STARTED
 
@@ -91,18 +96,6 @@ def _environ_of(pid: int) -> dict[bytes, bytes]:
 
 def _agent_environ(how: str, tmp_path: Path) -> dict[bytes, bytes]:
     spec = ProcessSpec(["/bin/sleep", "30"], tmp_path, dict(BARE))
-    if how == "early":
-        started = prestart.prestart(spec)
-        assert started is not None
-
-        async def adopt() -> dict[bytes, bytes]:
-            proc = await AgentProcess.adopt(started)
-            try:
-                return _environ_of(proc.pid)
-            finally:
-                await proc.shutdown(FAST)
-
-        return anyio.run(adopt)
 
     async def spawn() -> dict[bytes, bytes]:
         if how == "pty":
@@ -114,7 +107,12 @@ def _agent_environ(how: str, tmp_path: Path) -> dict[bytes, bytes]:
             finally:
                 pty.containment.kill()
                 await pty.wait(5.0)
-        proc = await AgentProcess.spawn(spec)
+        if how == "early":
+            started = prestart.prestart(spec)
+            assert started is not None
+            proc = await AgentProcess.adopt(started)
+        else:
+            proc = await AgentProcess.spawn(spec)
         try:
             return _environ_of(proc.pid)
         finally:
