@@ -60,7 +60,9 @@ class ExecutorUnavailableError(OrchestrateError):
 class SpawnError(OrchestrateError):
     def __init__(self, argv: list[str], reason: str) -> None:
         self.argv = argv
-        super().__init__(f"could not start {argv[0]!r}: {reason}")
+        # Empty when nothing is named yet (a supervisor spawned before its agent is known).
+        what = repr(argv[0]) if argv else "the agent"
+        super().__init__(f"could not start {what}: {reason}")
 
 
 class ProcessExitedError(OrchestrateError):

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from orchestrate.cli import early
 from orchestrate.cli import main as cli_main
-from orchestrate.errors import OrchestrateError
+from orchestrate.errors import OrchestrateError, SpawnError
 from orchestrate.executors.base import Executor
 from orchestrate.executors.options import ExecutorOptions
 from orchestrate.process.spec import ProcessSpec
@@ -303,6 +303,29 @@ def test_an_early_run_is_a_run(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "loaded at the spawn: []" in done.stderr
     assert '"outcome":"success"' in done.stdout.splitlines()[-1]
+
+
+@pytest.mark.parametrize("off", ["ORCHESTRATE_SUPERVISOR", "ORCHESTRATE_CGROUPS"])
+def test_an_early_run_without_a_supervisor_or_cgroups_is_a_run(off: str, tmp_path: Path) -> None:
+    """With the supervisor (or cgroups) turned off, an early-startable run still runs: the early
+    start steps aside and the run spawns the agent itself (it once died on an IndexError, a
+    SpawnError naming no program)."""
+    done = subprocess.run(
+        [*CLI, "--base-command", FAKE, "--cwd", str(tmp_path), *JSONL, "hi"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, off: "0", "ORCHESTRATE_STORE": "off", "ORCHESTRATE_HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert '"outcome":"success"' in done.stdout.splitlines()[-1]
+
+
+def test_a_spawn_error_naming_no_program_says_so() -> None:
+    assert str(SpawnError([], "no supervisor on this machine")) == (
+        "could not start the agent: no supervisor on this machine"
+    )
 
 
 def test_a_start_for_another_command_line_is_not_adopted(tmp_path: Path) -> None:
