@@ -9,7 +9,6 @@ import signal
 from typing import Any
 
 import anyio
-from acp import schema
 
 from ..approvals.base import ApprovalDecision, ApprovalRequest, decide
 from ..approvals.tools import is_read_only_tool
@@ -25,9 +24,22 @@ from .acp_tools import AcpTools
 from .driver import Driver, DriverContext
 from .jsonrpc import JsonRpcConnection, JsonRpcError, RpcError
 
-__all__ = ["AcpDriver"]
+__all__ = ["INITIALIZE", "AcpDriver"]
 
 PROTOCOL_VERSION = 1
+# What the ACP SDK's InitializeRequest dumps to (tests/test_acp_params.py builds it and compares):
+# a constant, since building it imported the SDK's 273 models at every run's start (acp_params.py).
+INITIALIZE: dict[str, Any] = {
+    "protocolVersion": PROTOCOL_VERSION,
+    "clientCapabilities": {
+        "fs": {"readTextFile": True, "writeTextFile": True},
+        "terminal": True,
+        "auth": {"terminal": False},
+        # Forms and URLs are put to the person through the approval service (acp_elicitation).
+        "elicitation": {"form": {}, "url": {}},
+    },
+    "clientInfo": {"name": "orchestrate", "title": "orchestrate", "version": "0.1.0"},
+}
 REQUEST_CANCELLED = -32800  # the answer to a request the agent withdrew ($/cancel_request)
 CANCELLED: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
 _PERMISSION = "session/request_permission"
@@ -38,10 +50,6 @@ _STARTUP_TIMEOUT = 90.0  # Gemini and Qwen take 1.5-2 s to answer initialize on 
 _CALL_TIMEOUT = 60.0
 _CLOSE_TIMEOUT = 5.0  # session/close at the end: an agent that does not answer is stopped anyway
 _EXIT_GRACE = 1.0  # how long an agent that never exits on end of input gets before SIGTERM
-
-
-def _dump(model: Any) -> dict[str, Any]:
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[no-any-return]
 
 
 class AcpDriver(Driver[AcpExecutor]):
@@ -67,19 +75,7 @@ class AcpDriver(Driver[AcpExecutor]):
     # --- conversation -------------------------------------------------------------------------
 
     async def start(self, prompt: str) -> None:
-        request = schema.InitializeRequest(
-            protocol_version=PROTOCOL_VERSION,
-            client_capabilities=schema.ClientCapabilities(
-                fs=schema.FileSystemCapabilities(read_text_file=True, write_text_file=True),
-                terminal=True,
-                # Forms and URLs are put to the person through the approval service (acp_elicitation).
-                elicitation=schema.ElicitationCapabilities(
-                    form=schema.ElicitationFormCapabilities(), url=schema.ElicitationUrlCapabilities()
-                ),
-            ),
-            client_info=schema.Implementation(name="orchestrate", title="orchestrate", version="0.1.0"),
-        )
-        init = await self.conn.call("initialize", _dump(request), _STARTUP_TIMEOUT)
+        init = await self.conn.call("initialize", INITIALIZE, _STARTUP_TIMEOUT)
         self._learn(init if isinstance(init, dict) else {})
         opened = await self._open_session()
         await self._choose_model(opened)
@@ -268,7 +264,9 @@ class AcpDriver(Driver[AcpExecutor]):
     # --- permissions --------------------------------------------------------------------------
 
     async def _permission(self, incoming: IncomingRequest) -> dict[str, Any]:
-        params = _params(schema.RequestPermissionRequest, incoming)
+        from .acp_params import RequestPermissionRequest  # built at the first request, not at the start
+
+        params = _params(RequestPermissionRequest, incoming)
         call = params.tool_call
         request = self._approval_request(str(incoming.id), call)
         if self._turn_cancelled:

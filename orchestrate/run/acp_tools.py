@@ -20,8 +20,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from acp import schema
-
 from ..approvals.base import ApprovalDecision, ApprovalRequest, decide, read_refusal, write_refusal
 from ..errors import OrchestrateError
 from ..executors.acp import AcpExecutor
@@ -116,7 +114,9 @@ class AcpTools:
     # --- files --------------------------------------------------------------------------------
 
     async def read_file(self, incoming: IncomingRequest) -> dict[str, Any]:
-        params = _params(schema.ReadTextFileRequest, incoming)
+        from .acp_params import ReadTextFileRequest  # built at the first request (acp_params.py)
+
+        params = _params(ReadTextFileRequest, incoming)
         root = str(self.workspace.root)
         # Deny path rules, on the path as named and on the file really opened.
         refusal = read_refusal(self.ctx.approvals, params.path, root)
@@ -139,7 +139,9 @@ class AcpTools:
         return {"content": content}
 
     async def write_file(self, incoming: IncomingRequest) -> None:
-        params = _params(schema.WriteTextFileRequest, incoming)
+        from .acp_params import WriteTextFileRequest  # built at the first request (acp_params.py)
+
+        params = _params(WriteTextFileRequest, incoming)
         try:
             real = self.workspace.resolve(params.path)
         except OutsideWorkspaceError as exc:
@@ -203,7 +205,9 @@ class AcpTools:
     # --- terminals ----------------------------------------------------------------------------
 
     async def terminal_create(self, incoming: IncomingRequest) -> dict[str, Any]:
-        params = _params(schema.CreateTerminalRequest, incoming)
+        from .acp_params import CreateTerminalRequest  # built at the first request (acp_params.py)
+
+        params = _params(CreateTerminalRequest, incoming)
         try:
             env = checked_env([(v.name, v.value) for v in params.env or []])
             # Held from the check to the spawn: the command starts in the directory the person
