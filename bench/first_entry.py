@@ -56,8 +56,9 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO, Any
 
 import orjson
 
@@ -65,9 +66,25 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from orchestrate import AutoDeny, Task, get_executor  # noqa: E402
+from orchestrate.testing import offline  # noqa: E402
 from orchestrate.testing.model_server import ScriptedModelServer  # noqa: E402
-from orchestrate.testing.offline import Scratch, claude_offline_env  # noqa: E402
+from orchestrate.testing.offline import Scratch  # noqa: E402
 from orchestrate.testing.scenario import Scenario  # noqa: E402
+
+# Each CLI against the scripted model server, as the real-CLI tests run it (claude-code-acp and
+# codex-acp are the adapters over the same CLIs' settings).
+OFFLINE: dict[str, Callable[[ScriptedModelServer, Scratch], dict[str, str]]] = {
+    "claude-code": offline.claude_offline_env,
+    "claude-code-acp": offline.claude_offline_env,
+    "codex": offline.codex_offline_env,
+    "codex-acp": offline.codex_offline_env,
+    "codex-exec": offline.codex_offline_env,
+    "gemini": offline.gemini_offline_env,
+    "qwen": offline.qwen_offline_env,
+    "opencode": offline.opencode_offline_env,
+    "copilot": offline.copilot_offline_env,
+    "droid": offline.droid_offline_env,
+}
 
 PROMPT = "Say hello."
 SCENARIO = {"steps": [{"text": "Hello."}]}
@@ -89,13 +106,13 @@ def _first_lines(
     argv: list[str],
     env: dict[str, str],
     cwd: Path,
-    stdin: bytes | None,
+    stdin: bytes | Conversation | None,
     skip: Callable[[bytes], bool],
     entry: Callable[[bytes], bool] | None = None,
 ) -> tuple[tuple[float, float], float]:
     """Seconds from spawn to the first stdout line ``skip`` does not want, and to the first line
     ``entry`` says makes an entry (the same, without ``entry``); and the CPU the process had used
-    by the first."""
+    by the first.  ``stdin`` is written at once, or held as a :class:`Conversation` holds it."""
     start = time.perf_counter()
     proc = subprocess.Popen(
         argv,
@@ -106,22 +123,105 @@ def _first_lines(
         stderr=subprocess.DEVNULL,
     )
     assert proc.stdin is not None and proc.stdout is not None
-    if stdin is not None:
-        proc.stdin.write(stdin)
-        proc.stdin.flush()
-    line = proc.stdout.readline()
+    conversation = (
+        stdin if isinstance(stdin, Conversation) else Conversation([(stdin or b"", frozenset())], {})
+    )
+    lines = conversation.talk(proc.stdin, proc.stdout)
+    line = next(lines, b"")
     while line and skip(line):
-        line = proc.stdout.readline()
+        line = next(lines, b"")
     took = took_entry = time.perf_counter() - start
     cpu = _cpu_seconds(proc.pid)
     while entry is not None and line and not entry(line):  # (judging takes well under a ms)
-        line = proc.stdout.readline()
+        line = next(lines, b"")
         took_entry = time.perf_counter() - start
     proc.kill()
     proc.wait()
     if not line:
         raise SystemExit(f"no output from {argv[0]}")
     return (took, took_entry), cpu
+
+
+def _answer(line: bytes) -> dict[str, Any] | None:
+    """``line`` if it is a JSON-RPC answer (an id and a result or an error, no method)."""
+    try:
+        message = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    is_answer = type(message) is dict and "id" in message and "method" not in message
+    return message if is_answer and ("result" in message or "error" in message) else None
+
+
+def _made_up(logged: object, live: object, into: dict[str, str]) -> None:
+    """The strings the agent made up (ids of sessions, threads, turns): where ``logged`` and
+    ``live``, the same answer in two runs, hold different strings of 8 characters or more."""
+    if type(logged) is dict and type(live) is dict:
+        for key, value in logged.items():
+            if key in live:
+                _made_up(value, live[key], into)
+    elif type(logged) is list and type(live) is list:
+        for a, b in zip(logged, live, strict=False):
+            _made_up(a, b, into)
+    elif type(logged) is str and type(live) is str and logged != live and len(logged) >= 8:
+        into[logged] = live
+
+
+class Conversation:
+    """What orchestrate wrote to its agent in one run of its own (its raw log's stdin records), to be
+    written to the CLI alone the same way: each write once the CLI has answered every JSON-RPC
+    request that orchestrate had seen answered before making it, with what the agent made up in
+    those answers (a session's id, a thread's) replaced by the new run's own.  The least a client
+    of the protocol does, with the requests and capabilities orchestrate sends."""
+
+    def __init__(self, steps: list[tuple[bytes, frozenset[object]]], answers: dict[object, object]) -> None:
+        self.steps = steps
+        self.answers = answers
+
+    @classmethod
+    def from_raw_log(cls, path: Path) -> Conversation:
+        steps: list[tuple[bytes, frozenset[object]]] = []
+        answers: dict[object, object] = {}
+        pending = b""
+        with path.open("rb") as log:
+            for raw in log:
+                record = orjson.loads(raw)
+                if record.get("type") != "chunk":
+                    continue
+                data = record["data"].encode()
+                if record["stream"] == "stdin":
+                    steps.append((data, frozenset(answers)))
+                elif record["stream"] == "stdout":
+                    *whole, pending = (pending + data).split(b"\n")
+                    for line in whole:
+                        message = _answer(line)
+                        if message is not None:
+                            answers[message["id"]] = message
+        if not steps:
+            raise SystemExit(f"{path}: orchestrate wrote nothing to its agent")
+        return cls(steps, answers)
+
+    def talk(self, stdin: IO[bytes], stdout: IO[bytes]) -> Iterator[bytes]:
+        """The agent's stdout lines, writing each step once what it waits for has been answered."""
+        live: dict[object, object] = {}
+        renamed: dict[str, str] = {}
+        steps = list(self.steps)
+        while True:
+            while steps and steps[0][1].issubset(live):
+                data, needs = steps.pop(0)
+                for answered in needs:
+                    _made_up(self.answers[answered], live[answered], renamed)
+                for logged, new in renamed.items():
+                    data = data.replace(logged.encode(), new.encode())
+                if data:
+                    stdin.write(data)
+                    stdin.flush()
+            line = stdout.readline()
+            if not line:
+                return
+            message = _answer(line)
+            if message is not None:
+                live[message["id"]] = message
+            yield line
 
 
 def makes_entry(executor: str) -> Callable[[bytes], bool]:
@@ -157,17 +257,32 @@ def _bytecode_env(cache: Path | None) -> dict[str, str]:
     return env
 
 
-def cli_alone(executor: str, task: Task) -> tuple[list[str], dict[str, str], bytes]:
+def cli_alone(executor: str, task: Task) -> tuple[list[str], dict[str, str], bytes | None]:
+    """The CLI's command line and environment as orchestrate makes them; for Claude Code, its first
+    message, written at once (for the others, what orchestrate writes: :class:`Conversation`)."""
     spec = get_executor(executor).process_spec(task, AutoDeny())
+    if executor != "claude-code":
+        return list(spec.argv), dict(spec.env), None
     message = {"type": "user", "message": {"role": "user", "content": [{"type": "text", "text": PROMPT}]}}
     return list(spec.argv), dict(spec.env), orjson.dumps(message) + b"\n"
+
+
+def conversation_of(argv: list[str], env: dict[str, str], cwd: Path, home: Path) -> Conversation:
+    """What ``orchestrate run`` (``argv``) writes to its agent: one whole run, untimed, its raw log
+    read (the newest under ``home``)."""
+    done = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, timeout=300)
+    logs = sorted((home / "runs").glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
+    if done.returncode != 0 or not logs:
+        tail = done.stdout.decode(errors="replace")[-500:] + done.stderr.decode(errors="replace")[-500:]
+        raise SystemExit(f"the untimed run to learn the conversation failed ({done.returncode}):\n{tail}")
+    return Conversation.from_raw_log(logs[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--executor", default="claude-code")
+    parser.add_argument("--executor", default="claude-code", choices=sorted(OFFLINE))
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--late", action="store_true", help="also time with ORCHESTRATE_EARLY=0")
     parser.add_argument(
@@ -210,9 +325,9 @@ def main() -> None:
         Scratch.create(prefix="orchestrate-bench-") as scratch,
         ScriptedModelServer(Scenario.from_obj(SCENARIO)) as server,
     ):
-        agent_env = claude_offline_env(server, scratch)
+        agent_env = OFFLINE[args.executor](server, scratch)
         task = Task(prompt=PROMPT, cwd=scratch.work, env=agent_env)
-        argv, env, stdin = cli_alone(args.executor, task)
+        argv, env, message = cli_alone(args.executor, task)
         run_args = ["run", "-e", args.executor, "--output", "jsonl"]
         run_args += ["--approvals", "deny", "--cwd", str(scratch.work), PROMPT]
 
@@ -243,6 +358,11 @@ def main() -> None:
             if not args.as_is:  # each checkout's cache filled once, untimed
                 for index in range(len(checkouts)):
                     first_line(ours(index), env_of(index, "1"), scratch.work, None, _OWN_PROMPT)
+            stdin: bytes | Conversation = (
+                message
+                if message is not None
+                else conversation_of(ours(0), env_of(0, "1"), scratch.work, Path(home))
+            )
             load_before = os.getloadavg()[0]
             for _ in range(args.rounds):
                 (took, took_entry), _ = _first_lines(argv, env, scratch.work, stdin, lambda _: False, judge)
