@@ -104,6 +104,11 @@ NOT_YET = {
     "orchestrate.approvals.policy": "the rules of a policy file",
     "orchestrate.approvals.display": "the question on screen: the first question",
     "orchestrate.approvals.editor": "likewise",
+    "orchestrate.approvals.facts": "a call's parsed facts: the pipeline's first request",
+    "orchestrate.approvals.scopes": "the session's 'always' memory: likewise",
+    "orchestrate.approvals.commands": "the command rules and parser: likewise",
+    "orchestrate.approvals.words": "likewise",
+    "orchestrate.approvals.paths": "the path rules: likewise",
 }
 # Loaded by then, or the watch fired at the wrong moment (this test's own check).
 NEEDED = ("orchestrate.entries", "orchestrate.normalizers.claude_stream_json", "orchestrate.run.handle")
