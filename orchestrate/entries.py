@@ -75,6 +75,11 @@ class Model(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         ser_json_timedelta="float",
+        # Each model's validator and serializer are built when it is first used, not when this
+        # module is imported: a run's first entry needs a few of the ~30 (the patch, the entry,
+        # its type), and every model built up front is ~0.5 ms of CPU that the agent's own
+        # start-up shares the machine with (tests/test_first_entry_imports.py).
+        defer_build=True,
     )
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -346,7 +351,22 @@ class EntryPatch(Model):
     entry: NormalizedEntry
 
 
-PATCH_ADAPTER: TypeAdapter[EntryPatch] = TypeAdapter(EntryPatch)
+PATCH_ADAPTER: TypeAdapter[EntryPatch]
+"""Validates a patch from its JSON form; made when first asked for (it builds the patch's model)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PATCH_ADAPTER":
+        return _patch_adapter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _patch_adapter() -> TypeAdapter[EntryPatch]:
+    adapter: TypeAdapter[EntryPatch] | None = globals().get("PATCH_ADAPTER")
+    if adapter is None:
+        adapter = globals()["PATCH_ADAPTER"] = TypeAdapter(EntryPatch)
+    return adapter
+
 
 _CAMEL: dict[str, str] = {}
 
@@ -364,4 +384,4 @@ def camel_key(key: str) -> str:
 
 def entry_json_schema() -> dict[str, Any]:
     """JSON Schema of one entry patch, in its camelCase wire form."""
-    return PATCH_ADAPTER.json_schema(by_alias=True, mode="serialization")
+    return _patch_adapter().json_schema(by_alias=True, mode="serialization")
