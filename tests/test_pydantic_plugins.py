@@ -6,6 +6,7 @@ own would, or hands over to it: a plugin installed is still loaded and called fo
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -123,20 +124,31 @@ def test_an_oversized_or_unreadable_entry_points_file(search_path: Path) -> None
     assert plugins_declared() is False
 
 
-def test_the_stand_in_gives_other_names_from_pydantic_s_loader(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A name pydantic may import from its loader besides ``get_plugins`` comes from the real one."""
-    real = sys.modules.pop(pydantic_plugins.LOADER, None)
+def test_the_stand_in_is_imported_once_and_gives_other_names_from_pydantic_s_loader() -> None:
+    """Installed, nothing is in ``sys.modules`` until pydantic imports its loader; then the
+    stand-in is, once; a name pydantic may import from it besides ``get_plugins`` comes from the
+    real loader, which takes its place from then on."""
+    name = pydantic_plugins.LOADER
+    real = sys.modules.pop(name, None)
+    meta_path = list(sys.meta_path)
     try:
         pydantic_plugins.install()
-        stand_in = sys.modules[pydantic_plugins.LOADER]
+        pydantic_plugins.install()
+        assert name not in sys.modules
+        stand_in = importlib.import_module(name)
         assert stand_in.get_plugins is pydantic_plugins.get_plugins
+        assert stand_in.__spec__ is not None and stand_in.__spec__.name == name
+        assert sys.meta_path == meta_path  # stepped aside once imported
+        assert importlib.import_module(name) is stand_in
         assert stand_in.PYDANTIC_ENTRY_POINT_GROUP == "pydantic"  # the real module's constant
-        assert sys.modules[pydantic_plugins.LOADER] is not stand_in  # the real one in its place now
+        assert sys.modules[name] is not stand_in  # the real one in its place now
+        assert sys.modules[name].get_plugins is not pydantic_plugins.get_plugins
         with pytest.raises(AttributeError):
             getattr(stand_in, "__path__")  # noqa: B009  # (a module, not a package, to the import system)
     finally:
+        sys.meta_path[:] = meta_path
         if real is not None:
-            sys.modules[pydantic_plugins.LOADER] = real
+            sys.modules[name] = real
 
 
 def run_command(tmp_path: Path, plugin: bool, **env: str) -> tuple[list[str], str]:

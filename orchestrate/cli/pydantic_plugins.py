@@ -34,17 +34,36 @@ LOADER = "pydantic.plugin._loader"
 _MAX_READ = 1 << 20
 _DISABLED = ("__all__", "1", "true")  # pydantic's own values for "no plugins at all"
 _declared: list[bool] = []  # the answer, once found (pydantic, too, looks once per process)
+_module_spec = type(sys.__spec__)  # importlib.machinery.ModuleSpec, without importing importlib
 
 
 def install() -> None:
-    """Put a stand-in for pydantic's loader in ``sys.modules`` (unless the real one is loaded):
-    its :func:`get_plugins` is this module's, any other name is the real loader's."""
-    if LOADER in sys.modules:
-        return
-    stand_in = type(sys)(LOADER, __doc__)
-    stand_in.get_plugins = get_plugins  # type: ignore[attr-defined]
-    setattr(stand_in, "__getattr__", _from_real_loader)  # noqa: B010  # (PEP 562; mypy refuses the plain form)
-    sys.modules[LOADER] = stand_in
+    """Have the stand-in imported in place of pydantic's loader, when pydantic first asks for it
+    (unless the real one is loaded already): a finder first in ``sys.meta_path``, which steps
+    aside once it has served (nothing of pydantic's is in ``sys.modules`` before pydantic is)."""
+    if LOADER not in sys.modules and _StandIn not in sys.meta_path:
+        sys.meta_path.insert(0, _StandIn)
+
+
+class _StandIn:
+    """Finder and loader of the stand-in: its ``get_plugins`` is this module's :func:`get_plugins`,
+    any other name is the real loader's."""
+
+    @classmethod
+    def find_spec(cls, name: str, path: object = None, target: object = None) -> Any:
+        if name != LOADER:
+            return None
+        _step_aside()  # once: the real loader is found as usual from now on
+        return _module_spec(name, cls)  # type: ignore[arg-type]  # (a loader by protocol)
+
+    @staticmethod
+    def create_module(spec: object) -> None:
+        return None  # (the usual module object)
+
+    @staticmethod
+    def exec_module(module: ModuleType) -> None:
+        module.get_plugins = get_plugins  # type: ignore[attr-defined]
+        setattr(module, "__getattr__", _from_real_loader)  # noqa: B010  # (PEP 562; mypy refuses the plain form)
 
 
 def get_plugins() -> Iterable[Any]:
@@ -118,8 +137,17 @@ def _real_loader() -> ModuleType:
     """pydantic's own loader, in ``sys.modules`` from now on in place of the stand-in."""
     if getattr(sys.modules.get(LOADER), "get_plugins", None) is get_plugins:
         del sys.modules[LOADER]
+    _step_aside()
     __import__(LOADER)
     return sys.modules[LOADER]
+
+
+def _step_aside() -> None:
+    # (not contextlib.suppress: this module loads before the agent's early spawn, contextlib does not)
+    try:  # noqa: SIM105
+        sys.meta_path.remove(_StandIn)
+    except ValueError:
+        pass
 
 
 def _from_real_loader(name: str) -> Any:
