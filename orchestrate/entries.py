@@ -10,7 +10,7 @@ emit :class:`EntryPatch` values that add an entry or replace it in place.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -18,7 +18,6 @@ from pydantic import (
     Field,
     GetJsonSchemaHandler,
     SerializerFunctionWrapHandler,
-    TypeAdapter,
     field_validator,
     model_serializer,
     model_validator,
@@ -26,6 +25,9 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
+
+if TYPE_CHECKING:  # (pydantic.type_adapter is loaded with the first PATCH_ADAPTER, not by a run)
+    from pydantic import TypeAdapter
 
 __all__ = [
     "NO_EXIT_CODE",
@@ -364,6 +366,8 @@ def __getattr__(name: str) -> Any:
 def _patch_adapter() -> TypeAdapter[EntryPatch]:
     adapter: TypeAdapter[EntryPatch] | None = globals().get("PATCH_ADAPTER")
     if adapter is None:
+        from pydantic import TypeAdapter
+
         adapter = globals()["PATCH_ADAPTER"] = TypeAdapter(EntryPatch)
     return adapter
 
