@@ -23,7 +23,7 @@ from orchestrate.cli.pydantic_plugins import plugins_declared
 from .helpers import ROOT
 
 # A pydantic plugin that notes the name of every schema it is asked about, in $PLUGIN_SEEN.
-PLUGIN = '''
+PLUGIN = """
 import os
 
 
@@ -35,7 +35,7 @@ class Plugin:
 
 
 plugin = Plugin()
-'''
+"""
 
 # `orchestrate schema` (through the command's own entry point), then whether importlib.metadata
 # was imported, on stderr.

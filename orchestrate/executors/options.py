@@ -16,7 +16,6 @@ def _no_arguments() -> list[str]:
     return []
 
 
-
 class ExecutorOptions(BaseModel):
     """Options every executor understands; unset ones keep the CLI's defaults."""
 
