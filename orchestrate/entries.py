@@ -10,7 +10,7 @@ emit :class:`EntryPatch` values that add an entry or replace it in place.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -18,7 +18,6 @@ from pydantic import (
     Field,
     GetJsonSchemaHandler,
     SerializerFunctionWrapHandler,
-    TypeAdapter,
     field_validator,
     model_serializer,
     model_validator,
@@ -26,6 +25,9 @@ from pydantic import (
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema
+
+if TYPE_CHECKING:  # (pydantic.type_adapter is loaded with the first PATCH_ADAPTER, not by a run)
+    from pydantic import TypeAdapter
 
 __all__ = [
     "NO_EXIT_CODE",
@@ -75,6 +77,11 @@ class Model(BaseModel):
         alias_generator=to_camel,
         populate_by_name=True,
         ser_json_timedelta="float",
+        # Each model's validator and serializer are built when it is first used, not when this
+        # module is imported: a run's first entry needs a few of the ~30 (the patch, the entry,
+        # its type), and every model built up front is ~0.5 ms of CPU that the agent's own
+        # start-up shares the machine with (tests/test_first_entry_imports.py).
+        defer_build=True,
     )
 
     def to_json_dict(self) -> dict[str, Any]:
@@ -346,7 +353,24 @@ class EntryPatch(Model):
     entry: NormalizedEntry
 
 
-PATCH_ADAPTER: TypeAdapter[EntryPatch] = TypeAdapter(EntryPatch)
+PATCH_ADAPTER: TypeAdapter[EntryPatch]
+"""Validates a patch from its JSON form; made when first asked for (it builds the patch's model)."""
+
+
+def __getattr__(name: str) -> Any:
+    if name == "PATCH_ADAPTER":
+        return _patch_adapter()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _patch_adapter() -> TypeAdapter[EntryPatch]:
+    adapter: TypeAdapter[EntryPatch] | None = globals().get("PATCH_ADAPTER")
+    if adapter is None:
+        from pydantic import TypeAdapter
+
+        adapter = globals()["PATCH_ADAPTER"] = TypeAdapter(EntryPatch)
+    return adapter
+
 
 _CAMEL: dict[str, str] = {}
 
@@ -364,4 +388,4 @@ def camel_key(key: str) -> str:
 
 def entry_json_schema() -> dict[str, Any]:
     """JSON Schema of one entry patch, in its camelCase wire form."""
-    return PATCH_ADAPTER.json_schema(by_alias=True, mode="serialization")
+    return _patch_adapter().json_schema(by_alias=True, mode="serialization")

@@ -9,6 +9,13 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = ["ExecutorOptions"]
 
 
+def _no_arguments() -> list[str]:
+    """A new empty list: ``list`` itself, as a function of Python's own.  pydantic reads a default
+    factory's signature, and a builtin's is parsed from its text by the tokenizer, whose patterns
+    are compiled on first use: ~2.5 ms of CPU on every start of ``orchestrate run``."""
+    return []
+
+
 class ExecutorOptions(BaseModel):
     """Options every executor understands; unset ones keep the CLI's defaults."""
 
@@ -19,7 +26,7 @@ class ExecutorOptions(BaseModel):
     base_command: str | list[str] | None = Field(
         default=None, description="the CLI to run: a path, or e.g. 'npx -y @anthropic-ai/claude-code@2.1.330'"
     )
-    extra_args: list[str] = Field(default_factory=list)
+    extra_args: list[str] = Field(default_factory=_no_arguments)
     env: dict[str, str] = Field(default_factory=dict, description="added to the caller's environment")
     sandbox: str | None = Field(
         default=None, description="Codex: read-only, workspace-write, danger-full-access"
