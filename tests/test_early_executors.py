@@ -23,8 +23,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from orchestrate.cli import early
+from orchestrate.errors import ExecutorUnavailableError
 from orchestrate.registry import _BUILTINS, default_registry
 
 from .helpers import ROOT
@@ -55,18 +58,13 @@ NEVER = {
     "contextlib": "as in Claude Code's spec (tests/test_early_spawn_imports.py)",
     "importlib": "likewise (with warnings)",
     "warnings": "likewise",
-}
-# Not loaded either, except by a base command given as one string (shlex splits it: ~13 ms of CPU
-# with re): the generic `acp` executor has no program of its own, so it is always given one.
-NOT_WITHOUT_A_COMMAND = {
-    "shlex": "splits --base-command",
-    "re": "~3 ms, through shlex",
-    "collections": "through shlex",
+    "shlex": "with re: ~13 ms; a plain --base-command is split without it (base.py)",
+    "re": "~3 ms",
+    "collections": "through re",
     "enum": "through re",
     "functools": "through re",
     "types": "through re",
 }
-
 PROBE = r"""
 import sys
 from orchestrate.cli import early
@@ -92,8 +90,8 @@ def bin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def probe(name: str, bin_dir: Path, prelude: str = "") -> tuple[str, set[str]]:
     """The program of ``orchestrate run -e NAME``'s early spec, and the modules loaded once it is built."""
     args = ["run", "-e", name, "--approvals", "deny", "--cwd", str(bin_dir)]
-    if not default_registry.get(name).program:
-        args += ["--base-command", str(bin_dir / "acp-agent")]
+    if not default_registry.get(name).program:  # any ACP agent: its command is given
+        args += ["--base-command", f"{bin_dir / 'acp-agent'} --acp  -x"]
     path = [str(ROOT), *(p for p in sys.path if p and Path(p).resolve() != ROOT)]
     env = {
         **os.environ,
@@ -126,10 +124,7 @@ def test_an_early_executor_builds_its_spec_without_the_runs_modules(name: str, b
     # The early start applies (a spec, with our fake program): else the check would judge nothing.
     assert program == str(bin_dir / (default_registry.get(name).program or "acp-agent")), program
     assert "orchestrate" + _BUILTINS[name].partition(":")[0] in modules  # its own module, loaded
-    never = dict(NEVER)
-    if default_registry.get(name).program:
-        never.update(NOT_WITHOUT_A_COMMAND)
-    found = {m: why for m, why in never.items() if loaded(modules, m)}
+    found = {m: why for m, why in NEVER.items() if loaded(modules, m)}
     assert not found, f"loaded while {name}'s early spec was built: {found}"
 
 
@@ -151,3 +146,37 @@ def test_opencodes_permission_config_is_the_json_of_its_table() -> None:
     assert json.loads(opencode.ASK_PERMISSIONS_JSON) == opencode.ASK_PERMISSIONS
     env = opencode.OpenCodeExecutor().env_additions(early._Task("hi", "/"))  # type: ignore[arg-type]
     assert env[opencode.CONFIG_CONTENT_VARIABLE] == json.dumps(opencode.ASK_PERMISSIONS)
+
+
+_COMMAND = st.text(
+    st.one_of(
+        st.sampled_from([" ", "\t", "\n", "\r", "\x0b", "\x0c", "\xa0", "\u3000", "\x1f", "'", '"']),
+        st.sampled_from(["\\", "#", "a", "/", "-", "=", "é"]),
+        st.characters(blacklist_categories=("Cs",)),
+    ),
+    max_size=30,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(command=_COMMAND)
+def test_a_command_string_is_split_as_shlex_splits_it(command: str) -> None:
+    """A --base-command with nothing to unquote is split without shlex (base.py): the words are
+    shlex.split's whatever the string (quotes, escapes, tabs, newlines, Unicode spaces, control
+    characters), and a string shlex refuses is refused the same way."""
+    import shlex
+
+    from orchestrate.executors.acp import AcpExecutor
+
+    executor = AcpExecutor(early._Options(base_command=command))  # type: ignore[arg-type]
+    if not command.strip():
+        with pytest.raises(ExecutorUnavailableError):  # no command: no program of its own either
+            executor.base_command()
+        return
+    try:
+        expected = shlex.split(command)
+    except ValueError:  # an unclosed quote, a trailing escape
+        with pytest.raises(ValueError):
+            executor.base_command()
+        return
+    assert executor.base_command() == expected
