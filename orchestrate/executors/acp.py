@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-import json
 import os
-from datetime import datetime, timedelta
-from pathlib import Path
-from typing import Any, ClassVar
 
-from ..normalizers.acp import AcpNormalizer
-from ..normalizers.base import Normalizer
-from ..process.pipes import ProcessSpec
-from ..task import Task
 from .base import Capabilities, Executor
+
+# Loaded before `orchestrate run` spawns its agent (cli/early.py builds the command line with
+# process_spec): what only the run, a replay or `orchestrate check` needs (the normalizer and its
+# entry model, json, pathlib, datetime) is imported where it is used, and typing not at all (~3 ms;
+# mypy takes any TYPE_CHECKING as true).  tests/test_early_executors.py holds it so.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
+
+    from ..normalizers.acp import AcpNormalizer
+    from ..normalizers.base import Normalizer
+    from ..process.spec import ProcessSpec
+    from ..task import Task
 
 __all__ = ["LOADS_AND_RESUMES", "AcpExecutor", "GeminiExecutor", "QwenExecutor", "is_jsonrpc"]
 
@@ -61,6 +66,8 @@ class AcpExecutor(Executor):
     closes its session and stops it with SIGTERM itself, and does not count that as a failure."""
 
     def create_normalizer(self) -> AcpNormalizer:
+        from ..normalizers.acp import AcpNormalizer
+
         return AcpNormalizer()
 
     def mcp_servers(self) -> list[dict[str, Any]]:
@@ -130,6 +137,9 @@ class GeminiExecutor(AcpExecutor):
         # findable (sessions are found by the id inside) and out of the way.
         if not task.resume:
             return []
+        from datetime import datetime, timedelta
+        from pathlib import Path
+
         now = datetime.now().strftime("%Y-%m-%dT%H-%M")
         home = Path(spec.env.get("HOME", str(Path.home())))
         done = []
@@ -174,6 +184,8 @@ class QwenExecutor(AcpExecutor):
         )
         if found:
             return found
+        import json
+
         try:
             settings = json.loads((home / "settings.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):

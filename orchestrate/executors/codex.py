@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import os
-import shlex
-import tomllib
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, ClassVar
 
-import orjson
-
-from ..approvals.base import ApprovalRequest
-from ..normalizers.base import Normalizer
-from ..normalizers.codex_app_server import CodexAppServerNormalizer
-from ..normalizers.codex_exec_jsonl import CodexExecNormalizer
-from ..normalizers.codex_items import display_command
-from ..process.redact import is_secret_name
-from ..task import Task
 from .base import Capabilities, Executor
+
+# Loaded before `orchestrate run` spawns its agent (cli/early.py builds the command line with
+# process_spec): what only the run, a replay or `orchestrate check` needs (the normalizers and
+# their entry model, the approval request, orjson ~30 ms, the redactor with re2, tomllib, shlex,
+# pathlib) is imported where it is used, and typing not at all (~3 ms; mypy takes any
+# TYPE_CHECKING as true).  tests/test_early_executors.py holds it so.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from pathlib import Path
+    from typing import Any, ClassVar
+
+    from ..approvals.base import ApprovalRequest
+    from ..normalizers.base import Normalizer
+    from ..normalizers.codex_app_server import CodexAppServerNormalizer
+    from ..normalizers.codex_exec_jsonl import CodexExecNormalizer
+    from ..task import Task
 
 __all__ = ["CodexExecExecutor", "CodexExecutor", "config_overrides", "forward_mcp_secrets"]
 
@@ -42,6 +45,10 @@ def config_overrides(config: dict[str, Any], mcp_servers: dict[str, dict[str, An
     walk("", config)
     if mcp_servers:
         walk("mcp_servers", mcp_servers)
+    if not flat:  # the usual case, and the only one the early start sees: no -c, no MCP server
+        return []
+    import orjson
+
     return [arg for key, value in flat for arg in ("-c", f"{key}={orjson.dumps(value).decode()}")]
 
 
@@ -53,6 +60,10 @@ def forward_mcp_secrets(
     forwards to the server by name (``env_vars``, Codex >= 0.169).  A name that ``environment`` (or
     another server) already sets to another value stays in ``env``.  Returns the servers and the
     variables to add."""
+    if not mcp_servers:
+        return {}, {}
+    from ..process.redact import is_secret_name  # (re2 and orjson: not for a run without MCP)
+
     servers: dict[str, dict[str, Any]] = {}
     moved: dict[str, str] = {}
     for name, spec in mcp_servers.items():
@@ -84,6 +95,8 @@ class _CodexBase(Executor):
     install_hint = "Install it with: npm install @openai/codex"
 
     def codex_home(self, task: Task | None = None) -> Path:
+        from pathlib import Path
+
         env = {**os.environ, **self.options.env, **(task.env if task else {})}
         return (
             Path(env["CODEX_HOME"])
@@ -97,6 +110,8 @@ class _CodexBase(Executor):
         found = self.credentials_in(env, _KEY_VARIABLES, (home / "auth.json",))
         if found:
             return found
+        import tomllib
+
         try:
             config = tomllib.loads((home / "config.toml").read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError):
@@ -144,9 +159,15 @@ class CodexExecutor(_CodexBase):
         return [*self.base_command(), "app-server", *self.overrides(task), *self.options.extra_args]
 
     def create_normalizer(self) -> CodexAppServerNormalizer:
+        from ..normalizers.codex_app_server import CodexAppServerNormalizer
+
         return CodexAppServerNormalizer()
 
     def capture_normalizer(self, first_line: bytes) -> Normalizer:
+        import orjson
+
+        from ..normalizers.codex_exec_jsonl import CodexExecNormalizer
+
         # `codex exec --json` captures open with {"type":"thread.started",...}; app-server never
         # sends a "type" at the top level.
         try:
@@ -182,6 +203,11 @@ class CodexExecutor(_CodexBase):
     ) -> ApprovalRequest:
         """A server approval request in the approval service's terms; ``item`` is what the item's
         ``item/started`` said (a file change's paths are only there)."""
+        import shlex
+
+        from ..approvals.base import ApprovalRequest
+        from ..normalizers.codex_items import display_command
+
         command = params.get("command") or item.get("command")
         # An argv list is quoted back, so ["bash", "-lc", "rm -rf x"] is not judged as "bash -lc rm".
         joined = None
@@ -238,4 +264,6 @@ class CodexExecExecutor(_CodexBase):
         return [*argv, "-"]
 
     def create_normalizer(self) -> CodexExecNormalizer:
+        from ..normalizers.codex_exec_jsonl import CodexExecNormalizer
+
         return CodexExecNormalizer()

@@ -3,12 +3,18 @@ format, ``copilot -p --output-format json``, is replayed by :mod:`..normalizers.
 
 from __future__ import annotations
 
-from typing import ClassVar
-
-from ..normalizers.base import Normalizer
-from ..task import Task
 from .acp import LOADS_AND_RESUMES, AcpExecutor, is_jsonrpc
 from .base import Capabilities
+
+# Loaded before `orchestrate run` spawns its agent (cli/early.py builds the command line with
+# process_spec): types only here (mypy takes any TYPE_CHECKING as true); its
+# normalizers are imported where used.  tests/test_early_executors.py holds it so.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar
+
+    from ..normalizers.base import Normalizer
+    from ..task import Task
 
 __all__ = ["CopilotExecutor"]
 

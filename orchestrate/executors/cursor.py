@@ -3,16 +3,19 @@ prompt on stdin, no live approvals: the policy is fixed up front by flags."""
 
 from __future__ import annotations
 
-import subprocess
-from typing import ClassVar
-
-from ..approvals.base import ApprovalService
-from ..approvals.pipeline import ApprovalPipeline
-from ..approvals.policy import RulePolicy
-from ..approvals.simple import AutoApprove, AutoDeny
-from ..normalizers.cursor_jsonl import CursorNormalizer
-from ..task import Task
 from .base import Capabilities, Executor, find_program
+
+# Loaded before `orchestrate run -e cursor-acp` spawns its agent (cursor_acp.py finds the program
+# here; cli/early.py builds the command line with process_spec): the approvals, the normalizer and
+# subprocess are imported where they are used, typing not at all (~3 ms; mypy takes any
+# TYPE_CHECKING as true).  tests/test_early_executors.py holds it so.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar
+
+    from ..approvals.base import ApprovalService
+    from ..normalizers.cursor_jsonl import CursorNormalizer
+    from ..task import Task
 
 __all__ = ["CursorExecutor"]
 
@@ -66,6 +69,10 @@ class CursorExecutor(Executor):
         """Cursor cannot ask in -p mode, so the approval service's stance becomes flags: approve-all
         (or full autonomy) runs commands (--force); deny-all or read-only plans only (--mode plan);
         anything else keeps Cursor's default, which runs no command it was not allowed to."""
+        from ..approvals.pipeline import ApprovalPipeline
+        from ..approvals.policy import RulePolicy
+        from ..approvals.simple import AutoApprove, AutoDeny
+
         service = approvals.service if isinstance(approvals, ApprovalPipeline) else approvals
         if isinstance(service, AutoApprove) or (
             isinstance(service, RulePolicy) and service.autonomy == "full" and not service.deny.commands
@@ -77,6 +84,8 @@ class CursorExecutor(Executor):
         return []
 
     def create_normalizer(self) -> CursorNormalizer:
+        from ..normalizers.cursor_jsonl import CursorNormalizer
+
         return CursorNormalizer()
 
     def credentials(self) -> tuple[bool | None, str | None]:
@@ -86,6 +95,8 @@ class CursorExecutor(Executor):
 
 
 def _is_cursor(program: str) -> bool:
+    import subprocess
+
     try:
         done = subprocess.run([program, "--help"], capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired):

@@ -4,11 +4,16 @@ The CLI is not on npm, so the tests drive a fake that follows Cursor's documente
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
-
 from .acp import LOADS_AND_RESUMES, AcpExecutor
 from .base import Capabilities
 from .cursor import CursorExecutor
+
+# Loaded before `orchestrate run` spawns its agent (cli/early.py builds the command line with
+# process_spec): types only here (mypy takes any TYPE_CHECKING as true).
+# tests/test_early_executors.py holds it so.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, ClassVar
 
 __all__ = ["CursorAcpExecutor"]
 

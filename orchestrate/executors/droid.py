@@ -3,12 +3,17 @@ format, ``droid exec -o stream-json``, is replayed by :mod:`..normalizers.droid_
 
 from __future__ import annotations
 
-import json
-from typing import ClassVar
-
-from ..normalizers.base import Normalizer
 from .acp import LOADS_AND_RESUMES, AcpExecutor, is_jsonrpc
 from .base import Capabilities
+
+# Loaded before `orchestrate run` spawns its agent (cli/early.py builds the command line with
+# process_spec): json is imported where it is used, typing not at all (~3 ms; mypy
+# takes any TYPE_CHECKING as true).  tests/test_early_executors.py holds it so.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import ClassVar
+
+    from ..normalizers.base import Normalizer
 
 __all__ = ["DroidExecutor"]
 
@@ -27,6 +32,8 @@ class DroidExecutor(AcpExecutor):
 
     def credentials(self) -> tuple[bool | None, str | None]:
         # ACP mode refuses a session without FACTORY_API_KEY, even for a custom model of one's own.
+        import json
+
         env = self.credential_env()
         found = self.credentials_in(env, ("FACTORY_API_KEY",))
         if found:

@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import ClassVar
-
-from ..normalizers.base import Normalizer
-from ..task import Task
 from .acp import LOADS_AND_RESUMES, AcpExecutor, is_jsonrpc
 from .base import Capabilities
+
+# Loaded before `orchestrate run` spawns its agent (cli/early.py builds the command line with
+# process_spec): json (its decoder brings re) and pathlib are imported where they are used, typing
+# not at all (~3 ms; mypy takes any TYPE_CHECKING as true).  tests/test_early_executors.py holds it so.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import ClassVar
+
+    from ..normalizers.base import Normalizer
+    from ..task import Task
 
 __all__ = ["OpenCodeExecutor"]
 
@@ -20,6 +25,9 @@ CONFIG_CONTENT_VARIABLE = "OPENCODE_CONFIG_CONTENT"
 # Out of the box OpenCode runs shell commands and edits without asking (protocols/more-agents.md §1);
 # an orchestrated run routes them through the approval pipeline instead.
 ASK_PERMISSIONS = {"permission": {"bash": "ask", "edit": "ask", "webfetch": "ask"}}
+ASK_PERMISSIONS_JSON = '{"permission": {"bash": "ask", "edit": "ask", "webfetch": "ask"}}'
+"""``json.dumps(ASK_PERMISSIONS)``, written out: the early start builds the environment without json
+(tests/test_early_executors.py holds the two equal)."""
 _PROVIDER_KEYS = (
     "ANTHROPIC_API_KEY",
     "OPENAI_API_KEY",
@@ -45,10 +53,12 @@ class OpenCodeExecutor(AcpExecutor):
         return {
             "PWD": str(task.cwd),
             "OPENCODE_DISABLE_AUTOUPDATE": "1",
-            CONFIG_CONTENT_VARIABLE: json.dumps(ASK_PERMISSIONS),
+            CONFIG_CONTENT_VARIABLE: ASK_PERMISSIONS_JSON,
         }
 
     def credentials(self) -> tuple[bool | None, str | None]:
+        import json
+
         env = self.credential_env()
         data = env.get("XDG_DATA_HOME") or str(self.home(env) / ".local" / "share")
         config = env.get("XDG_CONFIG_HOME") or str(self.home(env) / ".config")
@@ -75,4 +85,6 @@ class OpenCodeExecutor(AcpExecutor):
 
 
 def _path(root: str, *parts: str) -> Path:
+    from pathlib import Path
+
     return Path(root).joinpath(*parts)

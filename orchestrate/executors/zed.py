@@ -5,18 +5,22 @@ closes the session and stops them itself."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-from pathlib import Path
-from typing import ClassVar
 
-import anyio
-
-from ..task import Task
 from .acp import LOADS_AND_RESUMES, AcpExecutor
 from .base import Availability, Capabilities
 from .codex import config_overrides
+
+# Loaded before `orchestrate run` spawns its agent (cli/early.py builds the command line with
+# process_spec): what only `orchestrate check` needs (anyio, subprocess, json, pathlib) is
+# imported where it is used, and typing not at all (~3 ms; mypy takes any TYPE_CHECKING as true).
+# tests/test_early_executors.py holds it so.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+    from typing import ClassVar
+
+    from ..task import Task
 
 __all__ = ["ClaudeCodeAcpExecutor", "CodexAcpExecutor"]
 
@@ -28,6 +32,11 @@ class _Adapter(AcpExecutor):
     async def check_availability(self) -> Availability:
         """Neither adapter has ``--version`` (one starts its ACP server, the other refuses the
         flag): the version is the one of the npm package the program belongs to."""
+        import subprocess
+        from pathlib import Path
+
+        import anyio
+
         try:
             argv = self.base_command()
         except Exception as exc:  # ExecutorUnavailableError: not installed
@@ -69,6 +78,8 @@ class ClaudeCodeAcpExecutor(_Adapter):
         return env
 
     def credentials(self) -> tuple[bool | None, str | None]:
+        from pathlib import Path
+
         env = self.credential_env()
         config = Path(env.get("CLAUDE_CONFIG_DIR") or self.home(env) / ".claude")
         variables = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
@@ -88,6 +99,8 @@ class CodexAcpExecutor(_Adapter):
         return [*self.base_command(), *overrides, *self.options.extra_args]
 
     def credentials(self) -> tuple[bool | None, str | None]:
+        from pathlib import Path
+
         env = self.credential_env()
         home = Path(env.get("CODEX_HOME") or self.home(env) / ".codex")
         found = self.credentials_in(env, ("OPENAI_API_KEY", "CODEX_API_KEY"), (home / "auth.json",))
@@ -104,6 +117,8 @@ class CodexAcpExecutor(_Adapter):
 
 def _package_version(program: Path) -> str | None:
     """The version in the package.json of the npm package ``program`` lies in."""
+    import json
+
     for parent in program.resolve().parents:
         manifest = parent / "package.json"
         if manifest.is_file():
