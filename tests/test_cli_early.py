@@ -28,7 +28,7 @@ from orchestrate.registry import _BUILTINS, default_registry
 from orchestrate.run.handle import Run
 from orchestrate.task import Task
 
-from .helpers import FAKE_CLAUDE, pid_alive
+from .helpers import FAKE_ACP, FAKE_CLAUDE, pid_alive
 
 FAKE = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLAUDE))}"
 CLI = [sys.executable, "-m", "orchestrate", "run", "-e", "claude-code"]
@@ -68,7 +68,7 @@ def early_names() -> list[str]:
     names = []
     for name in _BUILTINS:
         cls = default_registry.get(name)
-        plain = cls.prepare is Executor.prepare and cls.policy_args is Executor.policy_args
+        plain = not cls.prepares(None) and cls.policy_args is Executor.policy_args
         if cls.transport == "pipes" and plain:
             names.append(name)
     return names
@@ -91,6 +91,14 @@ def programs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_the_early_start_covers_claude_code() -> None:
     assert "claude-code" in early_names()
+
+
+def test_the_early_start_covers_a_new_gemini_session_not_a_resumed_one(programs: Path) -> None:
+    """Gemini's prepare moves a resumed session's file aside (executors/acp.py): a new session
+    has nothing prepared, so it starts early; a resumed one does not."""
+    assert "gemini" in early_names()
+    assert early.early_spec(["run", "-e", "gemini", "--approvals", "deny", "hi"]) is not None
+    assert early.early_spec(["run", "-e", "gemini", "--approvals", "deny", "--resume", "s1", "hi"]) is None
 
 
 def test_the_stand_ins_hold_the_models_defaults() -> None:
@@ -160,6 +168,9 @@ def test_the_early_spec_is_the_full_paths_for_every_combination(
     except OrchestrateError:  # begin() starts nothing then; the full path must refuse it too
         assert full is None, args
         return
+    if name in early._EARLY_UNLESS_RESUMED and any(option[0] == "--resume" for option in options):
+        assert ours is None, args  # a resumed session is prepared first: the full path starts it
+        return
     assert ours is not None, args  # every combination here is one the early start takes on
     assert ours == full, args
 
@@ -187,7 +198,7 @@ def test_the_early_spec_is_the_full_paths_for_every_combination(
         ["chat", "-e", "claude-code", "hi"],
         ["--version"],
         ["run", "-e", "claude-code-tui", "hi"],  # a terminal agent
-        ["run", "-e", "gemini", "hi"],  # prepares files before it starts
+        ["run", "-e", "gemini", "--resume", "s1", "hi"],  # prepares a resumed session's file
         ["run", "-e", "cursor", "hi"],  # its permission flags come from the approval service
         ["run", "-e", "no-such-agent", "hi"],
         ["run", "-e", "claude-code", "--cwd", "/nonexistent/dir", "hi"],
@@ -279,22 +290,36 @@ def test_the_agent_of_a_killed_cli_dies_even_before_adoption(tmp_path: Path) -> 
     assert dies(pid)
 
 
+# `python -m orchestrate ARGS` that says which heavy modules were loaded at its first spawn.
+_SPAWN_PROBE = (
+    "import runpy, sys\n"
+    "def hook(event, args):\n"
+    "    if event in ('subprocess.Popen', 'os.posix_spawn') and not hasattr(hook, 'seen'):\n"
+    "        heavy = ('click', 'pydantic', 'anyio', 'asyncio')\n"
+    "        hook.seen = sorted(m for m in heavy if m in sys.modules)\n"
+    "        sys.stderr.write(f'loaded at the spawn: {hook.seen}\\n')\n"
+    "sys.addaudithook(hook)\n"
+    "sys.argv = ['orchestrate', *sys.argv[1:]]\n"
+    "runpy.run_module('orchestrate', run_name='__main__', alter_sys=True)\n"
+)
+
+
 def test_an_early_run_is_a_run(tmp_path: Path) -> None:
     """Through the early start, the fake Claude answers and the run ends as it always did; the
     spawn came before click, pydantic, anyio and asyncio were loaded."""
-    probe = (
-        "import runpy, sys\n"
-        "def hook(event, args):\n"
-        "    if event in ('subprocess.Popen', 'os.posix_spawn') and not hasattr(hook, 'seen'):\n"
-        "        heavy = ('click', 'pydantic', 'anyio', 'asyncio')\n"
-        "        hook.seen = sorted(m for m in heavy if m in sys.modules)\n"
-        "        sys.stderr.write(f'loaded at the spawn: {hook.seen}\\n')\n"
-        "sys.addaudithook(hook)\n"
-        "sys.argv = ['orchestrate', *sys.argv[1:]]\n"
-        "runpy.run_module('orchestrate', run_name='__main__', alter_sys=True)\n"
-    )
     done = subprocess.run(
-        [sys.executable, "-c", probe, *CLI[3:], "--base-command", FAKE, "--cwd", str(tmp_path), *JSONL, "hi"],
+        [
+            sys.executable,
+            "-c",
+            _SPAWN_PROBE,
+            *CLI[3:],
+            "--base-command",
+            FAKE,
+            "--cwd",
+            str(tmp_path),
+            *JSONL,
+            "hi",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
@@ -326,6 +351,28 @@ def test_a_spawn_error_naming_no_program_says_so() -> None:
     assert str(SpawnError([], "no supervisor on this machine")) == (
         "could not start the agent: no supervisor on this machine"
     )
+
+
+def test_a_new_gemini_session_starts_early_and_is_adopted(tmp_path: Path) -> None:
+    """A new Gemini session's agent is spawned before click, pydantic, anyio and asyncio are
+    loaded, and the run takes it over: it is started once (a run that refused it would kill it and
+    start its own: two starts), and answers."""
+    starts = tmp_path / "starts"
+    agent = (
+        f"sh -c 'echo $$ >> {starts}; exec {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_ACP))}' acp"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _SPAWN_PROBE, "run", "-e", "gemini", "--base-command", agent]  # noqa: RUF005
+        + ["--cwd", str(tmp_path), *JSONL, "plain"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "ORCHESTRATE_STORE": "off", "ORCHESTRATE_HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "loaded at the spawn: []" in done.stderr
+    assert '"outcome":"success"' in done.stdout.splitlines()[-1]
+    assert len(starts.read_text().split()) == 1, done.stderr
 
 
 def test_a_start_for_another_command_line_is_not_adopted(tmp_path: Path) -> None:

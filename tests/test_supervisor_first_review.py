@@ -383,16 +383,18 @@ def test_the_early_executors_are_those_the_registry_allows() -> None:
     from orchestrate.executors.base import Executor
     from orchestrate.registry import _BUILTINS, default_registry
 
-    allowed = set()
+    allowed, unless_resumed = set(), set()
     for name in _BUILTINS:
         cls = default_registry.get(name)
-        plain = cls.prepare is Executor.prepare and cls.policy_args is Executor.policy_args
-        if cls.transport == "pipes" and plain:
+        if cls.transport == "pipes" and cls.policy_args is Executor.policy_args and not cls.prepares(None):
             allowed.add(name)
+            if cls.prepares("a-session"):
+                unless_resumed.add(name)
     assert allowed == early._EARLY_EXECUTORS
+    assert unless_resumed == early._EARLY_UNLESS_RESUMED
 
 
-@pytest.mark.parametrize("executor", ["gemini", "cursor", "terminal"])
+@pytest.mark.parametrize("executor", ["gemini --resume a-session", "cursor", "terminal"])
 def test_a_run_that_cannot_start_early_spawns_no_supervisor(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, executor: str
 ) -> None:
@@ -408,7 +410,7 @@ def test_a_run_that_cannot_start_early_spawns_no_supervisor(
         return spawned[-1]
 
     monkeypatch.setattr(prestart, "standby", watched)
-    args = ["run", "-e", executor, "--base-command", "/bin/true", "--cwd", str(tmp_path)]
+    args = ["run", "-e", *executor.split(), "--base-command", "/bin/true", "--cwd", str(tmp_path)]
     args += ["--approvals", "deny"]
     try:
         assert early.begin([*args, "hello"]) is None

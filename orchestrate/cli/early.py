@@ -270,7 +270,7 @@ def _built(given: dict[str, Any]) -> tuple[Executor, ProcessSpec, str] | None:
     if default_registry.sources.get(name) != "builtin":  # a plugin loads with the rest
         return None
     cls = default_registry.get(name)
-    if cls.transport != "pipes" or cls.prepare is not Executor.prepare:
+    if cls.transport != "pipes" or cls.prepares(given.get("resume")):
         return None
     if cls.policy_args is not Executor.policy_args:  # it depends on the approval service
         return None
@@ -301,9 +301,10 @@ _standing: list[Standby] = []
 
 # The built-in executors whose runs may start early (over pipes, nothing prepared, no policy
 # arguments: what _built checks, once their code is loaded), known before it is: a run of any
-# other (gemini, cursor, the terminal ones) must not spawn a supervisor only to end it, which cost
-# it the supervisor's start and exit, waited for (~35 ms), before it went on.  A test holds this
-# equal to what the registry's classes say.
+# other (cursor, the terminal ones) must not spawn a supervisor only to end it, which cost it the
+# supervisor's start and exit, waited for (~35 ms), before it went on.  Those in
+# _EARLY_UNLESS_RESUMED prepare files for a resumed session only (Gemini's session file): their
+# new sessions start early.  A test holds both equal to what the registry's classes say.
 _EARLY_EXECUTORS = frozenset(
     (
         "acp",
@@ -315,10 +316,12 @@ _EARLY_EXECUTORS = frozenset(
         "copilot",
         "cursor-acp",
         "droid",
+        "gemini",
         "opencode",
         "qwen",
     )
 )
+_EARLY_UNLESS_RESUMED = frozenset(("gemini",))
 
 
 def begin(args: list[str]) -> Prestarted | None:
@@ -337,8 +340,9 @@ def begin(args: list[str]) -> Prestarted | None:
         return None
     if given is None:  # before any import: every other command goes on at once
         return None
-    if given["executor"] not in _EARLY_EXECUTORS:  # it would be spawned only to be ended
-        return None
+    name = given["executor"]
+    if name not in _EARLY_EXECUTORS or (name in _EARLY_UNLESS_RESUMED and given.get("resume")):
+        return None  # it would be spawned only to be ended
     from ..process.prestart import standby
 
     waiting = standby()

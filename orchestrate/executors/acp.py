@@ -130,6 +130,10 @@ class GeminiExecutor(AcpExecutor):
         oauth = self.home(env) / ".gemini" / "oauth_creds.json"
         return self.credentials_in(env, variables, (oauth,)) or (False, None)
 
+    @classmethod
+    def prepares(cls, resume: str | None) -> bool:
+        return resume is not None  # prepare() moves a resumed session's file; a new one needs nothing
+
     def prepare(self, spec: ProcessSpec, task: Task) -> list[str]:
         # gemini-cli 0.61.0 names a session's file after the minute it (re)opens it: loading a session
         # in the minute it was written recreates that very file and clobbers the conversation

@@ -231,6 +231,13 @@ class Executor(abc.ABC):
         returns what was done, for the raw log.  Most executors need nothing."""
         return []
 
+    @classmethod
+    def prepares(cls, resume: str | None) -> bool:
+        """Whether :meth:`prepare` may do anything for a run that resumes ``resume`` (None: a new
+        session): ``orchestrate run`` starts the agent before its run exists only where it does not
+        (cli/early.py).  An executor whose preparation is for resumed sessions alone says so here."""
+        return cls.prepare is not Executor.prepare
+
     @abc.abstractmethod
     def create_normalizer(self) -> Normalizer:
         """A fresh normalizer for one run (or one replay) of this agent's output."""

@@ -103,7 +103,7 @@ class Run:
         written exactly that, to an agent that asks before every tool that changes anything
         (run/early_opening.py).  Otherwise it is discarded, killed at once with its whole tree,
         and the run spawns its own (:attr:`early_refused` says why).  True when adopted."""
-        plain = type(self.executor).prepare is Executor.prepare and self.executor.transport == "pipes"
+        plain = not type(self.executor).prepares(self.task.resume) and self.executor.transport == "pipes"
         if self._prestarted is not None or not plain:
             why: str | None = "the run was started another way"
         elif prestarted.spec != self._spec:
