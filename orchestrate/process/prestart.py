@@ -1,3 +1,5 @@
+# ruff: noqa: SIM105
+# (contextlib.suppress: contextlib is not loaded before the early spawn, see the imports)
 """An agent started before any event loop exists, contained as any other, adopted by a run later.
 
 ``orchestrate run`` spends a few hundred milliseconds importing (click, pydantic, anyio and
@@ -28,19 +30,21 @@ This module imports neither anyio nor asyncio (that is its point).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import time
-from typing import IO, TYPE_CHECKING
 
 from ..errors import SpawnError
 from . import supervisor
 from .containment import Launch, prepare
-from .spec import ProcessSpec
 
+# Neither typing nor contextlib at run time (with re, enum, collections, functools: ~10 ms before
+# the early spawn); mypy takes any TYPE_CHECKING as true.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
+    from typing import IO
+
+    from .spec import ProcessSpec
 else:
     import _signal as signal  # the C module: signal.py imports enum
 
@@ -80,6 +84,8 @@ class Prestarted:
         Only into an empty pipe with room for all of them, so nothing waits; False (and nothing
         sent) otherwise.  A write that fails part way (the pipe closed: the agent died) leaves
         :attr:`was_written` set: the start must then be discarded."""
+        import fcntl  # only here: the early write alone uses it
+
         stdin = self.popen.stdin
         if self.taken or self.written or stdin is None:
             return False
@@ -178,8 +184,10 @@ def _end(popen: Spawned, launch: Launch) -> None:
     launch.abandon()
     for stream in (popen.stdin, popen.stdout, popen.stderr):
         if stream is not None:
-            with contextlib.suppress(OSError):
+            try:
                 stream.close()
+            except OSError:
+                pass
     if popen.wait(_DISCARD_SECONDS) is None:  # stopped by the agent (SIGSTOP), or stuck: the hard way
         popen.kill()  # the agent has PR_SET_PDEATHSIG: it dies with its supervisor
         popen.wait(_DISCARD_SECONDS)
@@ -231,8 +239,10 @@ class Spawned:
 
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:  # not reaped: the pid is still our supervisor's
-            with contextlib.suppress(ProcessLookupError):
+            try:
                 os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
