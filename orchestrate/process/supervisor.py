@@ -1,4 +1,4 @@
-# ruff: noqa: PTH106, PTH112, PTH118, PTH123, PTH208, SIM105
+# ruff: noqa: PTH106, PTH112, PTH118, PTH120, PTH123, PTH208, SIM105
 # (pathlib and contextlib would double the start-up time of this process)
 """The supervisor: a small process between orchestrate and an agent, so that no process outlives its run.
 
@@ -53,6 +53,7 @@ __all__ = [
     "NOTHING_STARTED",
     "cgroup_kill",
     "cgroup_remove",
+    "cgroup_sweep",
     "command",
     "decode",
     "encode",
@@ -374,6 +375,7 @@ def _finish(cgroup: str | None) -> None:
     _kill_tree(deadline)
     if cgroup is not None:
         cgroup_remove(cgroup, max(deadline - time.monotonic(), 0.5))
+        cgroup_sweep(os.path.dirname(cgroup))  # after the agent: on nobody's way to a start
 
 
 def _exit_as(status: int | None) -> None:
@@ -642,6 +644,48 @@ def cgroup_remove(path: str, seconds: float) -> bool:
             time.sleep(0.005)
             continue
         return not os.path.isdir(path)
+
+
+SWEEP_REMOVALS = 4  # leftover cgroups removed per run at most (each rmdir may wait a grace period)
+SWEEP_TRIES = 16  # and names tried: a leftover that is not empty is skipped, at a cost
+
+
+def cgroup_sweep(parent: str, removals: int = SWEEP_REMOVALS, tries: int = SWEEP_TRIES) -> list[str]:
+    """Remove a few cgroups under ``parent`` left over by runs whose orchestrate is dead (a
+    supervisor SIGKILLed never removes its own, and its orchestrate may be gone too): only names of
+    ours, ``orchestrate-PID-N``, whose PID is no live process, and only empty ones (the kernel
+    refuses to remove a cgroup with a process or a cgroup in it); at most ``removals`` of them and
+    ``tries`` attempts.  The names removed."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    removed: list[str] = []
+    for name in names:
+        if len(removed) >= removals or tries <= 0:
+            break
+        parts = name.split("-")
+        if len(parts) != 3 or parts[0] != "orchestrate" or not (parts[1].isdigit() and parts[2].isdigit()):
+            continue
+        if _alive(int(parts[1])):  # its orchestrate (or a process that took its number) may use it
+            continue
+        tries -= 1
+        try:
+            os.rmdir(os.path.join(parent, name))
+        except OSError:  # not empty (a process escaped into it is left to whoever sees it), or gone
+            continue
+        removed.append(name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # another user's (EPERM), or no pid at all: not ours to judge
+        return pid > 0
+    return True
 
 
 def _frozen(path: str) -> bool:
