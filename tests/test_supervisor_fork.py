@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from orchestrate.process import containment, supervisor
+from orchestrate.process import containment, prestart, supervisor
 from orchestrate.process.spec import ProcessSpec
 
 from .helpers import ROOT
@@ -326,3 +326,20 @@ def test_start_failures_say_the_same_forked(tmp_path: Path, argv: list[str], whe
     assert why in got["said"]
     assert got["said"] == _start_error(ProcessSpec(argv, cwd, {"PATH": "/usr/bin:/bin"}), "spawn")
     assert got["code"] == 127
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_a_message_larger_than_a_pipe_reaches_the_agent_whole(tmp_path: Path, fork: bool) -> None:
+    """The body goes on from the supervisor to the agent's process over a pipe (64 KiB): ~1 MiB
+    of environment arrives whole, in order, either way the supervisor was started."""
+    env = {"PATH": "/usr/bin:/bin", **{f"BIG{i}": f"{i}" * 100_000 for i in range(10)}}
+    script = 'for i in 0 1 2 3 4 5 6 7 8 9; do eval "printf %s \\"\\$BIG$i\\"" | wc -c; done'
+    started = prestart.prestart(ProcessSpec(["/bin/sh", "-c", script], tmp_path, env), fork=fork)
+    assert started is not None
+    try:
+        assert started.popen.stdout is not None
+        out = started.popen.stdout.read().split()
+        assert started.popen.wait(10) == 0
+    finally:
+        started.discard()
+    assert out == [b"100000"] * 10

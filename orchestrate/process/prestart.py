@@ -365,9 +365,9 @@ def _fork(ctl: int, std: tuple[int, int, int], seconds: float, cgroup: str | Non
     os._exit(1)
 
 
-def prestart(spec: ProcessSpec) -> Prestarted | None:
-    """Spawn ``spec`` under a supervisor, now; None where that is not possible here (no supervisor
-    on this machine, or the spawn failed: the run then starts the agent itself, and reports why it
-    could not)."""
-    waiting = standby()
+def prestart(spec: ProcessSpec, fork: bool = True) -> Prestarted | None:
+    """Spawn ``spec`` under a supervisor (forked where :func:`standby` may), now; None where that is
+    not possible here (no supervisor on this machine, or the spawn failed: the run then starts the
+    agent itself, and reports why it could not)."""
+    waiting = standby(fork)
     return None if waiting is None else waiting.start(spec)

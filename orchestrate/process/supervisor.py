@@ -139,10 +139,10 @@ class _Stem:
         try:  # the child: never returns into the supervisor's code
             os.close(self._orders)
             _become_agent(cgroup, parent, report)
-            body = b""
+            chunks = []  # at most MAX_MESSAGE in all: the supervisor sends what it read and checked
             while chunk := os.read(orders, 1 << 16):
-                body += chunk
-            message = decode(body) if body else None
+                chunks.append(chunk)
+            message = decode(b"".join(chunks)) if chunks else None
             if message is None:  # told nothing: start nothing
                 os._exit(0)
             argv, cwd, env, _ = message
