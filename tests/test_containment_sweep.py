@@ -22,8 +22,10 @@ from .test_containment import CGROUPS
 
 pytestmark = pytest.mark.skipif(not CGROUPS, reason="no writable cgroup v2 here")
 
-# No process has a pid above pid_max: a run named with it is certainly dead.
+# No process has a pid above pid_max: a run named with it is certainly dead.  Our names end in our
+# pid: another test process sweeping at the same time may remove ours (fair), never collide.
 DEAD = int(Path("/proc/sys/kernel/pid_max").read_text()) + 1
+ME = os.getpid()
 
 
 @pytest.fixture
@@ -50,18 +52,20 @@ def _in_cgroup(path: Path) -> subprocess.Popen[bytes]:
 
 
 def test_only_empty_cgroups_of_dead_runs_are_removed(parent: Path) -> None:
-    removable = parent / f"orchestrate-{DEAD}-1"
-    live = parent / f"orchestrate-{os.getpid()}-{DEAD}"  # our own pid: a live run's
-    busy = parent / f"orchestrate-{DEAD}-2"
-    nested = parent / f"orchestrate-{DEAD}-3"
-    others = [parent / "orchestrate-x-1", parent / f"orchestrate-{DEAD}", parent / f"notours-{DEAD}-1"]
+    removable = parent / f"orchestrate-{DEAD}-{ME}1"
+    live = parent / f"orchestrate-{ME}-{DEAD}"  # our own pid: a live run's
+    busy = parent / f"orchestrate-{DEAD}-{ME}2"
+    nested = parent / f"orchestrate-{DEAD}-{ME}3"
+    names = (f"orchestrate-x-{ME}", f"orchestrate-{DEAD}{ME}", f"notours-{DEAD}-{ME}")  # not ours
+    others = [parent / name for name in names]
     for path in (removable, live, busy, nested, nested / "sub", *others):
         path.mkdir()
     held = _in_cgroup(busy)
     try:
         removed = supervisor.cgroup_sweep(str(parent), removals=10**6, tries=10**6)
-        assert removed == [removable.name]
+        assert removable.name in removed or not removable.exists()  # (or another's sweep did it)
         assert not removable.exists()
+        assert all(name.startswith(f"orchestrate-{DEAD}-") for name in removed)  # dead runs' only
         assert all(path.is_dir() for path in (live, busy, nested, nested / "sub", *others))
         assert held.poll() is None  # nothing is killed: a process in a leftover stays
     finally:
@@ -72,21 +76,20 @@ def test_only_empty_cgroups_of_dead_runs_are_removed(parent: Path) -> None:
 
 
 def test_a_sweep_is_bounded(parent: Path) -> None:
-    made = [parent / f"orchestrate-{DEAD}-{n}" for n in range(1, 9)]
+    made = [parent / f"orchestrate-{DEAD}-{ME}{n}" for n in range(1, 9)]
     for path in made:
         path.mkdir()
     removed = supervisor.cgroup_sweep(str(parent))
     assert len(removed) == supervisor.SWEEP_REMOVALS
-    assert sum(path.exists() for path in made) == len(made) - supervisor.SWEEP_REMOVALS
+    assert sum(path.exists() for path in made) <= len(made) - supervisor.SWEEP_REMOVALS
     # Tries bound the names attempted, removed or not (a busy leftover costs an rmdir too).
     assert len(supervisor.cgroup_sweep(str(parent), removals=10, tries=1)) == 1
-    assert sum(path.exists() for path in made) == len(made) - supervisor.SWEEP_REMOVALS - 1
 
 
 def test_a_finished_run_removes_a_dead_runs_leftover(parent: Path, tmp_path: Path) -> None:
     """The supervisor sweeps once its agent has exited (never before: an rmdir may wait for a grace
     period), and the run's own cgroup is gone too."""
-    leftover = parent / f"orchestrate-{DEAD}-1"
+    leftover = parent / f"orchestrate-{DEAD}-{ME}"
     leftover.mkdir()
     started = prestart.prestart(ProcessSpec(["/bin/true"], tmp_path, {"PATH": "/usr/bin:/bin"}))
     assert started is not None

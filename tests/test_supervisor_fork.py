@@ -88,7 +88,12 @@ def stem_in_cgroup(waiting):
 
 
 if case == "send":  # argv[3]: the bytes to send (hex; "all"/"half": of the message that starts
-    # `touch` in our cgroup), argv[4]: "eof" or "silence"
+    # `touch` in our cgroup), argv[4]: "eof" or "silence", argv[5:]: "no clone3" (refused, as by an
+    # old kernel or a seccomp filter: the agent's process joins its cgroup itself)
+    if sys.argv[5:] == ["no clone3"]:
+        def refused(cgroup):
+            raise OSError(38, "clone3 refused")
+        supervisor._clone_into = refused
     waiting = forked(seconds=1.0)
     if waiting.launch.cgroup is not None:
         out["stem"] = stem_in_cgroup(waiting)  # before anything is sent
@@ -270,9 +275,11 @@ def test_a_short_message_or_none_to_a_forked_supervisor_starts_nothing(tmp_path:
     assert nothing_ran(tmp_path)
 
 
-def test_a_good_message_to_a_forked_supervisor_starts_the_agent(tmp_path: Path) -> None:
-    """The control for the cases above."""
-    got = harness("send", tmp_path, "all", "silence")
+@pytest.mark.parametrize("clone3", ["clone3", "no clone3"])
+def test_a_good_message_to_a_forked_supervisor_starts_the_agent(tmp_path: Path, clone3: str) -> None:
+    """The control for the cases above; the agent's process born in its cgroup (clone3), or
+    joining it (where clone3 is refused)."""
+    got = harness("send", tmp_path, "all", "silence", clone3)
     assert got["answer"].startswith("ok ") and got["code"] == -signal.SIGKILL
     assert (tmp_path / "started").exists() and stem_gone(got)
     if "stem" in got:  # the process in the cgroup before the message is the agent's

@@ -116,6 +116,44 @@ def _prctl(option: int, arg: int) -> None:
         raise OSError(errno, os.strerror(errno))
 
 
+CLONE_INTO_CGROUP = 0x200000000
+SYS_CLONE3 = 435  # the same number on every architecture (the generic table's, Linux 5.3)
+
+
+def _clone_into(cgroup: str) -> int:
+    """``fork()``, the child born in the cgroup ``cgroup`` (``clone3`` with ``CLONE_INTO_CGROUP``,
+    Linux 5.7): no migration, which waits for an RCU grace period (~10-16 ms) when no process has
+    changed cgroups on the machine for a while.  0 in the child, as fork; OSError where it is refused
+    (an older kernel, a seccomp filter).  The child must not use threads nor rely on its libc's idea
+    of its thread id (not reset: this is no glibc fork); ours runs a few system calls, then execs."""
+    import _ctypes
+
+    class _Long(_ctypes._SimpleCData):  # type: ignore[type-arg]  # ctypes.c_long
+        _type_ = "l"
+
+    class _Function(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = _Long
+
+    class _Libc:
+        _handle = _ctypes.dlopen(None)  # type: ignore[arg-type]
+
+    syscall = _Function(("syscall", _Libc))  # type: ignore[arg-type]
+    fd = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        # struct clone_args: flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size,
+        # tls, set_tid, set_tid_size, cgroup (u64 each).
+        fields = (CLONE_INTO_CGROUP, 0, 0, 0, int(_signal.SIGCHLD), 0, 0, 0, 0, 0, fd)
+        args = b"".join(field.to_bytes(8, sys.byteorder) for field in fields)
+        pid: int = syscall(_Long(SYS_CLONE3), args, _Long(len(args)))
+        if pid < 0:
+            errno = _ctypes.get_errno()
+            raise OSError(errno, os.strerror(errno))
+        return pid
+    finally:
+        os.close(fd)
+
+
 # --- the agent -------------------------------------------------------------------------------
 
 
@@ -132,13 +170,18 @@ class _Stem:
         self.cgroup = cgroup
         orders, self._orders = os.pipe()
         parent = os.getpid()
-        self.pid = os.fork()
+        joined = cgroup is not None
+        try:
+            self.pid = _clone_into(cgroup) if cgroup is not None else os.fork()
+        except OSError:
+            joined = False
+            self.pid = os.fork()  # then it joins the cgroup itself (_become_agent)
         if self.pid:
             os.close(orders)
             return
         try:  # the child: never returns into the supervisor's code
             os.close(self._orders)
-            _become_agent(cgroup, parent, report)
+            _become_agent(None if joined else cgroup, parent, report)
             chunks = []  # at most MAX_MESSAGE in all: the supervisor sends what it read and checked
             while chunk := os.read(orders, 1 << 16):
                 chunks.append(chunk)
