@@ -4,7 +4,9 @@
 
 Run as ``python -I -S -c BOOT SUPERVISOR_PY CTL_FD`` (:func:`command`: the module imported from its
 directory, appended to ``sys.path``, so that its cached bytecode is used and this file is not
-compiled again at every start), or as ``python -I -S supervisor.py CTL_FD``.  It is a standalone
+compiled again at every start), or as ``python -I -S supervisor.py CTL_FD``, or forked by the early
+start (process/prestart.py: :func:`main` called in a one-thread fork of orchestrate, which knows the
+cgroup already, so the agent's process is made in it before the message comes).  It is a standalone
 file: it imports nothing of orchestrate and little of the standard library (no ``signal``, whose
 enums cost more than the rest), so it starts in about 10 ms.  What to start comes over the control
 socket CTL_FD, never on the command line (``/proc/PID/cmdline`` is world-readable, and the
@@ -18,8 +20,9 @@ does not parse, or any byte past the body: it exits 125, having started nothing.
 - changes to the agent's working directory and forks the agent with its own stdin, stdout and
   stderr (pipes and terminals go straight to the agent), in a process group of its own (the
   terminal's foreground group when stdin is a terminal), with ``PR_SET_PDEATHSIG`` so that the
-  agent dies when the supervisor does, in the message's cgroup (a directory; none if empty), with
-  the message's environment (``execvpe``: the program is looked up in that environment's PATH);
+  agent dies when the supervisor does, in the message's cgroup (a directory; none if empty: born
+  there by ``clone3``, else joined first thing), with the message's environment (``execvpe``: the
+  program is looked up in that environment's PATH);
 - answers on the control socket ``ok PID IN_CGROUP`` once the agent runs, or ``err ERRNO`` (``err
   ERRNO cwd`` when the working directory could not be entered);
 - obeys lines on the control socket: ``signal N`` (the agent), ``group N`` (the agent's process
@@ -27,8 +30,9 @@ does not parse, or any byte past the body: it exits 125, having started nothing.
   ``kill``;
 - forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 it receives to the agent;
 - once the agent has exited, or on ``kill``: kills every descendant (``cgroup.kill``, then the process
-  tree under it, each signalled through a pidfd), reaps them, removes the cgroup, and exits with the
-  agent's status (its exit code, or the same signal raised again), so the caller sees the agent's.
+  tree under it, each signalled through a pidfd), reaps them, removes the cgroup (and a few empty
+  ones left over by dead runs: :func:`cgroup_sweep`), and exits with the agent's status (its exit
+  code, or the same signal raised again), so the caller sees the agent's.
 
 The cgroup helpers at the end are also imported by orchestrate (``containment.py``) to clean up after
 a supervisor that did not.
