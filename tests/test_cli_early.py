@@ -294,7 +294,8 @@ def test_the_agent_of_a_killed_cli_dies_even_before_adoption(tmp_path: Path) -> 
 _SPAWN_PROBE = (
     "import runpy, sys\n"
     "def hook(event, args):\n"
-    "    if event in ('subprocess.Popen', 'os.posix_spawn') and not hasattr(hook, 'seen'):\n"
+    "    spawns = ('subprocess.Popen', 'os.posix_spawn', 'os.fork')\n"
+    "    if event in spawns and not hasattr(hook, 'seen'):\n"
     "        heavy = ('click', 'pydantic', 'anyio', 'asyncio')\n"
     "        hook.seen = sorted(m for m in heavy if m in sys.modules)\n"
     "        sys.stderr.write(f'loaded at the spawn: {hook.seen}\\n')\n"

@@ -1,10 +1,12 @@
-# ruff: noqa: PTH106, PTH112, PTH118, PTH123, PTH208, SIM105
+# ruff: noqa: PTH106, PTH112, PTH118, PTH120, PTH123, PTH208, SIM105
 # (pathlib and contextlib would double the start-up time of this process)
 """The supervisor: a small process between orchestrate and an agent, so that no process outlives its run.
 
 Run as ``python -I -S -c BOOT SUPERVISOR_PY CTL_FD`` (:func:`command`: the module imported from its
 directory, appended to ``sys.path``, so that its cached bytecode is used and this file is not
-compiled again at every start), or as ``python -I -S supervisor.py CTL_FD``.  It is a standalone
+compiled again at every start), or as ``python -I -S supervisor.py CTL_FD``, or forked by the early
+start (process/prestart.py: :func:`main` called in a one-thread fork of orchestrate, which knows the
+cgroup already, so the agent's process is made in it before the message comes).  It is a standalone
 file: it imports nothing of orchestrate and little of the standard library (no ``signal``, whose
 enums cost more than the rest), so it starts in about 10 ms.  What to start comes over the control
 socket CTL_FD, never on the command line (``/proc/PID/cmdline`` is world-readable, and the
@@ -18,8 +20,9 @@ does not parse, or any byte past the body: it exits 125, having started nothing.
 - changes to the agent's working directory and forks the agent with its own stdin, stdout and
   stderr (pipes and terminals go straight to the agent), in a process group of its own (the
   terminal's foreground group when stdin is a terminal), with ``PR_SET_PDEATHSIG`` so that the
-  agent dies when the supervisor does, in the message's cgroup (a directory; none if empty), with
-  the message's environment (``execvpe``: the program is looked up in that environment's PATH);
+  agent dies when the supervisor does, in the message's cgroup (a directory; none if empty: born
+  there by ``clone3``, else joined first thing), with the message's environment (``execvpe``: the
+  program is looked up in that environment's PATH);
 - answers on the control socket ``ok PID IN_CGROUP`` once the agent runs, or ``err ERRNO`` (``err
   ERRNO cwd`` when the working directory could not be entered);
 - obeys lines on the control socket: ``signal N`` (the agent), ``group N`` (the agent's process
@@ -27,8 +30,9 @@ does not parse, or any byte past the body: it exits 125, having started nothing.
   ``kill``;
 - forwards SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1 and SIGUSR2 it receives to the agent;
 - once the agent has exited, or on ``kill``: kills every descendant (``cgroup.kill``, then the process
-  tree under it, each signalled through a pidfd), reaps them, removes the cgroup, and exits with the
-  agent's status (its exit code, or the same signal raised again), so the caller sees the agent's.
+  tree under it, each signalled through a pidfd), reaps them, removes the cgroup (and a few empty
+  ones left over by dead runs: :func:`cgroup_sweep`), and exits with the agent's status (its exit
+  code, or the same signal raised again), so the caller sees the agent's.
 
 The cgroup helpers at the end are also imported by orchestrate (``containment.py``) to clean up after
 a supervisor that did not.
@@ -53,6 +57,7 @@ __all__ = [
     "NOTHING_STARTED",
     "cgroup_kill",
     "cgroup_remove",
+    "cgroup_sweep",
     "command",
     "decode",
     "encode",
@@ -115,25 +120,111 @@ def _prctl(option: int, arg: int) -> None:
         raise OSError(errno, os.strerror(errno))
 
 
+CLONE_INTO_CGROUP = 0x200000000
+SYS_CLONE3 = 435  # the same number on every architecture (the generic table's, Linux 5.3)
+
+
+def _clone_into(cgroup: str) -> int:
+    """``fork()``, the child born in the cgroup ``cgroup`` (``clone3`` with ``CLONE_INTO_CGROUP``,
+    Linux 5.7): no migration, which waits for an RCU grace period (~10-16 ms) when no process has
+    changed cgroups on the machine for a while.  0 in the child, as fork; OSError where it is refused
+    (an older kernel, a seccomp filter).  The child must not use threads nor rely on its libc's idea
+    of its thread id (not reset: this is no glibc fork); ours runs a few system calls, then execs."""
+    import _ctypes
+
+    class _Long(_ctypes._SimpleCData):  # type: ignore[type-arg]  # ctypes.c_long
+        _type_ = "l"
+
+    class _Function(_ctypes.CFuncPtr):
+        _flags_ = _ctypes.FUNCFLAG_CDECL | _ctypes.FUNCFLAG_USE_ERRNO
+        _restype_ = _Long
+
+    class _Libc:
+        _handle = _ctypes.dlopen(None)  # type: ignore[arg-type]
+
+    syscall = _Function(("syscall", _Libc))  # type: ignore[arg-type]
+    fd = os.open(cgroup, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        # struct clone_args: flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size,
+        # tls, set_tid, set_tid_size, cgroup (u64 each).
+        fields = (CLONE_INTO_CGROUP, 0, 0, 0, int(_signal.SIGCHLD), 0, 0, 0, 0, 0, fd)
+        args = b"".join(field.to_bytes(8, sys.byteorder) for field in fields)
+        pid: int = syscall(_Long(SYS_CLONE3), args, _Long(len(args)))
+        if pid < 0:
+            errno = _ctypes.get_errno()
+            raise OSError(errno, os.strerror(errno))
+        return pid
+    finally:
+        os.close(fd)
+
+
 # --- the agent -------------------------------------------------------------------------------
 
 
-def _start(argv: list[bytes], env: dict[bytes, bytes] | None, cgroup: str | None, report: int) -> int:
-    """Fork and exec the agent; its pid.  Failures to exec come back through ``report``."""
-    parent = os.getpid()
-    pid = os.fork()
-    if pid:
-        return pid
-    try:
-        _become_agent(cgroup, parent, report)
-        if env is None:
-            os.execvp(argv[0], argv)
-        os.execvpe(argv[0], argv, env)  # PATH looked up in env, as execvp did under it
-    except OSError as exc:
-        os.write(report, b"e%d" % (exc.errno or 0))
-    except BaseException:  # anything at all: never return into the supervisor's code in the child
-        os.write(report, b"e0")
-    os._exit(127)
+class _Stem:
+    """The agent's process before its exec: forked and born in the cgroup first, then told what to
+    exec (the message's body, over a pipe of its own), or told nothing (end of file: it exits).
+
+    Forked as soon as the cgroup is known (the early start's fork knows it before the message
+    comes: :func:`main`'s ``cgroup``), so that its join, which costs an RCU grace period (~16 ms)
+    when no cgroup has been joined on the machine for a while, overlaps the message's way here
+    instead of coming after it."""
+
+    def __init__(self, cgroup: str | None, report: int, early: bool) -> None:
+        self.cgroup = cgroup
+        orders, self._orders = os.pipe()
+        parent = os.getpid()
+        joined = cgroup is not None
+        try:
+            self.pid = _clone_into(cgroup) if cgroup is not None else os.fork()
+        except OSError:
+            joined = False
+            self.pid = os.fork()  # then it joins the cgroup itself (_become_agent)
+        if self.pid:
+            os.close(orders)
+            return
+        try:  # the child: never returns into the supervisor's code
+            os.close(self._orders)
+            _become_agent(None if joined else cgroup, parent, report)
+            chunks = []  # at most MAX_MESSAGE in all: the supervisor sends what it read and checked
+            while chunk := os.read(orders, 1 << 16):
+                chunks.append(chunk)
+            message = decode(b"".join(chunks)) if chunks else None
+            if message is None:  # told nothing: start nothing
+                os._exit(0)
+            argv, cwd, env, _ = message
+            if cwd and early:  # forked before the supervisor entered it (then we inherit it)
+                os.chdir(cwd)
+            if env is None:
+                os.execvp(argv[0], argv)
+            os.execvpe(argv[0], argv, env)  # PATH looked up in env, as execvp did under it
+        except OSError as exc:
+            os.write(report, b"e%d" % (exc.errno or 0))
+        except BaseException:  # anything at all: never return into the supervisor's code
+            os.write(report, b"e0")
+        os._exit(127)
+
+    def go(self, body: bytes) -> None:
+        """Have it exec what ``body`` (a message's) says."""
+        try:
+            view = memoryview(body)
+            while view:
+                view = view[os.write(self._orders, view) :]
+        except OSError:  # it died (a signal): its exit says so
+            pass
+        os.close(self._orders)
+
+    def end(self) -> None:
+        """Kill it unstarted and reap it, then remove its cgroup (nobody else may: orchestrate may be
+        gone, and this is what it would have abandoned)."""
+        os.close(self._orders)
+        try:
+            os.kill(self.pid, _signal.SIGKILL)  # not reaped: the number is still its own
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
+        if self.cgroup is not None:
+            cgroup_remove(self.cgroup, 1.0)
 
 
 def _become_agent(cgroup: str | None, parent: int, report: int) -> None:
@@ -331,6 +422,7 @@ def _finish(cgroup: str | None) -> None:
     _kill_tree(deadline)
     if cgroup is not None:
         cgroup_remove(cgroup, max(deadline - time.monotonic(), 0.5))
+        cgroup_sweep(os.path.dirname(cgroup))  # after the agent: on nobody's way to a start
 
 
 def _exit_as(status: int | None) -> None:
@@ -350,13 +442,14 @@ def _exit_as(status: int | None) -> None:
     os._exit(os.waitstatus_to_exitcode(status))
 
 
-def main(args: list[str]) -> None:
-    """``CTL_FD [MESSAGE_SECONDS]``."""
+def main(args: list[str], early: bool = False, cgroup: str | None = None) -> None:
+    """``CTL_FD [MESSAGE_SECONDS]``.  ``early`` (the early start's fork, which knows it now): the
+    message's cgroup is ``cgroup``, and the agent's process is forked into it at once (:class:`_Stem`);
+    a message naming another starts nothing."""
     ctl = int(args[0])
     seconds = float(args[1]) if len(args) > 1 else MESSAGE_SECONDS
     _close_all_but(ctl)
     os.set_inheritable(ctl, False)
-    _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_read, False)
     os.set_blocking(wake_write, False)
@@ -364,6 +457,16 @@ def main(args: list[str]) -> None:
     for sig in FORWARDED:
         _catch(sig, _forward)
     _catch(_signal.SIGCHLD, _wake)
+    # Unblocked once caught: a fork of orchestrate (prestart.py) starts with every signal blocked,
+    # so one sent before this line waits for our handlers (and reaches the agent).
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
+    report_read, report_write = os.pipe()
+    stem = None
+    if early:
+        try:
+            stem = _Stem(cgroup, report_write, early=True)
+        except OSError:
+            stem = None  # forked after the message, as for a spawned supervisor
     try:
         # Before the message: this (with its import of _ctypes) then overlaps the caller's work.
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -371,24 +474,33 @@ def main(args: list[str]) -> None:
         subreaper: OSError | None = exc
     else:
         subreaper = None
-    message = _receive(ctl, seconds)
-    if message is None:  # nothing started, nothing to clean: the caller's cgroup is its own
-        os._exit(NOTHING_STARTED)
-    argv, cwd, env, cgroup = message
+    body = _receive(ctl, seconds)
+    message = None if body is None else decode(body)  # None too for a body that does not parse
+    if body is None or message is None or (early and message[3] != cgroup):
+        if stem is not None:
+            stem.end()
+        os._exit(NOTHING_STARTED)  # nothing started; a cgroup without a stem is the caller's own
+    cwd, cgroup = message[1], message[3]
     if cwd:
         try:
             os.chdir(cwd)  # the agent's directory, ours too (as when it was the spawn's cwd)
         except OSError as exc:
             _say(ctl, b"err %d cwd\n" % (exc.errno or 0))
+            if stem is not None:
+                stem.end()
             os._exit(127)
-    report_read, report_write = os.pipe()
     try:
         if subreaper is not None:
             raise subreaper
-        _State.agent = _start(argv, env, cgroup, report_write)
+        if stem is None:
+            stem = _Stem(cgroup, report_write, early=False)
     except OSError as exc:
         _say(ctl, b"err %d\n" % (exc.errno or 0))
+        if stem is not None:
+            stem.end()
         os._exit(127)
+    stem.go(body)
+    _State.agent = stem.pid
     os.close(report_write)
     if not _answer(ctl, report_read, cgroup is not None):
         _finish(cgroup)
@@ -396,8 +508,8 @@ def main(args: list[str]) -> None:
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # the agent alone holds its pipes: their end of file is its own
         os.dup2(null, fd)
-    for early in _State.pending:
-        _forward(early, None)
+    for pending in _State.pending:
+        _forward(pending, None)
     _serve(ctl, wake_read)
     _finish(cgroup)
     _exit_as(_State.status)
@@ -431,10 +543,9 @@ def _say(ctl: int, line: bytes) -> None:
 _Message = tuple[list[bytes], bytes, dict[bytes, bytes] | None, str | None]
 
 
-def _receive(ctl: int, seconds: float) -> _Message | None:
-    """The one message on ``ctl``, read within ``seconds`` of now and never past its end; None for
-    anything else (end of file first, too slow, a bad magic or length, a body that does not parse,
-    a byte more)."""
+def _receive(ctl: int, seconds: float) -> bytes | None:
+    """The body of the one message on ``ctl``, read within ``seconds`` of now and never past its
+    end; None for anything else (end of file first, too slow, a bad magic or length, a byte more)."""
     deadline = time.monotonic() + seconds
     poller = select.poll()
     poller.register(ctl, select.POLLIN)
@@ -461,7 +572,7 @@ def _receive(ctl: int, seconds: float) -> _Message | None:
             chunks, got, need = [], 0, length
     if poller.poll(0):  # a byte past the message, or its writer gone already: start nothing
         return None
-    return decode(b"".join(chunks))
+    return b"".join(chunks)
 
 
 def decode(body: bytes) -> _Message | None:
@@ -580,6 +691,48 @@ def cgroup_remove(path: str, seconds: float) -> bool:
             time.sleep(0.005)
             continue
         return not os.path.isdir(path)
+
+
+SWEEP_REMOVALS = 4  # leftover cgroups removed per run at most (each rmdir may wait a grace period)
+SWEEP_TRIES = 16  # and names tried: a leftover that is not empty is skipped, at a cost
+
+
+def cgroup_sweep(parent: str, removals: int = SWEEP_REMOVALS, tries: int = SWEEP_TRIES) -> list[str]:
+    """Remove a few cgroups under ``parent`` left over by runs whose orchestrate is dead (a
+    supervisor SIGKILLed never removes its own, and its orchestrate may be gone too): only names of
+    ours, ``orchestrate-PID-N``, whose PID is no live process, and only empty ones (the kernel
+    refuses to remove a cgroup with a process or a cgroup in it); at most ``removals`` of them and
+    ``tries`` attempts.  The names removed."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    removed: list[str] = []
+    for name in names:
+        if len(removed) >= removals or tries <= 0:
+            break
+        parts = name.split("-")
+        if len(parts) != 3 or parts[0] != "orchestrate" or not (parts[1].isdigit() and parts[2].isdigit()):
+            continue
+        if _alive(int(parts[1])):  # its orchestrate (or a process that took its number) may use it
+            continue
+        tries -= 1
+        try:
+            os.rmdir(os.path.join(parent, name))
+        except OSError:  # not empty (a process escaped into it is left to whoever sees it), or gone
+            continue
+        removed.append(name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # another user's (EPERM), or no pid at all: not ours to judge
+        return pid > 0
+    return True
 
 
 def _frozen(path: str) -> bool:
