@@ -1,0 +1,52 @@
+"""Adversarial review of the early start's supervisor when it is a fork of `orchestrate run`
+(process/prestart.py): the child must take nothing of ours with it.  Output we had buffered and not
+yet flushed is written once, by us (a child that flushed it would write it twice, or into the
+agent's pipes, where the run would read it as the agent's); an atexit hook of ours runs once, in
+our process; the agent holds no fd but its three pipes."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .helpers import FAKE_CLAUDE
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the supervisor is Linux's")
+
+HARNESS = """
+import atexit, os, sys
+out = sys.argv[1]
+atexit.register(lambda: open(os.path.join(out, "atexit-%d" % os.getpid()), "w").close())
+sys.stdout.write("BUFFERED-OUT ")  # a pipe: block-buffered, still in our buffer at the fork
+sys.stderr.write("BUFFERED-ERR ")  # no newline: still in stderr's line buffer
+open(os.path.join(out, "cli"), "w").write(str(os.getpid()))
+sys.argv = ["orchestrate", *sys.argv[2:]]
+from orchestrate.cli.early import main
+main()
+"""
+
+
+def test_the_supervisor_takes_nothing_of_ours(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    command = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLAUDE))}"
+    args = ["run", "-e", "claude-code", "--base-command", command, "--cwd", str(tmp_path)]
+    args += ["--approvals", "deny", "--output", "jsonl", "hi"]
+    done = subprocess.run(
+        [sys.executable, "-c", HARNESS, str(out), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "ORCHESTRATE_STORE": "off", "ORCHESTRATE_HOME": str(tmp_path)},
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert '"outcome":"success"' in done.stdout.splitlines()[-1]
+    assert done.stdout.count("BUFFERED-OUT") == 1, done.stdout[-2000:]
+    assert done.stderr.count("BUFFERED-ERR") == 1, done.stderr[-2000:]
+    cli = int((out / "cli").read_text())
+    assert sorted(p.name for p in out.glob("atexit-*")) == [f"atexit-{cli}"]
