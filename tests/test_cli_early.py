@@ -285,7 +285,7 @@ def test_an_early_run_is_a_run(tmp_path: Path) -> None:
     probe = (
         "import runpy, sys\n"
         "def hook(event, args):\n"
-        "    if event in ('subprocess.Popen', 'os.posix_spawn') and not hasattr(hook, 'seen'):\n"
+        "    if event in ('subprocess.Popen', 'os.posix_spawn', 'os.fork') and not hasattr(hook, 'seen'):\n"
         "        heavy = ('click', 'pydantic', 'anyio', 'asyncio')\n"
         "        hook.seen = sorted(m for m in heavy if m in sys.modules)\n"
         "        sys.stderr.write(f'loaded at the spawn: {hook.seen}\\n')\n"

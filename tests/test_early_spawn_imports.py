@@ -5,11 +5,12 @@ imported before that send delays the agent's start-up, one to one; ``dataclasses
 ``inspect``, ``ast``, ``dis`` and ``tokenize``) cost about 15 ms there, ``shutil`` (with ``bz2``
 and ``lzma``) about 4.
 
-The probe is honest: a real ``python -m orchestrate`` process, run through a wrapper that installs
-an audit hook (``sys.addaudithook``) and notes ``sys.modules`` at the first ``os.posix_spawn`` or
-``subprocess.Popen`` event, which the interpreter raises inside the spawn itself, just before the
-fork.  The wrapper imports nothing the check looks for (it writes with ``os`` alone), and the same
-probe with the early start off sees the full CLI loaded at its first spawn: the check can fail.
+The probe is honest: a real ``orchestrate`` process (as the installed command starts it), run through
+a wrapper that installs an audit hook (``sys.addaudithook``) and notes ``sys.modules`` at the first
+``os.fork``, ``os.posix_spawn`` or ``subprocess.Popen`` event (the early start forks its supervisor),
+which the interpreter raises inside the spawn itself, just before the fork.  The wrapper imports
+nothing the check looks for (it writes with ``os`` alone), and the same probe with the early start
+off sees the full CLI loaded at its first spawn: the check can fail.
 """
 
 from __future__ import annotations
@@ -23,17 +24,17 @@ import pytest
 
 from .helpers import ROOT
 
-# An agent that ends at once: the run then ends too (what it loaded after the spawn is not judged).
-QUICK_AGENT = "/bin/sh -c 'exit 0' agent"
-RUN = ["run", "-e", "claude-code", "--output", "jsonl", "--approvals", "deny"]
-RUN += ["--base-command", QUICK_AGENT, "hello"]
+# The agent is a `claude` on ORCHESTRATE_BIN_PATH that ends at once (the run then ends too: what it
+# loaded after the spawn is not judged); found as a user's is, not given by --base-command, whose
+# string shlex splits (shlex imports re, enum, collections: as any run given one string does).
+RUN = ["run", "-e", "claude-code", "--output", "jsonl", "--approvals", "deny", "hello"]
 
 # Run `orchestrate ARGS...`; at the first spawn, write its argv (NUL-separated) and the modules
 # loaded (one a line) to $AT_SPAWN_OUT; when the supervisor is sent what to start (the early start's
 # Launch.send, wrapped at that first spawn without importing anything), the modules loaded then to
 # $AT_SPAWN_OUT.send.
 AT_SPAWN = r"""
-import os, runpy, sys
+import os, sys
 out = os.environ["AT_SPAWN_OUT"]
 seen = []
 
@@ -43,10 +44,10 @@ def note(path, text):
     os.close(fd)
 
 def hook(event, args):
-    if event not in ("subprocess.Popen", "os.posix_spawn") or seen:
+    if event not in ("subprocess.Popen", "os.posix_spawn", "os.fork") or seen:
         return
     seen.append(True)
-    argv = [os.fsdecode(a) for a in args[1]]
+    argv = ["(fork)"] if event == "os.fork" else [os.fsdecode(a) for a in args[1]]
     note(out, "\0".join(argv) + "\n" + "\n".join(sorted(sys.modules)) + "\n")
     containment = sys.modules.get("orchestrate.process.containment")
     if containment is not None:
@@ -58,7 +59,10 @@ def hook(event, args):
 
 sys.addaudithook(hook)
 sys.argv = ["orchestrate", *sys.argv[1:]]
-runpy.run_module("orchestrate", run_name="__main__", alter_sys=True)
+# As the installed `orchestrate` command does (runpy, for `python -m`, imports contextlib, functools,
+# importlib.util and more before our code runs, which would hide ours).
+from orchestrate.cli.early import main
+main()
 """
 
 # Not loaded when the agent is spawned early: (module, why).  A package stands for its submodules.
@@ -78,6 +82,20 @@ NOT_BEFORE_THE_SPAWN = {
     "fnmatch": "through pathlib",
     "urllib": "through pathlib",
     "ipaddress": "through pathlib (urllib.parse)",
+    # The spawn's own modules (process/prestart.py, containment.py, supervisor.py) are lean too:
+    # their types are TYPE_CHECKING's, their `with contextlib.suppress` plain try blocks.
+    "typing": "with re, enum, warnings: ~5 ms of the spawn's modules before it",
+    "re": "through typing, or shlex",
+    "enum": "through re, or signal.py (the spawn's modules use _signal)",
+    "contextlib": "with collections, functools, types: ~4 ms",
+    "collections": "through contextlib (collections.abc alone, for types, loads it too)",
+    "functools": "through contextlib",
+    "itertools": "containment counts its cgroups with an int",
+    "warnings": "through typing",
+    "fcntl": "the early write alone uses it (imported there)",
+    "socket": "socket.py's enums: the spawn's socket pair is _socket's",
+    "subprocess": "with threading, selectors and signal's enums: the early spawn is os.posix_spawn's",
+    "threading": "through subprocess",
 }
 
 # Our own modules on the way to the spawn (the package, the early start, the registry, the executor,
@@ -112,6 +130,7 @@ def first_spawn(tmp_path: Path, early: str) -> tuple[list[str], set[str]]:
         **os.environ,
         "PYTHONPATH": str(ROOT),
         "ORCHESTRATE_HOME": str(tmp_path / "home"),
+        "ORCHESTRATE_BIN_PATH": str(_fake_claude(tmp_path, "exit 0")),
         "ORCHESTRATE_EARLY": early,
         "AT_SPAWN_OUT": str(out),
     }
@@ -142,15 +161,12 @@ def loaded(modules: set[str], name: str) -> bool:
 
 def test_the_early_spawn_comes_before_dataclasses_and_the_cli(tmp_path: Path) -> None:
     argv, modules = first_spawn(tmp_path, "1")
-    # The first spawn is the agent's supervisor, started by the early path before the executor's
-    # code is loaded; the agent's command line goes to it later, over its control socket.
-    assert any(a.endswith("supervisor.py") for a in argv), argv
-    assert "/bin/sh" not in argv and "hello" not in argv, argv
+    # The first spawn is the agent's supervisor, forked by the early path (one thread: it may)
+    # before the executor's code is loaded; the agent's command line goes to it later, over its
+    # control socket.
+    assert argv == ["(fork)"], argv
     assert "orchestrate.process.prestart" in modules  # the watch fired at the early spawn
     assert "orchestrate.executors.claude_code" not in modules
-    # Spawned with os.posix_spawn and a bare socket pair: subprocess (threading, selectors) and
-    # socket.py's enums come after it.
-    assert "subprocess" not in modules and "socket" not in modules and "threading" not in modules
     found = {name: why for name, why in NOT_BEFORE_THE_SPAWN.items() if loaded(modules, name)}
     assert not found, f"loaded before the supervisor's spawn: {found}"
     sent = at_send(tmp_path)
@@ -168,10 +184,10 @@ def test_the_probe_sees_a_late_spawn(tmp_path: Path) -> None:
     assert loaded(modules, "pathlib") and loaded(modules, "urllib") and loaded(modules, "typing")
 
 
-def _fake_claude(tmp_path: Path) -> Path:
+def _fake_claude(tmp_path: Path, script: str = "") -> Path:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    (bin_dir / "claude").write_text("#!/bin/sh\n")
+    (bin_dir / "claude").write_text(f"#!/bin/sh\n{script}\n")
     (bin_dir / "claude").chmod(0o755)
     return bin_dir
 

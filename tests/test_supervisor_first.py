@@ -278,16 +278,16 @@ def _address(argv: list[str], env: dict[str, str]) -> None:
 
 # --- our side killed, before, during and after the message --------------------------------------
 
-# Spawns a standby supervisor, tells it (per argv[1]) nothing, half its message, or all of it, says
-# so on stdout, and waits to be killed.
+# Starts a standby supervisor (forked or spawned, per argv[3]), tells it (per argv[1]) nothing, half
+# its message, or all of it, says so on stdout, and waits to be killed.
 OWNER = r"""
 import sys
 from pathlib import Path
 from orchestrate.process.prestart import standby
 from orchestrate.process.spec import ProcessSpec
 how, marker = sys.argv[1], sys.argv[2]
-waiting = standby()
-print(waiting.popen.pid, flush=True)
+waiting = standby(fork=sys.argv[3] == "fork")
+print(waiting.popen.pid, waiting.popen.forked, flush=True)
 spec = ProcessSpec(["/bin/sh", "-c", f"touch {marker}; exec sleep 30"], Path("/"), {"PATH": "/usr/bin:/bin"})
 if how == "part":
     waiting.launch.address(spec.argv, str(spec.cwd), spec.env)
@@ -304,64 +304,70 @@ sys.stdin.read()
 """
 
 # Made a subreaper, runs OWNER, SIGKILLs it, and reaps the orphaned supervisor, which comes to it:
-# prints the supervisor's exit code.
+# prints the supervisor's exit code and whether it was forked.
 GRANDPARENT = r"""
 import ctypes, os, subprocess, sys
 if ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0) != 0:  # PR_SET_CHILD_SUBREAPER
     sys.exit("no subreaper")
 argv = [sys.executable, "-c", sys.argv[1], *sys.argv[2:]]
 owner = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-sup = int(owner.stdout.readline())
+sup, forked = owner.stdout.readline().split()
 assert owner.stdout.readline() == b"ready\n"
 owner.kill()
 owner.wait()
-_, status = os.waitpid(sup, 0)
-print(os.waitstatus_to_exitcode(status), flush=True)
+_, status = os.waitpid(int(sup), 0)
+print(os.waitstatus_to_exitcode(status), forked.decode(), flush=True)
 """
 
 
+@pytest.mark.parametrize("start", ["fork", "spawn"])
 @pytest.mark.parametrize("how", ["none", "part"])
-def test_our_side_killed_before_the_message_is_whole_starts_nothing(tmp_path: Path, how: str) -> None:
+def test_our_side_killed_before_the_message_is_whole_starts_nothing(
+    tmp_path: Path, how: str, start: str
+) -> None:
     marker = tmp_path / "started"
     done = subprocess.run(
-        [sys.executable, "-c", GRANDPARENT, OWNER, how, str(marker)],
+        [sys.executable, "-c", GRANDPARENT, OWNER, how, str(marker), start],
         capture_output=True,
         timeout=30,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         check=False,
     )
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
-    assert int(done.stdout) == supervisor.NOTHING_STARTED
+    assert done.stdout.split() == [str(supervisor.NOTHING_STARTED).encode(), str(start == "fork").encode()]
     time.sleep(0.2)
     assert not marker.exists()
 
 
-def test_our_side_killed_after_the_message_kills_the_agent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("start", ["fork", "spawn"])
+def test_our_side_killed_after_the_message_kills_the_agent(tmp_path: Path, start: str) -> None:
     """The control: told everything, then orphaned: the agent ran, and died with the supervisor's
     kill (its exit code is the agent's: SIGKILL)."""
     marker = tmp_path / "started"
     done = subprocess.run(
-        [sys.executable, "-c", GRANDPARENT, OWNER, "all", str(marker)],
+        [sys.executable, "-c", GRANDPARENT, OWNER, "all", str(marker), start],
         capture_output=True,
         timeout=30,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         check=False,
     )
     assert done.returncode == 0, done.stderr.decode(errors="replace")[-2000:]
-    assert int(done.stdout) == -signal.SIGKILL
+    assert done.stdout.split() == [str(-signal.SIGKILL).encode(), str(start == "fork").encode()]
     assert marker.exists()
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("start", ["fork", "spawn"])
 async def test_an_escaped_grandchild_dies_with_a_standby_owner_killed_after_the_message(
-    tmp_path: Path, mode: str, mark: str
+    tmp_path: Path, mode: str, mark: str, start: str
 ) -> None:
     code = (
         "import sys\n"
         "from pathlib import Path\n"
         "from orchestrate.process.prestart import standby\n"
         "from orchestrate.process.spec import ProcessSpec\n"
-        "waiting = standby()\n"
+        f"waiting = standby(fork={start == 'fork'})\n"
+        f"assert waiting.popen.forked is {start == 'fork'}\n"
         f"assert waiting.start(ProcessSpec({escaper(tmp_path).argv!r}, Path({str(tmp_path)!r}), "
         f"{escaper(tmp_path).env!r})) is not None\n"
         "sys.stdin.read()\n"
@@ -458,7 +464,7 @@ def test_no_secret_is_on_the_supervisors_command_line(tmp_path: Path, how: str) 
         return Path(f"/proc/{pid}/cmdline").read_bytes(), Path(f"/proc/{pid}/environ").read_bytes()
 
     if how == "early":
-        waiting = prestart.standby()
+        waiting = prestart.standby(fork=False)  # forked, its command line is ours: test_supervisor_fork.py
         assert waiting is not None
         before = shown(waiting.popen.pid)
         started = waiting.start(spec)

@@ -170,13 +170,6 @@ def test_a_flooded_standby_still_starts_its_agent_and_forwards(tmp_path: Path) -
 # --- the deadline for the message ------------------------------------------------------------------
 
 
-@pytest.fixture
-def one_second(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Standby supervisors wait 1 s for their message, not 30."""
-    real = supervisor.command
-    monkeypatch.setattr(supervisor, "command", lambda *args: [*real(*args), "1.0"])
-
-
 def _handlers_in_place(pid: int) -> None:
     """Wait until the supervisor catches SIGUSR1: it is then reading its message, deadline set."""
     caught = 0
@@ -202,14 +195,12 @@ def _marker_spec(tmp_path: Path) -> tuple[Path, ProcessSpec]:
     return marker, ProcessSpec(["/bin/sh", "-c", f"touch {marker}; exec sleep 30"], tmp_path, dict(BARE))
 
 
-def test_a_parent_too_slow_for_the_deadline_falls_back_having_started_nothing(
-    tmp_path: Path, one_second: None
-) -> None:
+def test_a_parent_too_slow_for_the_deadline_falls_back_having_started_nothing(tmp_path: Path) -> None:
     """We were stopped (Ctrl-Z) or slow past the supervisor's deadline: it has exited, so the
     message cannot be sent; the early start gives up (the run then spawns its own agent), the
     supervisor is reaped, nothing ran, no cgroup is left."""
     marker, spec = _marker_spec(tmp_path)
-    waiting = prestart.standby()
+    waiting = prestart.standby(fork=False, seconds=1.0)  # forked: tests/test_supervisor_fork.py
     assert waiting is not None
     _reading_its_message(waiting.popen.pid)  # its deadline counts from there (a loaded machine)
     time.sleep(1.8)
@@ -221,13 +212,11 @@ def test_a_parent_too_slow_for_the_deadline_falls_back_having_started_nothing(
     assert not marker.exists() and our_cgroups() == []
 
 
-def test_a_message_read_past_the_deadline_is_a_spawn_error_not_a_hang(
-    tmp_path: Path, one_second: None
-) -> None:
+def test_a_message_read_past_the_deadline_is_a_spawn_error_not_a_hang(tmp_path: Path) -> None:
     """The message was sent in time but the supervisor was stopped until past its deadline: it
     starts nothing, and the run that adopts it gets a SpawnError at once."""
     marker, spec = _marker_spec(tmp_path)
-    waiting = prestart.standby()
+    waiting = prestart.standby(fork=False, seconds=1.0)  # forked: tests/test_supervisor_fork.py
     assert waiting is not None
     _reading_its_message(waiting.popen.pid)
     os.kill(waiting.popen.pid, signal.SIGSTOP)

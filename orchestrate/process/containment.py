@@ -1,3 +1,5 @@
+# ruff: noqa: SIM105
+# (contextlib.suppress: contextlib is not loaded before the early spawn, see the imports)
 """Containment: no process an agent starts outlives its run, whatever happens to us.
 
 Three mechanisms, the strongest the machine allows (see SAFETY in the README):
@@ -22,53 +24,63 @@ supervisor before anyio is imported, so anyio is imported by the async methods t
 from __future__ import annotations
 
 import _socket as socket  # the C module: socket.py's enums and wrappers cost the early spawn ~2 ms
-import contextlib
-import itertools
 import os
 import select
 import sys
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Literal, Protocol
-
-if TYPE_CHECKING:
-    import signal
-    from signal import Signals
-else:
-    import _signal as signal  # likewise: signal.py imports enum to make Signals
 
 from ..errors import SpawnError
 from . import supervisor
 
+# Neither typing nor contextlib, itertools or collections at run time: this module is imported
+# before the early start's spawn, and typing (with re, enum, warnings) and contextlib (with
+# collections, functools, types) cost that spawn ~10 ms.  mypy takes any TYPE_CHECKING as true.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import signal
+    from collections.abc import Callable
+    from signal import Signals
+    from typing import Literal
+
+    Mechanism = Literal["cgroup", "supervisor", "group"]
+else:
+    import _signal as signal  # likewise: signal.py imports enum to make Signals
+
+    Mechanism = str
+
 __all__ = ["Containment", "Launch", "Mechanism", "kill_all", "prepare"]
 
-Mechanism = Literal["cgroup", "supervisor", "group"]
 SUPERVISOR = supervisor.__file__
 _HANDSHAKE_SECONDS = 30.0  # a fork and an exec; only a machine in trouble comes near this
 _RELEASE_SECONDS = 2.0
 
 
-class Containment(Protocol):
-    """What the process layer holds for one agent's tree."""
+class Containment:
+    """What the process layer holds for one agent's tree: :class:`Supervised` or :class:`GroupOnly`.
+    (A base class, not a typing.Protocol: typing is not loaded before the early spawn.)"""
+
+    __slots__ = ()
 
     mechanism: Mechanism
-
-    @property
-    def agent_pid(self) -> int:
-        """The agent's own pid (it leads its own process group)."""
+    agent_pid: int
+    """The agent's own pid (it leads its own process group)."""
 
     def signal(self, sig: Signals) -> None:
         """Signal the agent process itself (not its children)."""
+        raise NotImplementedError
 
     def signal_group(self, sig: Signals) -> None:
         """Signal the agent's process group."""
+        raise NotImplementedError
 
     def kill(self) -> None:
         """SIGKILL everything in the tree, at once (idempotent, never blocks)."""
+        raise NotImplementedError
 
     async def release(self) -> None:
         """After the process we spawned has exited: make sure nothing of the tree is left, and free
         what containment held (bounded)."""
+        raise NotImplementedError
 
 
 # --- the supervised tree -------------------------------------------------------------------------
@@ -78,7 +90,7 @@ def _never_reaped() -> bool:
     return True
 
 
-class Supervised:
+class Supervised(Containment):
     """Our side of a supervisor: its control socket, and the run's cgroup if it has one.  (Plain
     classes here, not dataclasses: this module is on the early start's path, before the spawn.)"""
 
@@ -102,8 +114,10 @@ class Supervised:
     def kill(self) -> None:
         self._tell(b"kill\n")
         # End of file says kill too, and shutdown() sends it even if a fork of ours holds a copy.
-        with contextlib.suppress(OSError):
+        try:
             self._ctl.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
         # The agent runs as our user and may have stopped its supervisor (SIGSTOP): wake it up, so
         # it reads the kill.  release() finishes the job if it is stopped again.
         self._signal_supervisor(signal.SIGCONT)
@@ -145,16 +159,20 @@ class Supervised:
         self._signal_supervisor(signal.SIGKILL)
 
     def _signal_supervisor(self, sig: int) -> None:
-        with contextlib.suppress(OSError):
+        try:
             if self._pidfd is not None:
                 signal.pidfd_send_signal(self._pidfd, sig)
             elif self.supervisor_pid and not self._reaped():
                 os.kill(self.supervisor_pid, sig)
+        except OSError:
+            pass
 
     def _tell(self, line: bytes) -> None:
         # Non-blocking and without SIGPIPE: a supervisor that is gone took the agent with it.
-        with contextlib.suppress(OSError):
+        try:
             self._ctl.send(line, socket.MSG_NOSIGNAL | socket.MSG_DONTWAIT)
+        except OSError:
+            pass
 
 
 async def _remove_cgroup(path: str) -> None:
@@ -172,7 +190,7 @@ async def _remove_cgroup(path: str) -> None:
 # --- the fallback: a process group ---------------------------------------------------------------
 
 
-class GroupOnly:
+class GroupOnly(Containment):
     """The agent leads its own process group; the group is what we can reach."""
 
     __slots__ = ("_pidfd", "_reaped", "agent_pid", "mechanism")
@@ -183,21 +201,27 @@ class GroupOnly:
         self.mechanism: Mechanism = "group"
         self._pidfd: int | None = None
         # Opened while the child is certainly unreaped, so it is the agent's for good.
-        with contextlib.suppress(AttributeError, OSError):
+        try:
             self._pidfd = os.pidfd_open(self.agent_pid)
+        except (AttributeError, OSError):
+            pass
 
     def signal(self, sig: Signals) -> None:
-        with contextlib.suppress(OSError):
+        try:
             if self._pidfd is not None:
                 signal.pidfd_send_signal(self._pidfd, sig)
             elif not self._reaped():
                 os.kill(self.agent_pid, sig)
+        except OSError:
+            pass
 
     def signal_group(self, sig: Signals) -> None:
         # While the leader is unreaped its number, and so the group's, cannot be taken by another.
         if not self._reaped():
-            with contextlib.suppress(OSError):
+            try:
                 os.killpg(self.agent_pid, sig)
+            except OSError:
+                pass
 
     def kill(self) -> None:
         self.signal_group(signal.SIGKILL)  # an int at run time (the C module): as good to the kernel
@@ -292,8 +316,10 @@ class Launch:
         else:
             self._close_theirs()
             pidfd = None
-            with contextlib.suppress(AttributeError, OSError):
+            try:
                 pidfd = os.pidfd_open(pid)  # just spawned: not reaped, so this is our supervisor
+            except (AttributeError, OSError):
+                pass
             try:
                 if not self._message:  # never told what to start: it exits when the socket closes
                     raise SpawnError(self._target, "its supervisor was not told what to start")
@@ -421,7 +447,7 @@ _LIVE: set[Containment] = set()
 # --- cgroups ----------------------------------------------------------------------------------
 
 
-_counter = itertools.count(1)
+_made = [0]  # cgroups made by this process (itertools.count: not loaded before the early spawn)
 _cgroup_parent: list[str | None] = []  # found once: [] not looked yet, [None] none usable
 
 
@@ -435,7 +461,8 @@ def new_cgroup() -> str | None:
     if parent is None:
         return None
     for _ in range(100):  # a name taken is left over from a dead process that had our pid
-        path = os.path.join(parent, f"orchestrate-{os.getpid()}-{next(_counter)}")  # noqa: PTH118
+        _made[0] += 1
+        path = os.path.join(parent, f"orchestrate-{os.getpid()}-{_made[0]}")  # noqa: PTH118
         try:
             os.mkdir(path)  # noqa: PTH102
         except FileExistsError:

@@ -1,3 +1,5 @@
+# ruff: noqa: SIM105
+# (contextlib.suppress: contextlib is not loaded before the early spawn, see the imports)
 """An agent started before any event loop exists, contained as any other, adopted by a run later.
 
 ``orchestrate run`` spends a few hundred milliseconds importing (click, pydantic, anyio and
@@ -28,19 +30,21 @@ This module imports neither anyio nor asyncio (that is its point).
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import os
 import time
-from typing import IO, TYPE_CHECKING
 
 from ..errors import SpawnError
 from . import supervisor
 from .containment import Launch, prepare
-from .spec import ProcessSpec
 
+# Neither typing nor contextlib at run time (with re, enum, collections, functools: ~10 ms before
+# the early spawn); mypy takes any TYPE_CHECKING as true.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import signal
+    from typing import IO
+
+    from .spec import ProcessSpec
 else:
     import _signal as signal  # the C module: signal.py imports enum
 
@@ -80,6 +84,8 @@ class Prestarted:
         Only into an empty pipe with room for all of them, so nothing waits; False (and nothing
         sent) otherwise.  A write that fails part way (the pipe closed: the agent died) leaves
         :attr:`was_written` set: the start must then be discarded."""
+        import fcntl  # only here: the early write alone uses it
+
         stdin = self.popen.stdin
         if self.taken or self.written or stdin is None:
             return False
@@ -128,12 +134,15 @@ class Standby:
     """A supervisor spawned before its agent's spec is known, its pipes (the agent's to be), its
     control socket, idle until :meth:`start` or :meth:`discard` (one of them, once)."""
 
-    __slots__ = ("_spawned", "done", "launch", "popen", "prestarted", "started")
+    __slots__ = ("_seconds", "_spawned", "done", "launch", "popen", "prestarted", "started")
 
-    def __init__(self, popen: Spawned, launch: Launch, started: float) -> None:
+    def __init__(
+        self, popen: Spawned, launch: Launch, started: float, seconds: float = supervisor.MESSAGE_SECONDS
+    ) -> None:
         self.popen = popen
         self.launch = launch
         self.started = started  # wall clock, seconds since the epoch
+        self._seconds = seconds  # how long the supervisor waits for its message
         self._spawned = time.monotonic()
         self.done = False
         self.prestarted: Prestarted | None = None
@@ -144,7 +153,7 @@ class Standby:
         None, and the supervisor ended, when it cannot be told (the run then starts its own)."""
         if self.done:
             raise RuntimeError("this supervisor was given its agent already")
-        if time.monotonic() - self._spawned > supervisor.MESSAGE_SECONDS / 2:
+        if time.monotonic() - self._spawned > self._seconds / 2:
             # Near its deadline it may stop waiting before it reads this: start no race with it.
             self.discard()
             return None
@@ -178,8 +187,10 @@ def _end(popen: Spawned, launch: Launch) -> None:
     launch.abandon()
     for stream in (popen.stdin, popen.stdout, popen.stderr):
         if stream is not None:
-            with contextlib.suppress(OSError):
+            try:
                 stream.close()
+            except OSError:
+                pass
     if popen.wait(_DISCARD_SECONDS) is None:  # stopped by the agent (SIGSTOP), or stuck: the hard way
         popen.kill()  # the agent has PR_SET_PDEATHSIG: it dies with its supervisor
         popen.wait(_DISCARD_SECONDS)
@@ -190,21 +201,29 @@ def _end(popen: Spawned, launch: Launch) -> None:
 
 
 class Spawned:
-    """The supervisor's process as the run reads it (what it uses of ``subprocess.Popen``): spawned
-    with ``os.posix_spawn``, so that the early start need not import subprocess (with threading,
-    selectors and signal's enums: ~6 ms) before it.  Reaped only here (:meth:`poll`), so until
-    then its pid cannot be another process's."""
+    """The supervisor's process as the run reads it (what it uses of ``subprocess.Popen``): forked,
+    or spawned with ``os.posix_spawn`` (:func:`standby`), so that the early start need not import
+    subprocess (with threading, selectors and signal's enums: ~6 ms) before it.  Reaped only here
+    (:meth:`poll`), so until then its pid cannot be another process's."""
 
-    __slots__ = ("args", "pid", "returncode", "stderr", "stdin", "stdout")
+    __slots__ = ("args", "forked", "pid", "returncode", "stderr", "stdin", "stdout")
 
     def __init__(
-        self, args: list[str], pid: int, stdin: IO[bytes], stdout: IO[bytes], stderr: IO[bytes]
+        self,
+        args: list[str],
+        pid: int,
+        stdin: IO[bytes],
+        stdout: IO[bytes],
+        stderr: IO[bytes],
+        forked: bool = False,
     ) -> None:
         self.args = args
         self.pid = pid
         self.stdin = stdin
         self.stdout = stdout
         self.stderr = stderr
+        self.forked = forked
+        """A fork of ours running the supervisor's code (else a ``python -I -S`` of its own)."""
         self.returncode: int | None = None
 
     def poll(self) -> int | None:
@@ -231,8 +250,10 @@ class Spawned:
 
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:  # not reaped: the pid is still our supervisor's
-            with contextlib.suppress(ProcessLookupError):
+            try:
                 os.kill(self.pid, sig)
+            except ProcessLookupError:
+                pass
 
     def terminate(self) -> None:
         self.send_signal(signal.SIGTERM)
@@ -241,20 +262,25 @@ class Spawned:
         self.send_signal(signal.SIGKILL)
 
 
-def standby() -> Standby | None:
-    """Spawn a supervisor now, for an agent to be named later (:meth:`Standby.start`): with the
+def standby(fork: bool = True, seconds: float = supervisor.MESSAGE_SECONDS) -> Standby | None:
+    """Start a supervisor now, for an agent to be named later (:meth:`Standby.start`): with the
     agent's pipes, in a new session, its control socket passed, here and with our environment
-    (the agent's directory and environment go in the message); None where there is no supervisor
-    on this machine, or it could not be spawned.
+    (the agent's directory and environment go in the message), waiting ``seconds`` at most for its
+    message; None where there is no supervisor on this machine, or it could not be started.
 
-    ``os.posix_spawn`` passes on every fd of ours that is inheritable, not only its pipes and the
-    socket (Popen closes the others in the child): the supervisor closes them first thing, so
-    neither it nor the agent keeps any (tests/test_supervisor_first.py)."""
+    Forked (:func:`_fork`) where that is safe (``fork``, and we are one thread: the early start,
+    before anything has started one): the supervisor's code is loaded already, so it is ready in
+    about a millisecond, where a ``python -I -S`` of its own takes ~13 ms to start, before the
+    agent could.  Else spawned with ``os.posix_spawn``, which passes on every fd of ours that is
+    inheritable, not only its pipes and the socket (Popen closes the others in the child).  Either
+    way the supervisor closes every other fd first thing, so neither it nor the agent keeps any
+    (tests/test_supervisor_first.py, tests/test_supervisor_fork.py)."""
     try:
         launch = prepare(None)
     except SpawnError:  # no supervisor here: the run starts the agent itself
         return None
     ends: list[int] = []
+    args = [*launch.argv, repr(seconds)]
     try:
         for _ in range(3):
             ends += os.pipe()  # close-on-exec: only their copies as 0, 1 and 2 reach the child
@@ -263,20 +289,24 @@ def standby() -> Standby | None:
             # Our 0, 1 or 2 was closed, so a new fd took its number: the dup2s below would
             # overwrite one of ours in the child.  Rare; the run's own spawn (Popen) sorts it out.
             raise OSError("a standard fd of ours is closed")
-        os.set_inheritable(theirs, True)  # nothing else runs here now: no other spawn takes it
         started = time.time()
-        pid = os.posix_spawn(
-            launch.argv[0],
-            launch.argv,
-            os.environ,
-            file_actions=[
-                (os.POSIX_SPAWN_DUP2, ends[0], 0),
-                (os.POSIX_SPAWN_DUP2, ends[3], 1),
-                (os.POSIX_SPAWN_DUP2, ends[5], 2),
-            ],
-            setsid=True,  # a new session: the terminal's Ctrl-C reaches us, not the agent
-            setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),  # as Popen restores them
-        )
+        forked = fork and _alone()
+        if forked:
+            pid = _fork(theirs, (ends[0], ends[3], ends[5]), seconds)
+        else:
+            os.set_inheritable(theirs, True)  # nothing else runs here now: no other spawn takes it
+            pid = os.posix_spawn(
+                args[0],
+                args,
+                os.environ,
+                file_actions=[
+                    (os.POSIX_SPAWN_DUP2, ends[0], 0),
+                    (os.POSIX_SPAWN_DUP2, ends[3], 1),
+                    (os.POSIX_SPAWN_DUP2, ends[5], 2),
+                ],
+                setsid=True,  # a new session: the terminal's Ctrl-C reaches us, not the agent
+                setsigdef=(signal.SIGPIPE, signal.SIGXFSZ),  # as Popen restores them
+            )
     except (OSError, NotImplementedError):  # NotImplementedError: no POSIX_SPAWN_SETSID here
         for fd in ends:
             os.close(fd)
@@ -287,7 +317,51 @@ def standby() -> Standby | None:
         os.close(fd)
     # Our ends as Popen makes them: buffered files.
     stdin, stdout, stderr = os.fdopen(ends[1], "wb"), os.fdopen(ends[2], "rb"), os.fdopen(ends[4], "rb")
-    return Standby(Spawned(launch.argv, pid, stdin, stdout, stderr), launch, started)
+    return Standby(Spawned(args, pid, stdin, stdout, stderr, forked), launch, started, seconds)
+
+
+def _alone() -> bool:
+    """Whether this process has one thread (ours): only then is a fork that goes on running Python
+    safe (another thread's lock held at the fork, a buffer's say, stays held in the child)."""
+    try:
+        return len(os.listdir("/proc/self/task")) == 1  # noqa: PTH208 - no pathlib before the spawn
+    except OSError:
+        return False
+
+
+def _fork(ctl: int, std: tuple[int, int, int], seconds: float) -> int:
+    """Fork the supervisor: the child does what the spawn's attributes did (a new session, ``std``
+    as its 0, 1 and 2) and runs the supervisor's main, which closes every other fd first; it never
+    returns into our code (no atexit handler, no buffer of ours flushed twice): it ends by
+    ``os._exit``.  Our signals are blocked across the fork, so one sent to the child before the
+    supervisor's handlers are in place waits for them (and is forwarded to the agent), rather than
+    running a handler of ours there; SIGPIPE and SIGXFSZ are ignored there, as the interpreter of a
+    spawned supervisor sets them (its agent gets them back at their defaults)."""
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, signal.valid_signals())
+    try:
+        pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        raise
+    if pid:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+        return pid
+    try:
+        import gc
+
+        # Our garbage is not collected there: a cycle of ours holding a file would close its fd
+        # number, which the supervisor may have reused by then.
+        gc.freeze()
+        os.setsid()
+        for fd, number in zip(std, (0, 1, 2), strict=True):
+            os.dup2(fd, number)
+        supervisor.main([str(ctl), repr(seconds)])  # ends by os._exit
+    except BaseException as exc:  # never into our code (SystemExit included)
+        try:
+            os.write(2, f"orchestrate: the supervisor failed: {exc!r}\n".encode(errors="replace"))
+        except BaseException:
+            pass
+    os._exit(1)
 
 
 def prestart(spec: ProcessSpec) -> Prestarted | None:

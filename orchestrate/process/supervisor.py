@@ -356,7 +356,6 @@ def main(args: list[str]) -> None:
     seconds = float(args[1]) if len(args) > 1 else MESSAGE_SECONDS
     _close_all_but(ctl)
     os.set_inheritable(ctl, False)
-    _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_read, False)
     os.set_blocking(wake_write, False)
@@ -364,6 +363,9 @@ def main(args: list[str]) -> None:
     for sig in FORWARDED:
         _catch(sig, _forward)
     _catch(_signal.SIGCHLD, _wake)
+    # Unblocked once caught: a fork of orchestrate (prestart.py) starts with every signal blocked,
+    # so one sent before this line waits for our handlers (and reaches the agent).
+    _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
     try:
         # Before the message: this (with its import of _ctypes) then overlaps the caller's work.
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
