@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from orchestrate.process import containment, supervisor
+from orchestrate.process import containment, prestart, supervisor
 from orchestrate.process.spec import ProcessSpec
 
 from .helpers import ROOT
@@ -61,11 +61,45 @@ def answer(sock):
     return got.decode()
 
 
-if case == "send":  # argv[3]: the bytes to send (hex), argv[4]: "eof" or "silence"
+def children(pid):
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = open(f"/proc/{entry}/stat").read()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
+                found.append(int(entry))
+    return found
+
+
+def stem_in_cgroup(waiting):
+    # The agent's process, forked by the supervisor at its start and in the cgroup before any
+    # message: its pid, once it is in cgroup.procs (bounded wait).
+    deadline = time.monotonic() + 10
+    while True:
+        procs = open(os.path.join(waiting.launch.cgroup, "cgroup.procs")).read().split()
+        kids = children(waiting.popen.pid)
+        if kids and str(kids[0]) in procs:
+            return kids[0]
+        assert time.monotonic() < deadline, "no stem in the cgroup"
+        time.sleep(0.005)
+
+
+if case == "send":  # argv[3]: the bytes to send (hex; "all"/"half": of the message that starts
+    # `touch` in our cgroup), argv[4]: "eof" or "silence"
     waiting = forked(seconds=1.0)
+    if waiting.launch.cgroup is not None:
+        out["stem"] = stem_in_cgroup(waiting)  # before anything is sent
     ours = waiting.launch._ours
     ours.setblocking(True)
-    ours.sendall(bytes.fromhex(sys.argv[3]))
+    data = sys.argv[3]
+    if data in ("all", "half"):
+        whole = supervisor.encode(touch.argv, None, touch.env, waiting.launch.cgroup)
+        ours.sendall(whole if data == "all" else whole[: len(whole) // 2])
+    else:
+        ours.sendall(bytes.fromhex(data))
     if sys.argv[4] == "eof":
         ours.shutdown(2 - 1)  # SHUT_WR
     out["answer"] = answer(ours)
@@ -75,6 +109,11 @@ if case == "send":  # argv[3]: the bytes to send (hex), argv[4]: "eof" or "silen
             time.sleep(0.01)
         ours.sendall(b"kill\n")
     out["code"] = waiting.popen.wait(10)
+    if "stem" in out:
+        # Its agent if it was started (killed with it); else killed and reaped by the supervisor
+        # itself, before it exited: in neither case left behind (nor its cgroup: below).
+        out["stem left"] = os.path.exists(f"/proc/{out['stem']}")
+        out["agent"] = out["answer"].split()[1] if out["answer"].startswith("ok") else None
     prestart._end(waiting.popen, waiting.launch)  # (discard() ends only a supervisor not reaped)
 elif case == "fds":  # what the agent and its supervisor hold of ours
     keep, leak = os.pipe()
@@ -185,6 +224,14 @@ def harness(case: str, tmp_path: Path, *args: str) -> dict[str, Any]:
     return result
 
 
+def stem_gone(got: dict[str, Any]) -> bool:
+    """Where there are cgroups, the agent's process was in the cgroup before the message was sent,
+    and it is gone now (the harness checks its cgroups are gone too)."""
+    if containment._find_our_cgroup() is None or os.environ.get("ORCHESTRATE_CGROUPS") == "0":
+        return True
+    return "stem" in got and got["stem left"] is False
+
+
 def nothing_ran(tmp_path: Path) -> bool:
     time.sleep(0.2)  # an agent started by mistake would have touched its marker by now
     return not (tmp_path / "started").exists()
@@ -194,33 +241,42 @@ def _touch(tmp_path: Path) -> list[str]:
     return ["/bin/sh", "-c", f"touch {shlex.quote(str(tmp_path / 'started'))}; exec sleep 30"]
 
 
-@pytest.mark.parametrize("case", ["garbage", "wrong magic", "a byte past the body", "a huge count"])
+@pytest.mark.parametrize(
+    "case", ["garbage", "wrong magic", "a byte past the body", "a huge count", "another cgroup"]
+)
 def test_a_bad_message_to_a_forked_supervisor_starts_nothing(tmp_path: Path, case: str) -> None:
-    data = BAD[case](tmp_path / "started")  # type: ignore[operator]
+    """Bad messages, and a good one naming no cgroup where the supervisor's agent process is in
+    one already (forked knowing it: the message must say the same)."""
+    if case == "another cgroup" and containment._find_our_cgroup() is None:
+        pytest.skip("no cgroup here: any cgroup named is another")
+    if case == "another cgroup":
+        data = supervisor.encode(_touch(tmp_path), None, {"PATH": "/usr/bin:/bin"}, None)
+    else:
+        data = BAD[case](tmp_path / "started")  # type: ignore[operator]
     got = harness("send", tmp_path, data.hex(), "silence")
     assert (got["code"], got["answer"]) == (supervisor.NOTHING_STARTED, "")
-    assert nothing_ran(tmp_path)
+    assert nothing_ran(tmp_path) and stem_gone(got)
 
 
 @pytest.mark.parametrize("then", ["eof", "silence"])
 def test_a_short_message_or_none_to_a_forked_supervisor_starts_nothing(tmp_path: Path, then: str) -> None:
     """Half a message, then end of file (at once) or silence (its 1 s deadline); and nothing at
     all until the deadline."""
-    whole = supervisor.encode(_touch(tmp_path), None, {"PATH": "/usr/bin:/bin"}, None)
-    for data in (whole[: len(whole) // 2], b""):
+    for data in ("half", ""):
         began = time.monotonic()
-        got = harness("send", tmp_path, data.hex(), then)
+        got = harness("send", tmp_path, data, then)
         assert (got["code"], got["answer"]) == (supervisor.NOTHING_STARTED, "")
-        assert time.monotonic() - began < 8.0
+        assert time.monotonic() - began < 8.0 and stem_gone(got)
     assert nothing_ran(tmp_path)
 
 
 def test_a_good_message_to_a_forked_supervisor_starts_the_agent(tmp_path: Path) -> None:
     """The control for the cases above."""
-    whole = supervisor.encode(_touch(tmp_path), None, {"PATH": "/usr/bin:/bin"}, None)
-    got = harness("send", tmp_path, whole.hex(), "silence")
+    got = harness("send", tmp_path, "all", "silence")
     assert got["answer"].startswith("ok ") and got["code"] == -signal.SIGKILL
-    assert (tmp_path / "started").exists()
+    assert (tmp_path / "started").exists() and stem_gone(got)
+    if "stem" in got:  # the process in the cgroup before the message is the agent's
+        assert str(got["stem"]) == got["agent"]
 
 
 def test_no_fd_of_ours_reaches_the_agent_or_its_forked_supervisor(tmp_path: Path) -> None:
@@ -270,3 +326,20 @@ def test_start_failures_say_the_same_forked(tmp_path: Path, argv: list[str], whe
     assert why in got["said"]
     assert got["said"] == _start_error(ProcessSpec(argv, cwd, {"PATH": "/usr/bin:/bin"}), "spawn")
     assert got["code"] == 127
+
+
+@pytest.mark.parametrize("fork", [True, False])
+def test_a_message_larger_than_a_pipe_reaches_the_agent_whole(tmp_path: Path, fork: bool) -> None:
+    """The body goes on from the supervisor to the agent's process over a pipe (64 KiB): ~1 MiB
+    of environment arrives whole, in order, either way the supervisor was started."""
+    env = {"PATH": "/usr/bin:/bin", **{f"BIG{i}": f"{i}" * 100_000 for i in range(10)}}
+    script = 'for i in 0 1 2 3 4 5 6 7 8 9; do eval "printf %s \\"\\$BIG$i\\"" | wc -c; done'
+    started = prestart.prestart(ProcessSpec(["/bin/sh", "-c", script], tmp_path, env), fork=fork)
+    assert started is not None
+    try:
+        assert started.popen.stdout is not None
+        out = started.popen.stdout.read().split()
+        assert started.popen.wait(10) == 0
+    finally:
+        started.discard()
+    assert out == [b"100000"] * 10

@@ -293,7 +293,7 @@ def standby(fork: bool = True, seconds: float = supervisor.MESSAGE_SECONDS) -> S
         started = time.time()
         forked = fork and _alone()
         if forked:
-            pid = _fork(theirs, (ends[0], ends[3], ends[5]), seconds)
+            pid = _fork(theirs, (ends[0], ends[3], ends[5]), seconds, launch.cgroup)
         else:
             os.set_inheritable(theirs, True)  # nothing else runs here now: no other spawn takes it
             pid = os.posix_spawn(
@@ -357,7 +357,7 @@ def _foreign_modules() -> list[str]:
     return found
 
 
-def _fork(ctl: int, std: tuple[int, int, int], seconds: float) -> int:
+def _fork(ctl: int, std: tuple[int, int, int], seconds: float, cgroup: str | None) -> int:
     """Fork the supervisor: the child does what the spawn's attributes did (a new session, ``std``
     as its 0, 1 and 2) and runs the supervisor's main, which closes every other fd first; it never
     returns into our code (no atexit handler, no buffer of ours flushed twice): it ends by
@@ -383,7 +383,8 @@ def _fork(ctl: int, std: tuple[int, int, int], seconds: float) -> int:
         os.setsid()
         for fd, number in zip(std, (0, 1, 2), strict=True):
             os.dup2(fd, number)
-        supervisor.main([str(ctl), repr(seconds)])  # ends by os._exit
+        # The cgroup is known here: the agent's process is forked into it at once (supervisor.py)
+        supervisor.main([str(ctl), repr(seconds)], early=True, cgroup=cgroup)  # ends by os._exit
     except BaseException as exc:  # never into our code (SystemExit included)
         try:
             os.write(2, f"orchestrate: the supervisor failed: {exc!r}\n".encode(errors="replace"))
@@ -392,9 +393,9 @@ def _fork(ctl: int, std: tuple[int, int, int], seconds: float) -> int:
     os._exit(1)
 
 
-def prestart(spec: ProcessSpec) -> Prestarted | None:
-    """Spawn ``spec`` under a supervisor, now; None where that is not possible here (no supervisor
-    on this machine, or the spawn failed: the run then starts the agent itself, and reports why it
-    could not)."""
-    waiting = standby()
+def prestart(spec: ProcessSpec, fork: bool = True) -> Prestarted | None:
+    """Spawn ``spec`` under a supervisor (forked where :func:`standby` may), now; None where that is
+    not possible here (no supervisor on this machine, or the spawn failed: the run then starts the
+    agent itself, and reports why it could not)."""
+    waiting = standby(fork)
     return None if waiting is None else waiting.start(spec)

@@ -1,4 +1,4 @@
-# ruff: noqa: PTH106, PTH112, PTH118, PTH123, PTH208, SIM105
+# ruff: noqa: PTH106, PTH112, PTH118, PTH120, PTH123, PTH208, SIM105
 # (pathlib and contextlib would double the start-up time of this process)
 """The supervisor: a small process between orchestrate and an agent, so that no process outlives its run.
 
@@ -53,6 +53,7 @@ __all__ = [
     "NOTHING_STARTED",
     "cgroup_kill",
     "cgroup_remove",
+    "cgroup_sweep",
     "command",
     "decode",
     "encode",
@@ -118,22 +119,65 @@ def _prctl(option: int, arg: int) -> None:
 # --- the agent -------------------------------------------------------------------------------
 
 
-def _start(argv: list[bytes], env: dict[bytes, bytes] | None, cgroup: str | None, report: int) -> int:
-    """Fork and exec the agent; its pid.  Failures to exec come back through ``report``."""
-    parent = os.getpid()
-    pid = os.fork()
-    if pid:
-        return pid
-    try:
-        _become_agent(cgroup, parent, report)
-        if env is None:
-            os.execvp(argv[0], argv)
-        os.execvpe(argv[0], argv, env)  # PATH looked up in env, as execvp did under it
-    except OSError as exc:
-        os.write(report, b"e%d" % (exc.errno or 0))
-    except BaseException:  # anything at all: never return into the supervisor's code in the child
-        os.write(report, b"e0")
-    os._exit(127)
+class _Stem:
+    """The agent's process before its exec: forked and born in the cgroup first, then told what to
+    exec (the message's body, over a pipe of its own), or told nothing (end of file: it exits).
+
+    Forked as soon as the cgroup is known (the early start's fork knows it before the message
+    comes: :func:`main`'s ``cgroup``), so that its join, which costs an RCU grace period (~16 ms)
+    when no cgroup has been joined on the machine for a while, overlaps the message's way here
+    instead of coming after it."""
+
+    def __init__(self, cgroup: str | None, report: int, early: bool) -> None:
+        self.cgroup = cgroup
+        orders, self._orders = os.pipe()
+        parent = os.getpid()
+        self.pid = os.fork()
+        if self.pid:
+            os.close(orders)
+            return
+        try:  # the child: never returns into the supervisor's code
+            os.close(self._orders)
+            _become_agent(cgroup, parent, report)
+            chunks = []  # at most MAX_MESSAGE in all: the supervisor sends what it read and checked
+            while chunk := os.read(orders, 1 << 16):
+                chunks.append(chunk)
+            message = decode(b"".join(chunks)) if chunks else None
+            if message is None:  # told nothing: start nothing
+                os._exit(0)
+            argv, cwd, env, _ = message
+            if cwd and early:  # forked before the supervisor entered it (then we inherit it)
+                os.chdir(cwd)
+            if env is None:
+                os.execvp(argv[0], argv)
+            os.execvpe(argv[0], argv, env)  # PATH looked up in env, as execvp did under it
+        except OSError as exc:
+            os.write(report, b"e%d" % (exc.errno or 0))
+        except BaseException:  # anything at all: never return into the supervisor's code
+            os.write(report, b"e0")
+        os._exit(127)
+
+    def go(self, body: bytes) -> None:
+        """Have it exec what ``body`` (a message's) says."""
+        try:
+            view = memoryview(body)
+            while view:
+                view = view[os.write(self._orders, view) :]
+        except OSError:  # it died (a signal): its exit says so
+            pass
+        os.close(self._orders)
+
+    def end(self) -> None:
+        """Kill it unstarted and reap it, then remove its cgroup (nobody else may: orchestrate may be
+        gone, and this is what it would have abandoned)."""
+        os.close(self._orders)
+        try:
+            os.kill(self.pid, _signal.SIGKILL)  # not reaped: the number is still its own
+            os.waitpid(self.pid, 0)
+        except OSError:
+            pass
+        if self.cgroup is not None:
+            cgroup_remove(self.cgroup, 1.0)
 
 
 def _become_agent(cgroup: str | None, parent: int, report: int) -> None:
@@ -331,6 +375,7 @@ def _finish(cgroup: str | None) -> None:
     _kill_tree(deadline)
     if cgroup is not None:
         cgroup_remove(cgroup, max(deadline - time.monotonic(), 0.5))
+        cgroup_sweep(os.path.dirname(cgroup))  # after the agent: on nobody's way to a start
 
 
 def _exit_as(status: int | None) -> None:
@@ -350,8 +395,10 @@ def _exit_as(status: int | None) -> None:
     os._exit(os.waitstatus_to_exitcode(status))
 
 
-def main(args: list[str]) -> None:
-    """``CTL_FD [MESSAGE_SECONDS]``."""
+def main(args: list[str], early: bool = False, cgroup: str | None = None) -> None:
+    """``CTL_FD [MESSAGE_SECONDS]``.  ``early`` (the early start's fork, which knows it now): the
+    message's cgroup is ``cgroup``, and the agent's process is forked into it at once (:class:`_Stem`);
+    a message naming another starts nothing."""
     ctl = int(args[0])
     seconds = float(args[1]) if len(args) > 1 else MESSAGE_SECONDS
     _close_all_but(ctl)
@@ -366,6 +413,13 @@ def main(args: list[str]) -> None:
     # Unblocked once caught: a fork of orchestrate (prestart.py) starts with every signal blocked,
     # so one sent before this line waits for our handlers (and reaches the agent).
     _signal.pthread_sigmask(_signal.SIG_SETMASK, [])
+    report_read, report_write = os.pipe()
+    stem = None
+    if early:
+        try:
+            stem = _Stem(cgroup, report_write, early=True)
+        except OSError:
+            stem = None  # forked after the message, as for a spawned supervisor
     try:
         # Before the message: this (with its import of _ctypes) then overlaps the caller's work.
         _prctl(PR_SET_CHILD_SUBREAPER, 1)
@@ -373,24 +427,33 @@ def main(args: list[str]) -> None:
         subreaper: OSError | None = exc
     else:
         subreaper = None
-    message = _receive(ctl, seconds)
-    if message is None:  # nothing started, nothing to clean: the caller's cgroup is its own
-        os._exit(NOTHING_STARTED)
-    argv, cwd, env, cgroup = message
+    body = _receive(ctl, seconds)
+    message = None if body is None else decode(body)  # None too for a body that does not parse
+    if body is None or message is None or (early and message[3] != cgroup):
+        if stem is not None:
+            stem.end()
+        os._exit(NOTHING_STARTED)  # nothing started; a cgroup without a stem is the caller's own
+    cwd, cgroup = message[1], message[3]
     if cwd:
         try:
             os.chdir(cwd)  # the agent's directory, ours too (as when it was the spawn's cwd)
         except OSError as exc:
             _say(ctl, b"err %d cwd\n" % (exc.errno or 0))
+            if stem is not None:
+                stem.end()
             os._exit(127)
-    report_read, report_write = os.pipe()
     try:
         if subreaper is not None:
             raise subreaper
-        _State.agent = _start(argv, env, cgroup, report_write)
+        if stem is None:
+            stem = _Stem(cgroup, report_write, early=False)
     except OSError as exc:
         _say(ctl, b"err %d\n" % (exc.errno or 0))
+        if stem is not None:
+            stem.end()
         os._exit(127)
+    stem.go(body)
+    _State.agent = stem.pid
     os.close(report_write)
     if not _answer(ctl, report_read, cgroup is not None):
         _finish(cgroup)
@@ -398,8 +461,8 @@ def main(args: list[str]) -> None:
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):  # the agent alone holds its pipes: their end of file is its own
         os.dup2(null, fd)
-    for early in _State.pending:
-        _forward(early, None)
+    for pending in _State.pending:
+        _forward(pending, None)
     _serve(ctl, wake_read)
     _finish(cgroup)
     _exit_as(_State.status)
@@ -433,10 +496,9 @@ def _say(ctl: int, line: bytes) -> None:
 _Message = tuple[list[bytes], bytes, dict[bytes, bytes] | None, str | None]
 
 
-def _receive(ctl: int, seconds: float) -> _Message | None:
-    """The one message on ``ctl``, read within ``seconds`` of now and never past its end; None for
-    anything else (end of file first, too slow, a bad magic or length, a body that does not parse,
-    a byte more)."""
+def _receive(ctl: int, seconds: float) -> bytes | None:
+    """The body of the one message on ``ctl``, read within ``seconds`` of now and never past its
+    end; None for anything else (end of file first, too slow, a bad magic or length, a byte more)."""
     deadline = time.monotonic() + seconds
     poller = select.poll()
     poller.register(ctl, select.POLLIN)
@@ -463,7 +525,7 @@ def _receive(ctl: int, seconds: float) -> _Message | None:
             chunks, got, need = [], 0, length
     if poller.poll(0):  # a byte past the message, or its writer gone already: start nothing
         return None
-    return decode(b"".join(chunks))
+    return b"".join(chunks)
 
 
 def decode(body: bytes) -> _Message | None:
@@ -582,6 +644,48 @@ def cgroup_remove(path: str, seconds: float) -> bool:
             time.sleep(0.005)
             continue
         return not os.path.isdir(path)
+
+
+SWEEP_REMOVALS = 4  # leftover cgroups removed per run at most (each rmdir may wait a grace period)
+SWEEP_TRIES = 16  # and names tried: a leftover that is not empty is skipped, at a cost
+
+
+def cgroup_sweep(parent: str, removals: int = SWEEP_REMOVALS, tries: int = SWEEP_TRIES) -> list[str]:
+    """Remove a few cgroups under ``parent`` left over by runs whose orchestrate is dead (a
+    supervisor SIGKILLed never removes its own, and its orchestrate may be gone too): only names of
+    ours, ``orchestrate-PID-N``, whose PID is no live process, and only empty ones (the kernel
+    refuses to remove a cgroup with a process or a cgroup in it); at most ``removals`` of them and
+    ``tries`` attempts.  The names removed."""
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return []
+    removed: list[str] = []
+    for name in names:
+        if len(removed) >= removals or tries <= 0:
+            break
+        parts = name.split("-")
+        if len(parts) != 3 or parts[0] != "orchestrate" or not (parts[1].isdigit() and parts[2].isdigit()):
+            continue
+        if _alive(int(parts[1])):  # its orchestrate (or a process that took its number) may use it
+            continue
+        tries -= 1
+        try:
+            os.rmdir(os.path.join(parent, name))
+        except OSError:  # not empty (a process escaped into it is left to whoever sees it), or gone
+            continue
+        removed.append(name)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (OSError, OverflowError):  # another user's (EPERM), or no pid at all: not ours to judge
+        return pid > 0
+    return True
 
 
 def _frozen(path: str) -> bool:
