@@ -72,14 +72,45 @@ def neighbours() -> Iterator[tuple[dict[str, Path], subprocess.Popen[bytes], sub
                 path.rmdir()
 
 
+def _can_unshare() -> bool:
+    try:
+        done = subprocess.run(
+            ["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+@pytest.mark.parametrize("namespace", ["ours", "another pid namespace"])
 def test_a_run_leaves_its_neighbours_cgroups_alone(
-    neighbours: tuple[dict[str, Path], subprocess.Popen[bytes], subprocess.Popen[bytes]], tmp_path: Path
+    neighbours: tuple[dict[str, Path], subprocess.Popen[bytes], subprocess.Popen[bytes]],
+    tmp_path: Path,
+    namespace: str,
 ) -> None:
+    """In another pid namespace (unshare, bubblewrap, a sandbox without a cgroup namespace: the same
+    cgroup directory), a live run's number is no process there: still not a dead run's."""
     dirs, live, inmate = neighbours
+    prefix: list[str] = []
+    if namespace != "ours":
+        if not _can_unshare():
+            pytest.skip("no unshare --pid here")
+        prefix = ["unshare", "--pid", "--fork", "--mount-proc"]
     command = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLAUDE))}"
     args = ["run", "-e", "claude-code", "--base-command", command, "--cwd", str(tmp_path)]
     done = subprocess.run(
-        [sys.executable, "-m", "orchestrate", *args, "--approvals", "deny", "--output", "jsonl", "hi"],
+        [
+            *prefix,
+            sys.executable,
+            "-m",
+            "orchestrate",
+            *args,
+            "--approvals",
+            "deny",
+            "--output",
+            "jsonl",
+            "hi",
+        ],
         capture_output=True,
         text=True,
         timeout=60,
