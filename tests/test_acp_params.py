@@ -113,12 +113,25 @@ RICH: list[tuple[str, Any]] = [
 REQUESTS = _requests() + RICH
 
 
+def _typed(node: Any) -> Any:
+    """``node`` with every leaf's type beside its value, and each dict's keys in their order: ``==``
+    alone holds True, 1 and 1.0 equal, and two dicts equal whatever their order (fields declared in
+    another order dump in another: the approval request's ``tool_input``, the stored JSON)."""
+    if isinstance(node, dict):
+        return ("dict", [(key, _typed(value)) for key, value in node.items()])
+    if isinstance(node, list | tuple):
+        return (type(node).__name__, [_typed(value) for value in node])
+    return (type(node).__name__, repr(node))
+
+
 def _outcome(model: type[BaseModel], params: Any) -> tuple[str, Any]:
+    """What the driver gets: the model's dumps (JSON and Python, typed), or the refusal's text,
+    which goes back to the agent in the error (run/acp.py ``_params``)."""
     try:
         made = model.model_validate(params)
-    except ValidationError:
-        return ("refused", None)
-    return ("read", (made.model_dump(mode="json", by_alias=True), made.model_dump()))
+    except ValidationError as exc:
+        return ("refused", str(exc))
+    return ("read", _typed((made.model_dump(mode="json", by_alias=True), made.model_dump())))
 
 
 def test_the_fixtures_hold_every_request_we_mirror() -> None:
@@ -144,8 +157,40 @@ def test_every_recorded_request_reads_the_same() -> None:
         assert _outcome(ours, params)[0] == "read"
 
 
+# What a hostile agent's JSON can hold that random values rarely hit: ints past 64 bits, floats and
+# strings for ints, bools, NUL, a lone surrogate (json.loads makes one from "\\ud800"), other digits.
+_EDGES = st.sampled_from(
+    [
+        2**63,
+        -(2**63) - 1,
+        10**300,
+        3.0,
+        -0.0,
+        1e308,
+        float("inf"),
+        "3",
+        " 3",
+        "1e3",
+        "\u0663",
+        "",
+        "\x00",
+        "a\x00b",
+        "\ud800",
+        True,
+        False,
+        "null",
+        -1,
+        0,
+        1.5,
+    ]
+)
 _JSON = st.recursive(
-    st.none() | st.booleans() | st.integers(-3, 2**40) | st.floats(allow_nan=False) | st.text(max_size=5),
+    st.none()
+    | st.booleans()
+    | st.integers(-3, 2**40)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=5)
+    | _EDGES,
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
     max_leaves=6,
 )

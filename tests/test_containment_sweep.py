@@ -44,6 +44,13 @@ def parent() -> Iterator[Path]:
             supervisor.cgroup_remove(str(made), 5)
 
 
+def _old(*paths: Path) -> None:
+    """Made long ago, as a leftover is (a cgroup younger than SWEEP_AGE may be a live run's)."""
+    for path in paths:
+        then = time.time() - supervisor.SWEEP_AGE - 1
+        os.utime(path, (then, then))
+
+
 def _in_cgroup(path: Path) -> subprocess.Popen[bytes]:
     """A process moved into the cgroup ``path`` (so that it is not empty)."""
     proc = subprocess.Popen(["/bin/sleep", "30"])
@@ -60,6 +67,7 @@ def test_only_empty_cgroups_of_dead_runs_are_removed(parent: Path) -> None:
     others = [parent / name for name in names]
     for path in (removable, live, busy, nested, nested / "sub", *others):
         path.mkdir()
+    _old(removable, live, busy, nested, *others)
     held = _in_cgroup(busy)
     try:
         removed = supervisor.cgroup_sweep(str(parent), removals=10**6, tries=10**6)
@@ -79,6 +87,7 @@ def test_a_sweep_is_bounded(parent: Path) -> None:
     made = [parent / f"orchestrate-{DEAD}-{ME}{n}" for n in range(1, 9)]
     for path in made:
         path.mkdir()
+    _old(*made)
     removed = supervisor.cgroup_sweep(str(parent))
     assert len(removed) == supervisor.SWEEP_REMOVALS
     assert sum(path.exists() for path in made) <= len(made) - supervisor.SWEEP_REMOVALS
@@ -91,6 +100,7 @@ def test_a_finished_run_removes_a_dead_runs_leftover(parent: Path, tmp_path: Pat
     period), and the run's own cgroup is gone too."""
     leftover = parent / f"orchestrate-{DEAD}-{ME}"
     leftover.mkdir()
+    _old(leftover)
     started = prestart.prestart(ProcessSpec(["/bin/true"], tmp_path, {"PATH": "/usr/bin:/bin"}))
     assert started is not None
     try:
@@ -124,6 +134,7 @@ def test_a_killed_supervisor_leaves_its_cgroup_for_the_next_run(parent: Path, tm
         assert time.monotonic() < deadline, "the agent outlived its supervisor"
         time.sleep(0.01)
     assert left.is_dir()  # left over
+    _old(left)
     started = prestart.prestart(ProcessSpec(["/bin/true"], tmp_path, {"PATH": "/usr/bin:/bin"}))
     assert started is not None
     try:

@@ -31,6 +31,7 @@ This module imports neither anyio nor asyncio (that is its point).
 from __future__ import annotations
 
 import os
+import sys
 import time
 
 from ..errors import SpawnError
@@ -321,12 +322,39 @@ def standby(fork: bool = True, seconds: float = supervisor.MESSAGE_SECONDS) -> S
 
 
 def _alone() -> bool:
-    """Whether this process has one thread (ours): only then is a fork that goes on running Python
-    safe (another thread's lock held at the fork, a buffer's say, stays held in the child)."""
+    """Whether this process has one thread (ours) and no module but the standard library's and ours:
+    only then is a fork that goes on running Python safe.  Another thread's lock held at the fork (a
+    buffer's, say) stays held in the child; and ``os.fork`` runs every hook registered with
+    ``os.register_at_fork``, in the supervisor and, through its own fork, in the agent before its
+    exec, where a site's instrumentation (a sitecustomize, a .pth: ddtrace, OpenTelemetry) may have
+    registered one that writes, opens or starts something (a spawned ``python -I -S`` runs none)."""
     try:
-        return len(os.listdir("/proc/self/task")) == 1  # noqa: PTH208 - no pathlib before the spawn
+        if len(os.listdir("/proc/self/task")) != 1:  # noqa: PTH208 - no pathlib before the spawn
+            return False
     except OSError:
         return False
+    return not _foreign_modules()
+
+
+_STDLIB = os.path.dirname(os.__file__) + os.sep  # noqa: PTH120
+_OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # noqa: PTH100, PTH120
+_SITE_DIRS = ("site-packages", "dist-packages")  # under the standard library's directory, not of it
+# Loaded by the .pth files of virtual environments themselves; they register no fork hook.
+_INERT = ("_distutils_hack", "_virtualenv", "__editable__")
+
+
+def _foreign_modules() -> list[str]:
+    """The modules loaded here that are neither the standard library's nor ours (any of them may
+    have registered a fork hook)."""
+    found = []
+    for name, module in list(sys.modules.items()):
+        file = getattr(module, "__file__", None)
+        if not file or name.startswith(_INERT) or file.startswith(_OURS):
+            continue  # (no file: built in, frozen, or a namespace package, whose modules have one)
+        if file.startswith(_STDLIB) and not file[len(_STDLIB) :].startswith(_SITE_DIRS):
+            continue
+        found.append(name)
+    return found
 
 
 def _fork(ctl: int, std: tuple[int, int, int], seconds: float, cgroup: str | None) -> int:

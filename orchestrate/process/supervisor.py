@@ -695,14 +695,22 @@ def cgroup_remove(path: str, seconds: float) -> bool:
 
 SWEEP_REMOVALS = 4  # leftover cgroups removed per run at most (each rmdir may wait a grace period)
 SWEEP_TRIES = 16  # and names tried: a leftover that is not empty is skipped, at a cost
+# A live run's cgroup is empty only until its agent joins it, at most MESSAGE_SECONDS after it was
+# made: a younger one is never swept, whatever its name says.  (A run in another pid namespace that
+# shares this directory, under unshare or a sandbox without a cgroup namespace, has a PID that is no
+# process here: without this its cgroup, made and not yet joined, was removed, and its agent ran
+# outside it; tests/test_review_cgroup_sweep.py.)
+SWEEP_AGE = 2 * MESSAGE_SECONDS
 
 
-def cgroup_sweep(parent: str, removals: int = SWEEP_REMOVALS, tries: int = SWEEP_TRIES) -> list[str]:
+def cgroup_sweep(
+    parent: str, removals: int = SWEEP_REMOVALS, tries: int = SWEEP_TRIES, age: float = SWEEP_AGE
+) -> list[str]:
     """Remove a few cgroups under ``parent`` left over by runs whose orchestrate is dead (a
     supervisor SIGKILLed never removes its own, and its orchestrate may be gone too): only names of
-    ours, ``orchestrate-PID-N``, whose PID is no live process, and only empty ones (the kernel
-    refuses to remove a cgroup with a process or a cgroup in it); at most ``removals`` of them and
-    ``tries`` attempts.  The names removed."""
+    ours, ``orchestrate-PID-N``, whose PID is no live process, made ``age`` seconds ago or more, and
+    only empty ones (the kernel refuses to remove a cgroup with a process or a cgroup in it); at
+    most ``removals`` of them and ``tries`` attempts.  The names removed."""
     try:
         names = os.listdir(parent)
     except OSError:
@@ -717,8 +725,11 @@ def cgroup_sweep(parent: str, removals: int = SWEEP_REMOVALS, tries: int = SWEEP
         if _alive(int(parts[1])):  # its orchestrate (or a process that took its number) may use it
             continue
         tries -= 1
+        path = os.path.join(parent, name)
         try:
-            os.rmdir(os.path.join(parent, name))
+            if time.time() - os.stat(path).st_mtime < age:  # noqa: PTH116  # (clock set back: young)
+                continue
+            os.rmdir(path)
         except OSError:  # not empty (a process escaped into it is left to whoever sees it), or gone
             continue
         removed.append(name)
