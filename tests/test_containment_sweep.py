@@ -84,15 +84,25 @@ def test_only_empty_cgroups_of_dead_runs_are_removed(parent: Path) -> None:
 
 
 def test_a_sweep_is_bounded(parent: Path) -> None:
-    made = [parent / f"orchestrate-{DEAD}-{ME}{n}" for n in range(1, 9)]
-    for path in made:
-        path.mkdir()
-    _old(*made)
-    removed = supervisor.cgroup_sweep(str(parent))
-    assert len(removed) == supervisor.SWEEP_REMOVALS
-    assert sum(path.exists() for path in made) <= len(made) - supervisor.SWEEP_REMOVALS
-    # Tries bound the names attempted, removed or not (a busy leftover costs an rmdir too).
-    assert len(supervisor.cgroup_sweep(str(parent), removals=10, tries=1)) == 1
+    # In a cgroup of its own under ours: a supervisor of an earlier test finishing now sweeps ours,
+    # and would take some of these (the counts below would then be off by what it took).
+    private = parent / f"sweep-test-{ME}"
+    private.mkdir()
+    made = [private / f"orchestrate-{DEAD}-{ME}{n}" for n in range(1, 9)]
+    try:
+        for path in made:
+            path.mkdir()
+        _old(*made)
+        removed = supervisor.cgroup_sweep(str(private))
+        assert len(removed) == supervisor.SWEEP_REMOVALS
+        assert sum(path.exists() for path in made) == len(made) - supervisor.SWEEP_REMOVALS
+        # Tries bound the names attempted, removed or not (a busy leftover costs an rmdir too).
+        assert len(supervisor.cgroup_sweep(str(private), removals=10, tries=1)) == 1
+    finally:
+        for path in made:
+            if path.exists():
+                path.rmdir()
+        private.rmdir()
 
 
 def test_a_finished_run_removes_a_dead_runs_leftover(parent: Path, tmp_path: Path) -> None:
