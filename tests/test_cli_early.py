@@ -305,22 +305,11 @@ _SPAWN_PROBE = (
 )
 
 
-def test_an_early_run_is_a_run(tmp_path: Path) -> None:
-    """Through the early start, the fake Claude answers and the run ends as it always did; the
-    spawn came before click, pydantic, anyio and asyncio were loaded."""
+def _probed_run(args: list[str], prompt: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """``orchestrate ARGS ... PROMPT`` through _SPAWN_PROBE, the store off: it succeeded, and its
+    first spawn came before click, pydantic, anyio and asyncio were loaded."""
     done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            _SPAWN_PROBE,
-            *CLI[3:],
-            "--base-command",
-            FAKE,
-            "--cwd",
-            str(tmp_path),
-            *JSONL,
-            "hi",
-        ],
+        [sys.executable, "-c", _SPAWN_PROBE, *args, "--cwd", str(tmp_path), *JSONL, prompt],
         capture_output=True,
         text=True,
         timeout=60,
@@ -329,6 +318,13 @@ def test_an_early_run_is_a_run(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "loaded at the spawn: []" in done.stderr
     assert '"outcome":"success"' in done.stdout.splitlines()[-1]
+    return done
+
+
+def test_an_early_run_is_a_run(tmp_path: Path) -> None:
+    """Through the early start, the fake Claude answers and the run ends as it always did; the
+    spawn came before click, pydantic, anyio and asyncio were loaded."""
+    _probed_run([*CLI[3:], "--base-command", FAKE], "hi", tmp_path)
 
 
 @pytest.mark.parametrize("off", ["ORCHESTRATE_SUPERVISOR", "ORCHESTRATE_CGROUPS"])
@@ -359,20 +355,9 @@ def test_a_new_gemini_session_starts_early_and_is_adopted(tmp_path: Path) -> Non
     loaded, and the run takes it over: it is started once (a run that refused it would kill it and
     start its own: two starts), and answers."""
     starts = tmp_path / "starts"
-    agent = (
-        f"sh -c 'echo $$ >> {starts}; exec {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_ACP))}' acp"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", _SPAWN_PROBE, "run", "-e", "gemini", "--base-command", agent]  # noqa: RUF005
-        + ["--cwd", str(tmp_path), *JSONL, "plain"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "ORCHESTRATE_STORE": "off", "ORCHESTRATE_HOME": str(tmp_path)},
-    )
-    assert done.returncode == 0, done.stderr
-    assert "loaded at the spawn: []" in done.stderr
-    assert '"outcome":"success"' in done.stdout.splitlines()[-1]
+    fake = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_ACP))}"
+    agent = f"sh -c 'echo $$ >> {starts}; exec {fake}' acp"
+    done = _probed_run(["run", "-e", "gemini", "--base-command", agent], "plain", tmp_path)
     assert len(starts.read_text().split()) == 1, done.stderr
 
 

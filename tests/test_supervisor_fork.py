@@ -23,7 +23,7 @@ from orchestrate.process import containment, prestart, supervisor
 from orchestrate.process.spec import ProcessSpec
 
 from .helpers import ROOT
-from .test_supervisor_first import BAD, _start_error
+from .test_supervisor_first import BAD, FD_LISTER, _start_error
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux supervisor")
 
@@ -125,18 +125,7 @@ elif case == "fds":  # what the agent and its supervisor hold of ours
     os.set_inheritable(keep, True)  # careless: inheritable
     ours = {os.readlink(f"/proc/self/fd/{fd}") for fd in (keep, leak, 1, 2)}
     listing = os.path.join(tmp, "fds")
-    lister = (
-        "import os, sys\n"
-        "fds = []\n"
-        "for fd in range(3, 1024):\n"
-        "    try:\n"
-        "        os.fstat(fd)\n"
-        "    except OSError:\n"
-        "        continue\n"
-        "    fds.append(fd)\n"
-        "open(sys.argv[1], 'w').write(' '.join(['fds:', *map(str, fds)]))\n"
-        "import time; time.sleep(30)\n"
-    )
+    lister = sys.argv[3]  # test_supervisor_first.FD_LISTER (this process must import no test module)
     waiting = forked()
     ours.add(os.readlink(f"/proc/self/fd/{waiting.launch._ours.fileno()}"))  # our end of its socket
     started = waiting.start(ProcessSpec([sys.executable, "-I", "-S", "-c", lister, listing], tmp, PATH))
@@ -289,7 +278,7 @@ def test_a_good_message_to_a_forked_supervisor_starts_the_agent(tmp_path: Path, 
 def test_no_fd_of_ours_reaches_the_agent_or_its_forked_supervisor(tmp_path: Path) -> None:
     """A fork has every fd of ours, close-on-exec or not: the agent gets none (only 0, 1, 2), and
     the supervisor keeps none (our end of its socket included: our death is its end of file)."""
-    got = harness("fds", tmp_path)
+    got = harness("fds", tmp_path, FD_LISTER)
     assert got["listed"].split() == ["fds:"]
     assert got["held"] == []
     assert got["cmdline"]  # its command line is ours: nothing of the agent's is on it

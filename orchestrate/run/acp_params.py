@@ -58,13 +58,28 @@ def _skip_invalid(value: Any, handler: Callable[[Any], Any]) -> Any:
     return kept
 
 
+def _salvaging(*fields: str, check_fields: bool | None = None) -> Any:
+    """The wrap validator of ``fields`` that reads a malformed value as None (:func:`_salvage`)."""
+    return field_validator(*fields, mode="wrap", check_fields=check_fields)(_salvage_wrap)
+
+
+def _skipping(*fields: str) -> Any:
+    """The wrap validator of the list ``fields`` that drops invalid items (:func:`_skip_invalid`)."""
+    return field_validator(*fields, mode="wrap")(_skip_wrap)
+
+
+def _salvage_wrap(cls: type, value: Any, handler: Callable[[Any], Any]) -> Any:
+    return _salvage(value, handler)
+
+
+def _skip_wrap(cls: type, value: Any, handler: Callable[[Any], Any]) -> Any:
+    return _skip_invalid(value, handler)
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(populate_by_name=True)
 
-    @field_validator("field_meta", mode="wrap", check_fields=False)
-    @classmethod
-    def _meta(cls, value: Any, handler: Any) -> Any:
-        return _salvage(value, handler)
+    _meta = _salvaging("field_meta", check_fields=False)
 
 
 class Annotations(_Model):
@@ -73,15 +88,9 @@ class Annotations(_Model):
     priority: float | None = None
     field_meta: Meta = None
 
-    @field_validator("last_modified", "priority", mode="wrap")
-    @classmethod
-    def _salvaged(cls, value: Any, handler: Any) -> Any:
-        return _salvage(value, handler)
+    _salvaged = _salvaging("last_modified", "priority")
 
-    @field_validator("audience", mode="wrap")
-    @classmethod
-    def _skipped(cls, value: Any, handler: Any) -> Any:
-        return _skip_invalid(value, handler)
+    _skipped = _skipping("audience")
 
 
 class _Annotated(_Model):
@@ -89,10 +98,7 @@ class _Annotated(_Model):
 
     annotations: Annotations | None = None
 
-    @field_validator("annotations", mode="wrap")
-    @classmethod
-    def _salvaged_annotations(cls, value: Any, handler: Any) -> Any:
-        return _salvage(value, handler)
+    _salvaged_annotations = _salvaging("annotations")
 
 
 class TextContentBlock(_Annotated):
@@ -108,10 +114,7 @@ class ImageContentBlock(_Annotated):
     field_meta: Meta = None
     type: Literal["image"]
 
-    @field_validator("uri", mode="wrap")
-    @classmethod
-    def _salvaged(cls, value: Any, handler: Any) -> Any:
-        return _salvage(value, handler)
+    _salvaged = _salvaging("uri")
 
 
 class AudioContentBlock(_Annotated):
@@ -131,10 +134,7 @@ class ResourceContentBlock(_Annotated):
     field_meta: Meta = None
     type: Literal["resource_link"]
 
-    @field_validator("description", "mime_type", "size", "title", mode="wrap")
-    @classmethod
-    def _salvaged(cls, value: Any, handler: Any) -> Any:
-        return _salvage(value, handler)
+    _salvaged = _salvaging("description", "mime_type", "size", "title")
 
 
 class TextResourceContents(_Model):
@@ -143,10 +143,7 @@ class TextResourceContents(_Model):
     uri: str
     field_meta: Meta = None
 
-    @field_validator("mime_type", mode="wrap")
-    @classmethod
-    def _salvaged(cls, value: Any, handler: Any) -> Any:
-        return _salvage(value, handler)
+    _salvaged = _salvaging("mime_type")
 
 
 class BlobResourceContents(_Model):
@@ -155,10 +152,7 @@ class BlobResourceContents(_Model):
     uri: str
     field_meta: Meta = None
 
-    @field_validator("mime_type", mode="wrap")
-    @classmethod
-    def _salvaged(cls, value: Any, handler: Any) -> Any:
-        return _salvage(value, handler)
+    _salvaged = _salvaging("mime_type")
 
 
 class EmbeddedResourceContentBlock(_Annotated):
@@ -190,10 +184,7 @@ class FileEditToolCallContent(_Model):
     field_meta: Meta = None
     type: Literal["diff"]
 
-    @field_validator("old_text", mode="wrap")
-    @classmethod
-    def _salvaged(cls, value: Any, handler: Any) -> Any:
-        return _salvage(value, handler)
+    _salvaged = _salvaging("old_text")
 
 
 class TerminalToolCallContent(_Model):
@@ -207,10 +198,7 @@ class ToolCallLocation(_Model):
     line: Annotated[int | None, Field(ge=0)] = None
     field_meta: Meta = None
 
-    @field_validator("line", mode="wrap")
-    @classmethod
-    def _salvaged(cls, value: Any, handler: Any) -> Any:
-        return _salvage(value, handler)
+    _salvaged = _salvaging("line")
 
 
 class ToolCallUpdate(_Model):
@@ -232,15 +220,9 @@ class ToolCallUpdate(_Model):
     raw_output: Annotated[Any | None, Field(alias="rawOutput")] = None
     field_meta: Meta = None
 
-    @field_validator("kind", "raw_input", "raw_output", "status", "title", mode="wrap")
-    @classmethod
-    def _salvaged(cls, value: Any, handler: Any) -> Any:
-        return _salvage(value, handler)
+    _salvaged = _salvaging("kind", "raw_input", "raw_output", "status", "title")
 
-    @field_validator("content", "locations", mode="wrap")
-    @classmethod
-    def _skipped(cls, value: Any, handler: Any) -> Any:
-        return _skip_invalid(value, handler)
+    _skipped = _skipping("content", "locations")
 
 
 class PermissionOption(_Model):
@@ -270,10 +252,7 @@ class ReadTextFileRequest(_Model):
     limit: Annotated[int | None, Field(ge=0)] = None
     field_meta: Meta = None
 
-    @field_validator("limit", "line", mode="wrap")
-    @classmethod
-    def _salvaged(cls, value: Any, handler: Any) -> Any:
-        return _salvage(value, handler)
+    _salvaged = _salvaging("limit", "line")
 
 
 class WriteTextFileRequest(_Model):
@@ -292,12 +271,6 @@ class CreateTerminalRequest(_Model):
     output_byte_limit: Annotated[int | None, Field(alias="outputByteLimit", ge=0)] = None
     field_meta: Meta = None
 
-    @field_validator("cwd", "output_byte_limit", mode="wrap")
-    @classmethod
-    def _salvaged(cls, value: Any, handler: Any) -> Any:
-        return _salvage(value, handler)
+    _salvaged = _salvaging("cwd", "output_byte_limit")
 
-    @field_validator("args", "env", mode="wrap")
-    @classmethod
-    def _skipped(cls, value: Any, handler: Any) -> Any:
-        return _skip_invalid(value, handler)
+    _skipped = _skipping("args", "env")
