@@ -201,7 +201,13 @@ async def test_per_executor_limit_holds_across_two_workers_under_load(url: str, 
         engine_on(url, capacity=6, limits=limits) as one,
         engine_on(url, capacity=6, limits=limits) as two,
     ):
-        ids = [await submit(one, "plain", tmp_path, mark) for _ in range(8)]
+        # Each run streams 5 words 0.1 s apart, so two of them overlap long enough for the
+        # watcher to see it on a loaded machine (plain runs ended between its samples: CI saw 1).
+        slow = fake(mark) | {"env": {"ORCH_TEST_MARK": mark, "FAKE_SLOW_WORDS": "5"}}
+        ids = [
+            (await one.submit("slow", "claude-code", executor_options=slow, cwd=tmp_path)).id
+            for _ in range(8)
+        ]
 
         async def watch() -> None:
             while True:
