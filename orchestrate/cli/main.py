@@ -1159,12 +1159,21 @@ async def _record(executor: str, scenario: Path, out: Path) -> RunResult:
 @click.option(
     "--require-installed", is_flag=True, help="A CLI that is not installed fails instead of being skipped."
 )
-def conformance(executor_names: tuple[str, ...], as_json: bool, require_installed: bool) -> None:
+@click.option(
+    "--jobs",
+    "-j",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Cells run at once (default 2: each keeps about one core busy).",
+)
+def conformance(
+    executor_names: tuple[str, ...], as_json: bool, require_installed: bool, jobs: int | None
+) -> None:
     """Run the conformance scenarios on every installed real CLI against the scripted model."""
-    from ..testing.conformance import run_conformance
+    from ..testing.conformance import JOBS, run_conformance
 
     try:
-        cells = anyio.run(run_conformance, list(executor_names) or None)
+        cells = anyio.run(run_conformance, list(executor_names) or None, None, jobs or JOBS)
     except OrchestrateError as exc:
         raise _translate(exc) from exc
     if as_json:
