@@ -4,6 +4,9 @@ cannot open loses the run nothing, and the thread waits for the agent's first en
 
 from __future__ import annotations
 
+import ast
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
@@ -80,3 +83,25 @@ def test_a_store_that_cannot_open_costs_the_run_nothing(tmp_path: Path) -> None:
     rec.finish(None)
     assert len(shown) == 3
     assert rec.problem is not None and "not recorded in the store" in rec.problem
+
+
+def test_the_recorder_loads_the_store_and_not_the_engine() -> None:
+    # The recorder opens on a thread while the agent starts (before its first entry, for an agent
+    # slow to say anything): the engine's queue, runner and workspaces would cost that start ~150 ms
+    # more CPU than the store itself and are never used by it.
+    probe = (
+        "import sys, orchestrate.engine.record as r; "
+        "assert r.RunRecorder; import orchestrate.engine as e; "
+        "print(sorted(m for m in sys.modules if m.startswith('orchestrate.engine')))"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    loaded = set(ast.literal_eval(done.stdout))
+    assert {"orchestrate.engine.record", "orchestrate.engine.ends"} <= loaded
+    assert loaded.isdisjoint(
+        {"orchestrate.engine.engine", "orchestrate.engine.runner", "orchestrate.engine.workspaces"}
+    ), loaded
+    # and the package's names still come when asked for
+    names = "import orchestrate.engine as e; print(e.Engine.__module__, e.Watchdogs.__module__)"
+    done = subprocess.run([sys.executable, "-c", names], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["orchestrate.engine.engine", "orchestrate.engine.runner"], done.stderr

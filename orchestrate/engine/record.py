@@ -23,8 +23,8 @@ from ..run import Run, RunResult
 from ..store import EventWriter, Store, TaskSpec
 from ..store.records import RUN_OPTIONS
 from ..task import Task
+from .ends import run_end
 from .procinfo import HOST, start_time
-from .runner import run_end
 
 __all__ = ["RunRecorder"]
 

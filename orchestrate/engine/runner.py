@@ -23,11 +23,12 @@ from ..run import Run, RunResult
 from ..store import EventWriter, RunEnd, RunRecord, Store, StoreError, TaskRecord
 from ..task import Task
 from .approvals import StoreApprovals
+from .ends import run_end
 from .observers import Observers
 from .procinfo import start_time
 from .workspaces import TurnCheckpoints, in_workspace, prepare_workspace
 
-__all__ = ["LiveRun", "Watchdogs", "execute", "run_end"]
+__all__ = ["LiveRun", "Watchdogs", "execute"]
 
 _TAIL_EVERY = 0.05
 
@@ -336,28 +337,6 @@ async def _finish(
             return
         except StoreError:
             await anyio.sleep(delay)
-
-
-def run_end(result: RunResult | None, error: tuple[str, str] | None = None) -> RunEnd:
-    """The stored columns of a run that ended with ``result`` (None: it never started, ``error``
-    says why)."""
-    if result is None:
-        code, message = error or ("start_failed", "the run did not start")
-        return RunEnd(status="failed", outcome="failed", error=message, error_code=code)
-    usage = result.token_usage
-    return RunEnd(
-        status={"success": "done"}.get(result.outcome, result.outcome),
-        outcome=result.outcome,
-        exit_code=result.exit_code,
-        error=result.error if result.outcome != "success" else None,
-        error_code=None if result.outcome == "success" else result.outcome,
-        session_id=result.session_id,
-        input_tokens=usage.input_tokens,
-        output_tokens=usage.output_tokens,
-        cache_read_tokens=usage.cache_read_tokens,
-        cache_write_tokens=usage.cache_write_tokens,
-        cost_usd=usage.total_cost_usd,
-    )
 
 
 def _decide(
