@@ -51,7 +51,13 @@ PROBE = textwrap.dedent(
     seen, late, polls = set(), [], 0
     print("ready", flush=True)
     with store.engine.connect() as conn:
-        conn = conn.execution_options(isolation_level="AUTOCOMMIT") if conn.dialect.name != "sqlite" else conn
+        # Read as the store's readers do (store.py's _read): on SQLite a deferred transaction, not the
+        # write lock every other transaction takes up front (polled as fast as it can, that lock
+        # starved the writers past their busy timeout on a loaded machine: "database is locked").
+        if conn.dialect.name == "sqlite":
+            conn = conn.execution_options(readonly=True)
+        else:
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT")
         while True:
             # As fast as it can: a number that becomes visible after a larger one is caught here.
             numbers = [int(n) for n in conn.execute(query, {"a": after}).scalars()]
