@@ -55,6 +55,19 @@ def fake_acp(**options: object) -> AcpExecutor:
     return AcpExecutor(ExecutorOptions(base_command=[sys.executable, str(FAKE_ACP)], **options))  # type: ignore[arg-type]
 
 
+def started_by_this_session(proc: Path) -> bool:
+    """Whether the process ``/proc/PID`` was started by this pytest session: with pytest-xdist, by
+    this worker (its agents inherit PYTEST_XDIST_WORKER: an agent's environment is ours plus its
+    executor's), not by the other one, whose agents may well be running now."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        return True
+    try:
+        return f"PYTEST_XDIST_WORKER={worker}".encode() in (proc / "environ").read_bytes().split(b"\0")
+    except OSError:
+        return False
+
+
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes whose process group is ``pgid``, read from /proc."""
     members = []

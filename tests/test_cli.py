@@ -17,7 +17,7 @@ import pytest
 from orchestrate.entries import entry_json_schema
 from orchestrate.registry import default_registry
 
-from .helpers import FAKE_CLAUDE, FIXTURES, group_members
+from .helpers import FAKE_CLAUDE, FIXTURES, group_members, started_by_this_session
 
 FAKE = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLAUDE))}"
 
@@ -234,7 +234,11 @@ def test_schema_command_prints_the_schema() -> None:
 
 
 def test_no_agent_process_survives_the_cli_tests() -> None:
-    fakes = [p for p in Path("/proc").iterdir() if p.name.isdigit() and _cmdline(p).count(str(FAKE_CLAUDE))]
+    fakes = [
+        p
+        for p in Path("/proc").iterdir()
+        if p.name.isdigit() and _cmdline(p).count(str(FAKE_CLAUDE)) and started_by_this_session(p)
+    ]
     assert [group_members(int(p.name)) for p in fakes] in ([], [[]] * len(fakes))
 
 
