@@ -9,6 +9,15 @@ pytest_plugins = ["pytester"]
 
 
 @pytest.fixture(autouse=True)
+def _terminal_size_from_the_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    # pytest-xdist's workers export COLUMNS=80 and LINES=24 (for their own report lines), and Rich
+    # and the CLIs take those over the size of the pseudo-terminal a test gives them: the live
+    # view's tests would see a 100-column screen drawn 80 wide.  A person's terminal exports neither.
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.delenv("LINES", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # Raw logs of test runs go to the test's own directory, never to ~/.orchestrate.
     monkeypatch.setenv("ORCHESTRATE_HOME", str(tmp_path / "orchestrate-home"))
