@@ -112,6 +112,11 @@ NOT_YET = {
     "email": "importlib.metadata's (and nothing else of a run's)",
     "zipfile": "likewise",
     "pydantic.type_adapter": "entries.PATCH_ADAPTER, made when first asked for (the task commands)",
+    "orchestrate.approvals.facts": "a call's parsed facts: the pipeline's first request",
+    "orchestrate.approvals.scopes": "the session's 'always' memory: likewise",
+    "orchestrate.approvals.commands": "the command rules and parser: likewise",
+    "orchestrate.approvals.words": "likewise",
+    "orchestrate.approvals.paths": "the path rules: likewise",
 }
 # Loaded by then, or the watch fired at the wrong moment (this test's own check).
 NEEDED = ("orchestrate.entries", "orchestrate.normalizers.claude_stream_json", "orchestrate.run.handle")

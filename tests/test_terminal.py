@@ -8,6 +8,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import anyio
@@ -20,7 +21,7 @@ from orchestrate.executors.base import ExecutorOptions
 from orchestrate.executors.terminal import CLAUDE_TUI, TerminalExecutor
 from orchestrate.process.pipes import ProcessSpec, ShutdownPolicy
 from orchestrate.process.pty import PtyAgentProcess
-from orchestrate.run.terminal import pasteable
+from orchestrate.run.terminal import TerminalDriver, pasteable
 
 from .helpers import FIXTURES, group_members, run_agent, texts, wait_for
 
@@ -48,6 +49,50 @@ async def test_the_permission_question_is_answered_by_keys(tmp_path: Path, appro
     [tool] = result.tool_results
     assert tool.status == status and isinstance(tool.action, CommandRun) and tool.action.command == "touch x"
     assert texts(result, "assistant_message") == [answer]
+
+
+class Stalling:
+    """Approves once the question has stopped moving, after holding the event loop a while, as a
+    first import and model build in the approval path, or the collector's first pass over a freshly
+    loaded program, can (7498747 and 6c26748 did, at this very point)."""
+
+    STILL = 0.5
+
+    def __init__(self) -> None:
+        self.run: Run | None = None
+        self.asked = 0
+
+    def screen(self) -> str:
+        driver = self.run._driver if self.run is not None else None
+        return driver.text() if isinstance(driver, TerminalDriver) else ""
+
+    async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        self.asked += 1
+        with anyio.fail_after(20):
+            while "waiting for your answer" not in self.screen():  # noqa: ASYNC110 - test polling
+                await anyio.sleep(0.02)
+        time.sleep(self.STILL * 1.5)  # noqa: ASYNC251 - the stall is the point: no task runs meanwhile
+        return ApprovalDecision.approve()
+
+
+async def test_the_screen_still_before_the_answer_does_not_end_the_turn(tmp_path: Path) -> None:
+    """The question blinks (so the turn's watch is still looking), then waits quietly; the approval
+    takes longer than the still time without letting anything run.  Once the key is sent, the screen
+    has been still long enough, but since before the key: the turn is not over until the agent has
+    shown what the key did (it was judged over at once, the answer lost: the UI was told to exit)."""
+    person = Stalling()
+
+    async def during(run: Run) -> None:
+        person.run = run
+
+    executor = TerminalExecutor(
+        ExecutorOptions(base_command=[sys.executable, str(FAKE_TUI)], stable_seconds=Stalling.STILL)
+    )
+    result, _ = await run_agent(executor, tmp_path, "blink permission please", person, during=during)
+    assert person.asked == 1
+    [tool] = result.tool_results
+    assert tool.status == "success" and isinstance(tool.action, CommandRun)
+    assert texts(result, "assistant_message") == ["ran touch x"]
 
 
 async def test_interrupt(tmp_path: Path) -> None:

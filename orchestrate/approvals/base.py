@@ -22,7 +22,7 @@ class ApprovalRequest(BaseModel):
     """A tool call waiting for permission.  ``command`` and ``paths`` are filled by the executor where
     it can tell, so policies need not know each agent's tool schemas."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     request_id: str
     tool_name: str
@@ -49,7 +49,7 @@ class ApprovalDecision(BaseModel):
     directory; ``scope="mcp_server"`` is every tool of the call's MCP server.  The pipeline fills
     ``remembered`` with the scopes it stored, in words."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     status: Literal["approved", "denied", "timed_out"]
     reason: str | None = None

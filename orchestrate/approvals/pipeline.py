@@ -17,12 +17,16 @@ import sys
 from typing import TYPE_CHECKING, TypeGuard
 
 from .base import ApprovalDecision, ApprovalRequest, ApprovalService, read_refusal, write_refusal
-from .facts import Facts
-from .scopes import SessionScopes
 from .simple import AutoApprove
 
 if TYPE_CHECKING:  # the rules load with a policy file, not with every run (see _is_rule_policy)
     from .policy import RulePolicy
+    from .scopes import SessionScopes
+
+# The facts of a call (its parsed command, its resolved paths) and the session's memory are
+# imported with the first request, not with the run: every run makes a pipeline before it starts
+# its agent, and most reach their first entry before the agent asks anything (~9 ms of CPU:
+# the command and path parsers, their dataclasses; tests/test_first_entry_imports.py).
 
 __all__ = ["ApprovalPipeline", "SessionMemory"]
 
@@ -34,7 +38,7 @@ class ApprovalPipeline:
     def __init__(self, service: ApprovalService, policy: RulePolicy | None = None) -> None:
         self.service = service
         self.policy = policy if policy is not None else service if _is_rule_policy(service) else None
-        self.scopes = SessionScopes()
+        self._scopes: SessionScopes | None = None
 
     @classmethod
     def around(cls, service: ApprovalService) -> ApprovalPipeline:
@@ -42,11 +46,22 @@ class ApprovalPipeline:
         return service if isinstance(service, ApprovalPipeline) else cls(service)
 
     @property
+    def scopes(self) -> SessionScopes:
+        """The session's "always" memory, made with the first call that needs it."""
+        if self._scopes is None:
+            from .scopes import SessionScopes
+
+            self._scopes = SessionScopes()
+        return self._scopes
+
+    @property
     def inner(self) -> ApprovalService:
         """The service the pipeline wraps (the name SessionMemory used)."""
         return self.service
 
     async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:
+        from .facts import Facts
+
         facts = Facts.of(request)
         policy = self.policy
         uncertain = None
@@ -83,6 +98,8 @@ class ApprovalPipeline:
         forbids the changed call as surely as the proposed one (see base.changed_input_refusal)."""
         if self.policy is None:
             return None
+        from .facts import Facts
+
         return self.policy.hard_deny(Facts.of(request)).denied
 
     def refuse_read(self, path: str, cwd: str | None) -> str | None:

@@ -40,6 +40,7 @@ import os
 import sys
 
 from ..process.record import Record
+from . import pause_collector, resume_collector
 
 # Neither typing nor pathlib (with re, fnmatch, urllib.parse, ipaddress) before the spawn: ~3 and
 # ~5 ms of every start; os.path does what this module needs.  mypy takes any TYPE_CHECKING as true.
@@ -413,6 +414,7 @@ def say_killed(why: str) -> None:
 
 def main() -> None:
     """``orchestrate``: the early start, then the click command."""
+    pause_collector()  # while the command loads (cli/__init__.py), resumed by the run or below
     try:
         begin(sys.argv[1:])
         from .main import main as cli
@@ -425,3 +427,4 @@ def main() -> None:
         sys.exit(130)
     finally:
         discard()
+        resume_collector()

@@ -37,6 +37,7 @@ from ..process.env import parse_env_overrides
 from ..registry import default_registry
 from ..run.handle import Run
 from ..task import Task
+from . import resume_collector
 from .options import build_executor_options, read_stdin, workspace_flags, workspace_run_options
 from .view_prompt import ViewPrompt
 
@@ -186,6 +187,8 @@ def main() -> None:
       orchestrate run -e codex --approvals auto --output jsonl "add a README" > run.jsonl
       orchestrate executors                             # which agents are installed
     """
+    if click.get_current_context().invoked_subcommand not in ("run", "chat"):
+        resume_collector()  # paused while the command loaded; a run resumes it itself (recording.py)
 
 
 # --- run ----------------------------------------------------------------------------------------
@@ -347,6 +350,8 @@ def run(
         while prompt is None or prompt == "":  # a conversation begins with the first message typed
             from .chat import INPUT_PROMPT
 
+            resume_collector()  # (a person may take their time: see cli/__init__.py)
+
             try:
                 prompt = anyio.run(asker.read_line, INPUT_PROMPT)
             except KeyboardInterrupt:  # Ctrl-C before anything started
@@ -377,6 +382,8 @@ def run(
         made = None
         if task.workspace != "here":
             from .workspace import RunWorkspace  # git and the workspace layer, only when asked for
+
+            resume_collector()  # (its setup may take minutes: see cli/__init__.py)
 
             made = RunWorkspace.prepare(task)
             task = made.task

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from . import resume_collector
+
 if TYPE_CHECKING:  # types only: this module is imported before the agent is spawned
     from ..engine.record import RunRecorder
     from ..entries import EntryPatch
@@ -62,6 +64,7 @@ class Recording:
             self._patches += 1
             if self._patches == 2:
                 self._go.set()
+                resume_collector()  # paused while the command loaded (cli/__init__.py)
             data = patch.model_dump_json(by_alias=True, exclude_none=True)
             with self._lock:
                 if self._early is None:
@@ -88,6 +91,7 @@ class Recording:
 
         def opening() -> None:
             self._go.wait(_FIRST_WAIT)
+            resume_collector()  # (no first entry within _FIRST_WAIT: the collector waits no longer)
             try:
                 from ..engine.record import RunRecorder
 
@@ -138,8 +142,13 @@ def record_run(executor: str, options: ExecutorOptions, run: Run, output: str) -
     reported on stderr and nothing else: the run goes on and its exit code is its own."""
     recording = Recording()
     url = os.environ.get(STORE_ENV)
+    resume = None
     if url != "off":
-        recording.open(executor, options, run, url)
+        recording.open(executor, options, run, url)  # (its thread resumes the collector in time)
+    else:
+        resume = threading.Timer(_FIRST_WAIT, resume_collector)
+        resume.daemon = True
+        resume.start()
     error: BaseException | None = None
     try:
         yield recording
@@ -147,6 +156,9 @@ def record_run(executor: str, options: ExecutorOptions, run: Run, output: str) -
         error = exc
         raise
     finally:
+        resume_collector()
+        if resume is not None:
+            resume.cancel()
         recording.finish(error)
         # After SIGHUP the terminal may be gone: what cannot be shown is not an error (the run's
         # exit code must still say how it ended).

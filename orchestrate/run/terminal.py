@@ -116,7 +116,8 @@ class TerminalDriver(Driver[TerminalExecutor]):
                 if self._asking:
                     continue
                 busy = self.rules.busy is not None and self.rules.busy.search(self.text())
-                # A screen still since before the message was typed has not answered it yet.
+                # A screen still since before the message was typed (or the key answering a
+                # question pressed) has not answered it yet.
                 answered = self._last_output > self._sent_at
                 done = still and self._turn and answered and not busy
                 self.ctx.note(Screen(still, done))
@@ -162,6 +163,11 @@ class TerminalDriver(Driver[TerminalExecutor]):
                 await self.ctx.process.write(keys.encode())
             except ProcessExitedError:
                 return  # it exited while the question was out: there is nobody left to answer
+            # The key is input, as the prompt was: the screen still since before it (the question)
+            # has not answered it, and must not end the turn before the UI has shown what the key
+            # did.  It did when the watch looked between the key and the UI's redraw: whenever the
+            # approval held the loop past the watch's next look (a first import, a collector's pass).
+            self._sent_at = anyio.current_time()
             if decision.status != "approved" and decision.interrupt:
                 await self.interrupt()
         finally:
