@@ -11,6 +11,7 @@ only part of it (or more) is written to a real stem and its pipe closed."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from orchestrate.process import supervisor
 
 from .helpers import ROOT
 
@@ -107,8 +110,9 @@ CUTS = [
 def test_truncated_or_extended_orders_are_never_executed(tmp_path: Path) -> None:
     got = stems(tmp_path, CUTS)
     assert not (tmp_path / "started").exists(), got
-    for name, (code, _) in got.items():
-        assert code != 0, (name, got)
+    for name, (code, told) in got.items():
+        # Refused, and said so to its supervisor (which then answers "err", not "ok")
+        assert (code, told) == (supervisor.NOTHING_STARTED, f"e{errno.EBADMSG}"), (name, got)
 
 
 def test_whole_orders_are_executed(tmp_path: Path) -> None:

@@ -163,7 +163,8 @@ def _clone_into(cgroup: str) -> int:
 
 class _Stem:
     """The agent's process before its exec: forked and born in the cgroup first, then told what to
-    exec (the message's body, over a pipe of its own), or told nothing (end of file: it exits).
+    exec (the message's body, its length first, over a pipe of its own: :func:`_read_orders`
+    refuses a part of it), or told nothing (end of file: it exits).
 
     Forked as soon as the cgroup is known (the early start's fork knows it before the message
     comes: :func:`main`'s ``cgroup``), so that its join, which costs an RCU grace period (~16 ms)
@@ -186,12 +187,15 @@ class _Stem:
         try:  # the child: never returns into the supervisor's code
             os.close(self._orders)
             _become_agent(None if joined else cgroup, parent, report)
-            chunks = []  # at most MAX_MESSAGE in all: the supervisor sends what it read and checked
-            while chunk := os.read(orders, 1 << 16):
-                chunks.append(chunk)
-            message = decode(b"".join(chunks)) if chunks else None
-            if message is None:  # told nothing: start nothing
+            body = _read_orders(orders)
+            if body == b"":  # told nothing (end of file at once): start nothing
                 os._exit(0)
+            message = None if body is None else decode(body)
+            if message is None:  # cut short, or more than the orders: never run a part of them
+                import errno  # (built in: this path alone)
+
+                os.write(report, b"e%d" % errno.EBADMSG)
+                os._exit(NOTHING_STARTED)
             argv, cwd, env, _ = message
             if cwd and early:  # forked before the supervisor entered it (then we inherit it)
                 os.chdir(cwd)
@@ -205,11 +209,12 @@ class _Stem:
         os._exit(127)
 
     def go(self, body: bytes) -> None:
-        """Have it exec what ``body`` (a message's) says."""
+        """Have it exec what ``body`` (a message's) says: its length first (:func:`_read_orders`)."""
         try:
-            view = memoryview(body)
-            while view:
-                view = view[os.write(self._orders, view) :]
+            for data in (len(body).to_bytes(_ORDERS_HEADER, "big"), body):
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._orders, view) :]
         except OSError:  # it died (a signal): its exit says so
             pass
         os.close(self._orders)
@@ -225,6 +230,31 @@ class _Stem:
             pass
         if self.cgroup is not None:
             cgroup_remove(self.cgroup, 1.0)
+
+
+# The orders' length, before them: a body larger than the pipe goes in several writes, and a
+# supervisor killed between two (SIGKILL) leaves a part of it and end of file.  PR_SET_PDEATHSIG
+# kills the stem then, but only soon after: a part must not parse as orders meanwhile (a cut in
+# the last argument or environment entry still does), so the stem checks the length itself.
+_ORDERS_HEADER = 4
+
+
+def _read_orders(fd: int) -> bytes | None:
+    """The orders on ``fd`` up to end of file: b"" for none at all, None unless they are exactly the
+    body the length before them announces (cut short, a byte more, or over MAX_MESSAGE)."""
+    chunks = []
+    got = 0
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+        got += len(chunk)
+        if got > _ORDERS_HEADER + MAX_MESSAGE:
+            return None
+    if not got:
+        return b""
+    data = b"".join(chunks)
+    if got < _ORDERS_HEADER or int.from_bytes(data[:_ORDERS_HEADER], "big") != got - _ORDERS_HEADER:
+        return None
+    return data[_ORDERS_HEADER:]
 
 
 def _become_agent(cgroup: str | None, parent: int, report: int) -> None:
