@@ -1,0 +1,73 @@
+"""A supervisor forked by the early start (process/prestart.py's ``_fork``) runs on in a copy of our
+interpreter, with its flags: under ``python -X importtime`` or ``-v`` (or PYTHONPROFILEIMPORTTIME,
+PYTHONVERBOSE) each module it imports later (``_ctypes``, for its prctl calls and clone3) was
+reported on its stderr, which is the agent's: the lines went into the agent's raw log as the agent's
+own.  Under those flags the early start spawns its supervisor (``python -I -S``: flags and
+environment of its own) instead of forking it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .helpers import FAKE_CLAUDE, ROOT
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux supervisor")
+
+FAKE = f"{shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CLAUDE))}"
+# What either flag prints for an import: `import time: ... | _ctypes`, `import '_ctypes' # ...`.
+SAID = ("import time:", "import '")
+
+
+def agent_stderr(tmp_path: Path, flags: list[str], env: dict[str, str], agent_env: list[str]) -> str:
+    """What the agent's stderr held, by its raw log, in an early-started ``orchestrate run`` of
+    python ``flags`` and environment ``env`` (``agent_env``: the run's --env options)."""
+    raw = tmp_path / "raw.jsonl"
+    options = [f"--env={entry}" for entry in agent_env]
+    done = subprocess.run(
+        [sys.executable, *flags, "-m", "orchestrate", "run", "-e", "claude-code", "--base-command", FAKE]
+        + [*options, "--cwd", str(tmp_path), "--approvals", "deny", "--output", "jsonl"]
+        + ["--record", str(raw), "hi"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            **env,
+            "PYTHONPATH": str(ROOT),
+            "ORCHESTRATE_STORE": "off",
+            "ORCHESTRATE_HOME": str(tmp_path),
+        },
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert '"outcome":"success"' in done.stdout.splitlines()[-1]
+    chunks = [json.loads(line) for line in raw.read_text().splitlines()]
+    assert chunks[0]["type"] == "header"
+    return "".join(c["data"] for c in chunks if c.get("type") == "chunk" and c.get("stream") == "stderr")
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "agent_env"),
+    [
+        (["-X", "importtime"], {}, []),
+        (["-v"], {}, []),
+        # (The agent is a python too: the run's --env turns the variable off for it alone.)
+        ([], {"PYTHONPROFILEIMPORTTIME": "1"}, ["PYTHONPROFILEIMPORTTIME="]),
+        ([], {"PYTHONVERBOSE": "1"}, ["PYTHONVERBOSE="]),
+    ],
+    ids=["-X importtime", "-v", "PYTHONPROFILEIMPORTTIME", "PYTHONVERBOSE"],
+)
+def test_our_import_reports_never_reach_the_agents_stderr(
+    tmp_path: Path, flags: list[str], env: dict[str, str], agent_env: list[str]
+) -> None:
+    stderr = agent_stderr(tmp_path, flags, env, agent_env)
+    assert not [line for line in stderr.splitlines() if line.startswith(SAID)], stderr[-2000:]
+
