@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from orchestrate.process import containment
+
 from .helpers import FAKE_CLAUDE, ROOT
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux supervisor")
@@ -30,10 +32,10 @@ def agent_stderr(tmp_path: Path, flags: list[str], env: dict[str, str], agent_en
     python ``flags`` and environment ``env`` (``agent_env``: the run's --env options)."""
     raw = tmp_path / "raw.jsonl"
     options = [f"--env={entry}" for entry in agent_env]
+    run = ["run", "-e", "claude-code", "--base-command", FAKE, *options, "--cwd", str(tmp_path)]
+    out = ["--approvals", "deny", "--output", "jsonl", "--record", str(raw)]
     done = subprocess.run(
-        [sys.executable, *flags, "-m", "orchestrate", "run", "-e", "claude-code", "--base-command", FAKE]
-        + [*options, "--cwd", str(tmp_path), "--approvals", "deny", "--output", "jsonl"]
-        + ["--record", str(raw), "hi"],
+        [sys.executable, *flags, "-m", "orchestrate", *run, *out, "hi"],
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -71,3 +73,43 @@ def test_our_import_reports_never_reach_the_agents_stderr(
     stderr = agent_stderr(tmp_path, flags, env, agent_env)
     assert not [line for line in stderr.splitlines() if line.startswith(SAID)], stderr[-2000:]
 
+
+STANDBY = """
+from orchestrate.process import prestart
+waiting = prestart.standby()
+print(None if waiting is None else waiting.popen.forked)
+if waiting is not None:
+    waiting.discard()
+"""
+
+
+@pytest.mark.parametrize(
+    ("flags", "env", "forked"),
+    [
+        ([], {}, "True"),  # the control: a plain python forks it
+        (["-X", "importtime"], {}, "False"),
+        (["-v"], {}, "False"),
+        ([], {"PYTHONPROFILEIMPORTTIME": "1"}, "False"),
+        ([], {"PYTHONVERBOSE": "1"}, "False"),
+        (["-I"], {"PYTHONPROFILEIMPORTTIME": "1"}, "True"),  # ignored under -I (and -E)
+    ],
+)
+def test_a_python_that_reports_imports_spawns_its_supervisor(
+    flags: list[str], env: dict[str, str], forked: str
+) -> None:
+    """Spawned, not forked, under each of them: the early start still starts early."""
+    if not containment.supervisor_usable():
+        pytest.skip("no supervisor here")
+    plain = {k: v for k, v in os.environ.items() if k not in ("PYTHONPROFILEIMPORTTIME", "PYTHONVERBOSE")}
+    done = subprocess.run(
+        # (-I ignores PYTHONPATH: the path is put first by hand)
+        [sys.executable, *flags, "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r})\n{STANDBY}"],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**plain, **env},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == [forked]

@@ -270,12 +270,13 @@ def standby(fork: bool = True, seconds: float = supervisor.MESSAGE_SECONDS) -> S
     message; None where there is no supervisor on this machine, or it could not be started.
 
     Forked (:func:`_fork`) where that is safe (``fork``, and we are one thread: the early start,
-    before anything has started one): the supervisor's code is loaded already, so it is ready in
-    about a millisecond, where a ``python -I -S`` of its own takes ~13 ms to start, before the
-    agent could.  Else spawned with ``os.posix_spawn``, which passes on every fd of ours that is
-    inheritable, not only its pipes and the socket (Popen closes the others in the child).  Either
-    way the supervisor closes every other fd first thing, so neither it nor the agent keeps any
-    (tests/test_supervisor_first.py, tests/test_supervisor_fork.py)."""
+    before anything has started one) and quiet (no ``-X importtime`` nor ``-v``): the supervisor's
+    code is loaded already, so it is ready in about a millisecond, where a ``python -I -S`` of its
+    own takes ~13 ms to start, before the agent could.  Else spawned with ``os.posix_spawn``,
+    which passes on every fd of ours that is inheritable, not only its pipes and the socket (Popen
+    closes the others in the child).  Either way the supervisor closes every other fd first thing,
+    so neither it nor the agent keeps any (tests/test_supervisor_first.py,
+    tests/test_supervisor_fork.py)."""
     try:
         launch = prepare(None)
     except SpawnError:  # no supervisor here: the run starts the agent itself
@@ -291,7 +292,7 @@ def standby(fork: bool = True, seconds: float = supervisor.MESSAGE_SECONDS) -> S
             # overwrite one of ours in the child.  Rare; the run's own spawn (Popen) sorts it out.
             raise OSError("a standard fd of ours is closed")
         started = time.time()
-        forked = fork and _alone()
+        forked = fork and not _reports_imports() and _alone()
         if forked:
             pid = _fork(theirs, (ends[0], ends[3], ends[5]), seconds, launch.cgroup)
         else:
@@ -319,6 +320,17 @@ def standby(fork: bool = True, seconds: float = supervisor.MESSAGE_SECONDS) -> S
     # Our ends as Popen makes them: buffered files.
     stdin, stdout, stderr = os.fdopen(ends[1], "wb"), os.fdopen(ends[2], "rb"), os.fdopen(ends[4], "rb")
     return Standby(Spawned(args, pid, stdin, stdout, stderr, forked), launch, started, seconds)
+
+
+def _reports_imports() -> bool:
+    """Whether this interpreter reports its imports on stderr (``-X importtime``, ``-v``, or their
+    environment variables): a fork of it would report the supervisor's own later imports (_ctypes)
+    on the stderr it hands the agent, as the agent's (tests/test_supervisor_fork_imports.py).  A
+    spawned ``python -I -S`` has flags of its own, and ignores the environment."""
+    flags = sys.flags
+    if flags.verbose or getattr(flags, "import_time", 0) or "importtime" in sys._xoptions:
+        return True
+    return not flags.ignore_environment and bool(os.environ.get("PYTHONPROFILEIMPORTTIME"))
 
 
 def _alone() -> bool:
