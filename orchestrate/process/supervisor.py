@@ -6,12 +6,13 @@ Run as ``python -I -S -c BOOT SUPERVISOR_PY CTL_FD`` (:func:`command`: the modul
 directory, appended to ``sys.path``, so that its cached bytecode is used and this file is not
 compiled again at every start), or as ``python -I -S supervisor.py CTL_FD``, or forked by the early
 start (process/prestart.py: :func:`main` called in a one-thread fork of orchestrate, which knows the
-cgroup already, so the agent's process is made in it before the message comes).  It is a standalone
-file: it imports nothing of orchestrate and little of the standard library (no ``signal``, whose
-enums cost more than the rest), so it starts in about 10 ms.  What to start comes over the control
-socket CTL_FD, never on the command line (``/proc/PID/cmdline`` is world-readable, and the
-supervisor can be spawned before the agent's command line is known: cli/early.py): one message,
-:func:`encode`'s, read under a deadline (:data:`MESSAGE_SECONDS`) with a cap on its size
+cgroup already, so the agent's process is made in it before the message comes; once it has started
+the agent it renames itself, so that ps lists no second ``orchestrate run``: :func:`_rename`).  It is
+a standalone file: it imports nothing of orchestrate and little of the standard library (no
+``signal``, whose enums cost more than the rest), so it starts in about 10 ms.  What to start comes
+over the control socket CTL_FD, never on the command line (``/proc/PID/cmdline`` is world-readable,
+and the supervisor can be spawned before the agent's command line is known: cli/early.py): one
+message, :func:`encode`'s, read under a deadline (:data:`MESSAGE_SECONDS`) with a cap on its size
 (:data:`MAX_MESSAGE`).  End of file, a wrong magic, an oversized length, a short body, a body that
 does not parse, or any byte past the body: it exits 125, having started nothing.  Then it
 
@@ -531,6 +532,8 @@ def main(args: list[str], early: bool = False, cgroup: str | None = None) -> Non
         os._exit(127)
     stem.go(body)
     _State.agent = stem.pid
+    if early:  # while the agent's process execs (it had its orders): on nobody's way
+        _rename()
     os.close(report_write)
     if not _answer(ctl, report_read, cgroup is not None):
         _finish(cgroup)
@@ -543,6 +546,51 @@ def main(args: list[str], early: bool = False, cgroup: str | None = None) -> Non
     _serve(ctl, wake_read)
     _finish(cgroup)
     _exit_as(_State.status)
+
+
+# What ps and top list a supervisor forked by the early start as, instead of the ``orchestrate run
+# ...`` it was forked from: its name (``/proc/PID/comm``: at most 15 bytes) and its command line.
+NAME = b"orch-supervisor"
+TITLE = b"orchestrate supervisor"
+
+
+def _rename() -> None:
+    """Name this process :data:`NAME`, its command line :data:`TITLE`: what can be done without a
+    C extension (this is a fork of orchestrate: its ``argv`` is orchestrate's, and so was its name
+    when orchestrate was started as a script).  Best effort, and quiet: a /proc that refuses either
+    leaves it as it was.
+
+    The command line the kernel shows is the memory its ``argv`` strings were in: written through
+    ``/proc/self/mem`` (any process may write its own writable memory there), at ``arg_start`` of
+    ``/proc/self/stat``.  Nothing of Python's reads them after start-up (``sys.argv`` and
+    ``sys.orig_argv`` are copies).  The last byte of that memory is made non-zero, as
+    setproctitle(3) does: the kernel then shows the strings up to the first NUL, the title alone,
+    not the title and a run of empty arguments."""
+    try:
+        fd = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, NAME)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+    try:
+        fd = os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            stat = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        fields = stat[stat.rindex(b")") + 2 :].split()  # from the 3rd field (a name may hold ") ")
+        start, end = int(fields[48 - 3]), int(fields[49 - 3])  # arg_start, arg_end (Linux 3.5)
+        if end - start < len(TITLE) + 2:  # (0 and 0 where it is not shown)
+            return
+        fd = os.open("/proc/self/mem", os.O_RDWR | os.O_CLOEXEC)
+        try:
+            os.pwrite(fd, TITLE + bytes(end - start - len(TITLE) - 1) + b".", start)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, IndexError):
+        pass
 
 
 def _close_all_but(ctl: int) -> None:
