@@ -363,9 +363,29 @@ def _foreign_modules() -> list[str]:
         file = getattr(module, "__file__", None)
         if not file or name.startswith(_INERT) or file.startswith(_OURS):
             continue  # (no file: built in, frozen, or a namespace package, whose modules have one)
+        if name == "__main__" and _installers_script(module):
+            continue
         if file.startswith(_STDLIB) and not file[len(_STDLIB) :].startswith(_SITE_DIRS):
             continue
         found.append(name)
+    return found
+
+
+_EARLY_MAIN = __name__.rpartition(".process.")[0] + ".cli.early"  # (cli/early.py: its main)
+
+
+def _installers_script(module: object) -> bool:
+    """Whether ``__main__`` is the ``orchestrate`` command as an installer writes it (pip, uv: a few
+    lines that import our main and call it): then it has no global but modules (each judged in
+    sys.modules on its own) and our main.  Counted as a module of the site, it made the command
+    people type spawn its supervisor every time (tests/test_supervisor_fork_entry.py)."""
+    found = False
+    for key, value in vars(module).items():
+        if key.startswith("__") or type(value) is type(sys):
+            continue
+        if key != "main" or getattr(value, "__module__", None) != _EARLY_MAIN:
+            return False  # code of its own: it may have done anything (registered a fork hook)
+        found = True
     return found
 
 
