@@ -141,10 +141,22 @@ elif case == "fds":  # what the agent and its supervisor hold of ours
         except OSError:
             pass
     out["held"] = sorted(held & ours)
-    shown = open(f"/proc/{started.popen.pid}/cmdline", "rb").read()
-    out["cmdline"] = shown == open("/proc/self/cmdline", "rb").read()
+    out["cmdline"] = open(f"/proc/{started.popen.pid}/cmdline", "rb").read().decode()
     started.discard()
     out["code"] = started.popen.returncode
+elif case == "name":  # what ps lists it as, and us, once it has started its agent
+    waiting = forked()
+    ours = {"comm": open("/proc/self/comm").read(), "cmdline": open("/proc/self/cmdline", "rb").read()}
+    out["before"] = open(f"/proc/{waiting.popen.pid}/comm").read()  # (renamed later: a fork of ours)
+    started = waiting.start(touch)
+    out["answer"] = answer(started.launch._ours)
+    pid = started.popen.pid
+    theirs = {"comm": open(f"/proc/{pid}/comm").read(), "cmdline": open(f"/proc/{pid}/cmdline", "rb").read()}
+    out["ours"] = {k: v if isinstance(v, str) else v.decode() for k, v in ours.items()}
+    out["theirs"] = {k: v if isinstance(v, str) else v.decode() for k, v in theirs.items()}
+    out["still ours"] = open("/proc/self/comm").read() == ours["comm"]
+    out["still our cmdline"] = open("/proc/self/cmdline", "rb").read() == ours["cmdline"]
+    started.discard()
 elif case == "signals":  # SIGTERM at once, before the supervisor can have caught it
     waiting = forked()
     for _ in range(50):
@@ -281,8 +293,22 @@ def test_no_fd_of_ours_reaches_the_agent_or_its_forked_supervisor(tmp_path: Path
     got = harness("fds", tmp_path, FD_LISTER)
     assert got["listed"].split() == ["fds:"]
     assert got["held"] == []
-    assert got["cmdline"]  # its command line is ours: nothing of the agent's is on it
+    assert got["cmdline"] == "orchestrate supervisor\0"  # nothing of the agent's is on it
     assert got["code"] == -signal.SIGKILL
+
+
+def test_a_forked_supervisor_is_named_for_what_it_is(tmp_path: Path) -> None:
+    """ps listed the forked supervisor as a second ``orchestrate run ...`` (its command line and name
+    were ours): once it has started its agent, its name (/proc/PID/comm, what ps -e and top show)
+    and command line (ps -f, pgrep -f) are the supervisor's, and ours are untouched."""
+    got = harness("name", tmp_path)
+    assert got["answer"].startswith("ok ")
+    assert got["before"] == got["ours"]["comm"]  # the control: a fork has our name at first
+    assert got["theirs"]["comm"] != got["ours"]["comm"]
+    assert got["theirs"]["comm"] == supervisor.NAME.decode() + "\n"
+    assert got["theirs"]["cmdline"] == supervisor.TITLE.decode() + "\0"
+    assert got["ours"]["cmdline"].startswith(sys.executable + "\0-c\0")
+    assert got["still ours"] and got["still our cmdline"]
 
 
 def test_signals_sent_to_a_forked_supervisor_at_once_reach_the_agent(tmp_path: Path) -> None:

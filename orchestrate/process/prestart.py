@@ -270,12 +270,13 @@ def standby(fork: bool = True, seconds: float = supervisor.MESSAGE_SECONDS) -> S
     message; None where there is no supervisor on this machine, or it could not be started.
 
     Forked (:func:`_fork`) where that is safe (``fork``, and we are one thread: the early start,
-    before anything has started one): the supervisor's code is loaded already, so it is ready in
-    about a millisecond, where a ``python -I -S`` of its own takes ~13 ms to start, before the
-    agent could.  Else spawned with ``os.posix_spawn``, which passes on every fd of ours that is
-    inheritable, not only its pipes and the socket (Popen closes the others in the child).  Either
-    way the supervisor closes every other fd first thing, so neither it nor the agent keeps any
-    (tests/test_supervisor_first.py, tests/test_supervisor_fork.py)."""
+    before anything has started one) and quiet (no ``-X importtime`` nor ``-v``): the supervisor's
+    code is loaded already, so it is ready in about a millisecond, where a ``python -I -S`` of its
+    own takes ~13 ms to start, before the agent could.  Else spawned with ``os.posix_spawn``,
+    which passes on every fd of ours that is inheritable, not only its pipes and the socket (Popen
+    closes the others in the child).  Either way the supervisor closes every other fd first thing,
+    so neither it nor the agent keeps any (tests/test_supervisor_first.py,
+    tests/test_supervisor_fork.py)."""
     try:
         launch = prepare(None)
     except SpawnError:  # no supervisor here: the run starts the agent itself
@@ -291,7 +292,7 @@ def standby(fork: bool = True, seconds: float = supervisor.MESSAGE_SECONDS) -> S
             # overwrite one of ours in the child.  Rare; the run's own spawn (Popen) sorts it out.
             raise OSError("a standard fd of ours is closed")
         started = time.time()
-        forked = fork and _alone()
+        forked = fork and not _reports_imports() and _alone()
         if forked:
             pid = _fork(theirs, (ends[0], ends[3], ends[5]), seconds, launch.cgroup)
         else:
@@ -319,6 +320,17 @@ def standby(fork: bool = True, seconds: float = supervisor.MESSAGE_SECONDS) -> S
     # Our ends as Popen makes them: buffered files.
     stdin, stdout, stderr = os.fdopen(ends[1], "wb"), os.fdopen(ends[2], "rb"), os.fdopen(ends[4], "rb")
     return Standby(Spawned(args, pid, stdin, stdout, stderr, forked), launch, started, seconds)
+
+
+def _reports_imports() -> bool:
+    """Whether this interpreter reports its imports on stderr (``-X importtime``, ``-v``, or their
+    environment variables): a fork of it would report the supervisor's own later imports (_ctypes)
+    on the stderr it hands the agent, as the agent's (tests/test_supervisor_fork_imports.py).  A
+    spawned ``python -I -S`` has flags of its own, and ignores the environment."""
+    flags = sys.flags
+    if flags.verbose or getattr(flags, "import_time", 0) or "importtime" in sys._xoptions:
+        return True
+    return not flags.ignore_environment and bool(os.environ.get("PYTHONPROFILEIMPORTTIME"))
 
 
 def _alone() -> bool:
@@ -351,9 +363,29 @@ def _foreign_modules() -> list[str]:
         file = getattr(module, "__file__", None)
         if not file or name.startswith(_INERT) or file.startswith(_OURS):
             continue  # (no file: built in, frozen, or a namespace package, whose modules have one)
+        if name == "__main__" and _installers_script(module):
+            continue
         if file.startswith(_STDLIB) and not file[len(_STDLIB) :].startswith(_SITE_DIRS):
             continue
         found.append(name)
+    return found
+
+
+_EARLY_MAIN = __name__.rpartition(".process.")[0] + ".cli.early"  # (cli/early.py: its main)
+
+
+def _installers_script(module: object) -> bool:
+    """Whether ``__main__`` is the ``orchestrate`` command as an installer writes it (pip, uv: a few
+    lines that import our main and call it): then it has no global but modules (each judged in
+    sys.modules on its own) and our main.  Counted as a module of the site, it made the command
+    people type spawn its supervisor every time (tests/test_supervisor_fork_entry.py)."""
+    found = False
+    for key, value in vars(module).items():
+        if key.startswith("__") or type(value) is type(sys):
+            continue
+        if key != "main" or getattr(value, "__module__", None) != _EARLY_MAIN:
+            return False  # code of its own: it may have done anything (registered a fork hook)
+        found = True
     return found
 
 

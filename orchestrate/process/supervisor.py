@@ -6,12 +6,13 @@ Run as ``python -I -S -c BOOT SUPERVISOR_PY CTL_FD`` (:func:`command`: the modul
 directory, appended to ``sys.path``, so that its cached bytecode is used and this file is not
 compiled again at every start), or as ``python -I -S supervisor.py CTL_FD``, or forked by the early
 start (process/prestart.py: :func:`main` called in a one-thread fork of orchestrate, which knows the
-cgroup already, so the agent's process is made in it before the message comes).  It is a standalone
-file: it imports nothing of orchestrate and little of the standard library (no ``signal``, whose
-enums cost more than the rest), so it starts in about 10 ms.  What to start comes over the control
-socket CTL_FD, never on the command line (``/proc/PID/cmdline`` is world-readable, and the
-supervisor can be spawned before the agent's command line is known: cli/early.py): one message,
-:func:`encode`'s, read under a deadline (:data:`MESSAGE_SECONDS`) with a cap on its size
+cgroup already, so the agent's process is made in it before the message comes; once it has started
+the agent it renames itself, so that ps lists no second ``orchestrate run``: :func:`_rename`).  It is
+a standalone file: it imports nothing of orchestrate and little of the standard library (no
+``signal``, whose enums cost more than the rest), so it starts in about 10 ms.  What to start comes
+over the control socket CTL_FD, never on the command line (``/proc/PID/cmdline`` is world-readable,
+and the supervisor can be spawned before the agent's command line is known: cli/early.py): one
+message, :func:`encode`'s, read under a deadline (:data:`MESSAGE_SECONDS`) with a cap on its size
 (:data:`MAX_MESSAGE`).  End of file, a wrong magic, an oversized length, a short body, a body that
 does not parse, or any byte past the body: it exits 125, having started nothing.  Then it
 
@@ -163,7 +164,8 @@ def _clone_into(cgroup: str) -> int:
 
 class _Stem:
     """The agent's process before its exec: forked and born in the cgroup first, then told what to
-    exec (the message's body, over a pipe of its own), or told nothing (end of file: it exits).
+    exec (the message's body, its length first, over a pipe of its own: :func:`_read_orders`
+    refuses a part of it), or told nothing (end of file: it exits).
 
     Forked as soon as the cgroup is known (the early start's fork knows it before the message
     comes: :func:`main`'s ``cgroup``), so that its join, which costs an RCU grace period (~16 ms)
@@ -186,12 +188,15 @@ class _Stem:
         try:  # the child: never returns into the supervisor's code
             os.close(self._orders)
             _become_agent(None if joined else cgroup, parent, report)
-            chunks = []  # at most MAX_MESSAGE in all: the supervisor sends what it read and checked
-            while chunk := os.read(orders, 1 << 16):
-                chunks.append(chunk)
-            message = decode(b"".join(chunks)) if chunks else None
-            if message is None:  # told nothing: start nothing
+            body = _read_orders(orders)
+            if body == b"":  # told nothing (end of file at once): start nothing
                 os._exit(0)
+            message = None if body is None else decode(body)
+            if message is None:  # cut short, or more than the orders: never run a part of them
+                import errno  # (built in: this path alone)
+
+                os.write(report, b"e%d" % errno.EBADMSG)
+                os._exit(NOTHING_STARTED)
             argv, cwd, env, _ = message
             if cwd and early:  # forked before the supervisor entered it (then we inherit it)
                 os.chdir(cwd)
@@ -205,11 +210,12 @@ class _Stem:
         os._exit(127)
 
     def go(self, body: bytes) -> None:
-        """Have it exec what ``body`` (a message's) says."""
+        """Have it exec what ``body`` (a message's) says: its length first (:func:`_read_orders`)."""
         try:
-            view = memoryview(body)
-            while view:
-                view = view[os.write(self._orders, view) :]
+            for data in (len(body).to_bytes(_ORDERS_HEADER, "big"), body):
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(self._orders, view) :]
         except OSError:  # it died (a signal): its exit says so
             pass
         os.close(self._orders)
@@ -225,6 +231,31 @@ class _Stem:
             pass
         if self.cgroup is not None:
             cgroup_remove(self.cgroup, 1.0)
+
+
+# The orders' length, before them: a body larger than the pipe goes in several writes, and a
+# supervisor killed between two (SIGKILL) leaves a part of it and end of file.  PR_SET_PDEATHSIG
+# kills the stem then, but only soon after: a part must not parse as orders meanwhile (a cut in
+# the last argument or environment entry still does), so the stem checks the length itself.
+_ORDERS_HEADER = 4
+
+
+def _read_orders(fd: int) -> bytes | None:
+    """The orders on ``fd`` up to end of file: b"" for none at all, None unless they are exactly the
+    body the length before them announces (cut short, a byte more, or over MAX_MESSAGE)."""
+    chunks = []
+    got = 0
+    while chunk := os.read(fd, 1 << 16):
+        chunks.append(chunk)
+        got += len(chunk)
+        if got > _ORDERS_HEADER + MAX_MESSAGE:
+            return None
+    if not got:
+        return b""
+    data = b"".join(chunks)
+    if got < _ORDERS_HEADER or int.from_bytes(data[:_ORDERS_HEADER], "big") != got - _ORDERS_HEADER:
+        return None
+    return data[_ORDERS_HEADER:]
 
 
 def _become_agent(cgroup: str | None, parent: int, report: int) -> None:
@@ -501,6 +532,8 @@ def main(args: list[str], early: bool = False, cgroup: str | None = None) -> Non
         os._exit(127)
     stem.go(body)
     _State.agent = stem.pid
+    if early:  # while the agent's process execs (it had its orders): on nobody's way
+        _rename()
     os.close(report_write)
     if not _answer(ctl, report_read, cgroup is not None):
         _finish(cgroup)
@@ -513,6 +546,51 @@ def main(args: list[str], early: bool = False, cgroup: str | None = None) -> Non
     _serve(ctl, wake_read)
     _finish(cgroup)
     _exit_as(_State.status)
+
+
+# What ps and top list a supervisor forked by the early start as, instead of the ``orchestrate run
+# ...`` it was forked from: its name (``/proc/PID/comm``: at most 15 bytes) and its command line.
+NAME = b"orch-supervisor"
+TITLE = b"orchestrate supervisor"
+
+
+def _rename() -> None:
+    """Name this process :data:`NAME`, its command line :data:`TITLE`: what can be done without a
+    C extension (this is a fork of orchestrate: its ``argv`` is orchestrate's, and so was its name
+    when orchestrate was started as a script).  Best effort, and quiet: a /proc that refuses either
+    leaves it as it was.
+
+    The command line the kernel shows is the memory its ``argv`` strings were in: written through
+    ``/proc/self/mem`` (any process may write its own writable memory there), at ``arg_start`` of
+    ``/proc/self/stat``.  Nothing of Python's reads them after start-up (``sys.argv`` and
+    ``sys.orig_argv`` are copies).  The last byte of that memory is made non-zero, as
+    setproctitle(3) does: the kernel then shows the strings up to the first NUL, the title alone,
+    not the title and a run of empty arguments."""
+    try:
+        fd = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, NAME)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+    try:
+        fd = os.open("/proc/self/stat", os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            stat = os.read(fd, 4096)
+        finally:
+            os.close(fd)
+        fields = stat[stat.rindex(b")") + 2 :].split()  # from the 3rd field (a name may hold ") ")
+        start, end = int(fields[48 - 3]), int(fields[49 - 3])  # arg_start, arg_end (Linux 3.5)
+        if end - start < len(TITLE) + 2:  # (0 and 0 where it is not shown)
+            return
+        fd = os.open("/proc/self/mem", os.O_RDWR | os.O_CLOEXEC)
+        try:
+            os.pwrite(fd, TITLE + bytes(end - start - len(TITLE) - 1) + b".", start)
+        finally:
+            os.close(fd)
+    except (OSError, ValueError, IndexError):
+        pass
 
 
 def _close_all_but(ctl: int) -> None:
