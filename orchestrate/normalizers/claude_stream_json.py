@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -32,7 +32,7 @@ from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Approval, Note
 from .actions import describe
-from .base import DEFAULT_WINDOW, OPEN_STATUSES, LineNormalizer
+from .base import DEFAULT_WINDOW, OPEN_STATUSES, SHARED_NOTES, LineNormalizer
 from .built import tool_call, tool_use, turn_usage, usage_entry
 from .claude_tools import action_for, plan_items, result_text, tool_result_of
 from .compiled import mypyc_attr
@@ -505,6 +505,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         self.log.update_tool(
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
         )
+
+    # (A replay's note of another kind, the agent's exit in every run, is then not read at all.)
+    notes_read: ClassVar[frozenset[str] | None] = SHARED_NOTES | {Approval.kind}
 
     def on_note(self, event: Note, ts: datetime | None) -> None:
         if not isinstance(event, Approval):
