@@ -214,9 +214,8 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             errors=errors,
         )
         self.results.append(turn)
-        self.turn_statuses.append(
-            "interrupted" if turn.interrupted else "failed" if turn.is_error else "completed"
-        )
+        interrupted = turn.interrupted  # (a property: read once)
+        self.turn_statuses.append("interrupted" if interrupted else "failed" if turn.is_error else "completed")
         self.log.session_id = _s(obj.get("session_id")) or self.log.session_id
         self.log.add(
             usage_entry(_usage(obj, self.log.model)),
@@ -225,7 +224,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             num_turns=obj.get("num_turns"),
             duration_ms=obj.get("duration_ms"),
         )
-        if turn.interrupted:
+        if interrupted:
             # errors[] holds only CLI diagnostics here ("[ede_diagnostic] ..."): kept, not shown.
             message = f"The turn was interrupted ({turn.terminal_reason})"
             self.log.error(message, "interrupted", ts, errors=errors or None)
