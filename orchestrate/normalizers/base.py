@@ -28,7 +28,7 @@ from ..wire.lines import JsonLinesWire, LineDropped, Stream, WireEvent, WireLine
 from ..wire.notes import Note, Restart, RunError, parse_note
 from .built import error_entry
 from .compiled import mypyc_attr
-from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private, build, evolve
+from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private, build, evolve, evolve_with
 from .shape import PLAIN_ACTIONS, shape_action, shape_content, shape_tool
 from .text import TextBuffer
 
@@ -284,7 +284,7 @@ class EntryLog:
                 changes["action"] = shape_action(action, self.work_dir)
         # Else the action is the entry's, shaped when it was set, for the working directory of
         # now: not shaped again (a file edit's diffs would be walked once more per update).
-        new = evolve(t, tool=evolve(tool, **changes))
+        new = evolve(t, tool=evolve_with(tool, changes))
         pending = self._pending.get(index)
         if pending is None:
             pending = self._pending[index] = {}
@@ -346,10 +346,11 @@ class EntryLog:
         if not touched:
             return []
         entries = self._entries
-        lazy = bool(self._pending or self._grown or self._refresh)  # else all are up to date
+        pending, grown, refresh = self._pending, self._grown, self._refresh
+        lazy = bool(pending or grown or refresh)  # else all are up to date
         out = []
         for index, op in touched.items():
-            if lazy:
+            if lazy and (index in pending or index in grown or index in refresh):
                 self._materialize(index)
             out.append(_patch(op, index, entries[index]))
         touched.clear()
@@ -433,7 +434,7 @@ class EntryLog:
             changes = changes or {}
             changes["content"] = self._texts[index].text()
         if changes:
-            self._entries[index] = evolve(self._entries[index], **changes)
+            self._entries[index] = evolve_with(self._entries[index], changes)
 
     def _materialize_all(self) -> None:
         for index in [*self._refresh, *self._pending, *self._grown]:
