@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Literal
 
 import orjson
 
+from ..entries import _CAMEL as _CAMEL_KEYS
 from ..entries import (
     EntryMetadata,
     EntryPatch,
@@ -22,7 +23,6 @@ from ..entries import (
     ToolUseEntry,
     camel_key,
 )
-from ..entries import _CAMEL as _CAMEL_KEYS
 from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import JsonLinesWire, LineDropped, Stream, WireEvent, WireLine
 from ..wire.notes import Note, Restart, RunError, parse_note

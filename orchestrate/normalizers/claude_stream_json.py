@@ -215,7 +215,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         )
         self.results.append(turn)
         interrupted = turn.interrupted  # (a property: read once)
-        self.turn_statuses.append("interrupted" if interrupted else "failed" if turn.is_error else "completed")
+        self.turn_statuses.append(
+            "interrupted" if interrupted else "failed" if turn.is_error else "completed"
+        )
         self.log.session_id = _s(obj.get("session_id")) or self.log.session_id
         self.log.add(
             usage_entry(_usage(obj, self.log.model)),
