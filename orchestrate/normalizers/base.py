@@ -239,7 +239,10 @@ class EntryLog:
     def append_text(self, index: int, piece: str) -> None:
         """Add ``piece`` to the end of the entry's content."""
         if piece:
-            self.streamed(index).append(piece)  # (raises EntryReleased before anything changes)
+            buf = self._texts.get(index)  # (streamed's, inline: a call less per delta)
+            if buf is None:
+                buf = self.streamed(index)  # (raises EntryReleased before anything changes)
+            buf.append(piece)
             self._grown.add(index)
             self._touched.setdefault(index, "replace")
 

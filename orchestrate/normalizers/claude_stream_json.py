@@ -163,7 +163,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
     # --- system and result --------------------------------------------------------------------
 
     def _system(self, obj: dict[str, Any], ts: datetime | None) -> None:
-        sub = _s(obj.get("subtype"))
+        sub = obj.get("subtype")
+        if type(sub) is not str:
+            sub = _s(sub)
         if sub in _SILENT_SYSTEM:  # (the most frequent system lines: before the cases)
             return
         match sub:
@@ -252,7 +254,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             self._shown_api_error = text or "API error"
             self.log.error(self._shown_api_error, code, ts, status=obj.get("api_error_status"))
             return
-        mid = _s(msg.get("id")) or _s(obj.get("uuid"))
+        mid = msg.get("id")
+        if type(mid) is not str or not mid:
+            mid = _s(mid) or _s(obj.get("uuid"))
         for block in msg.get("content") or []:
             if isinstance(block, dict):
                 self._full_block(mid, block, ts)
@@ -263,7 +267,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         if idx is None or self._blocks[(mid, idx)].has_full:
             idx = self._next_block.get(mid, 0)
         self._next_block[mid] = max(self._next_block.get(mid, 0), idx + 1)
-        btype = _s(block.get("type"))
+        btype = block.get("type")
+        if type(btype) is not str:
+            btype = _s(btype)
         if btype == "tool_use":
             self._tool_block(
                 mid, idx, _s(block.get("id")), _s(block.get("name")), _dict(block.get("input")), ts
