@@ -36,6 +36,7 @@ from orchestrate.normalizers.built import (
     turn_usage,
     usage_entry,
 )
+from orchestrate.normalizers.claude_stream_json import ClaudeStreamJsonNormalizer
 from orchestrate.normalizers.codex_exec_jsonl import CodexExecNormalizer
 from orchestrate.normalizers.codex_items import display_command
 from orchestrate.normalizers.cursor_jsonl import CursorNormalizer
@@ -239,6 +240,8 @@ _NOTES: list[dict[str, object]] = [
     {"type": "exit", "code": 1},
     {"type": "prepared", "actions": ["a"]},
     {"type": "approval", "request_id": "call_1", "decision": "denied", "reason": "no"},
+    {"type": "approval", "request_id": "call_1", "decision": "timed_out", "reason": "late"},
+    {"type": "approval", "request_id": "call_1", "decision": "approved", "for_session": True},
     {"type": "approval_withdrawn", "request_id": "call_1"},
     {"type": "stopped", "reason": "done"},
     {"type": "resumed_thread", "thread_id": "t1"},
@@ -253,6 +256,21 @@ _NOTES: list[dict[str, object]] = [
 ]
 
 _MIDWAY: dict[type[LineNormalizer], list[dict[str, object]]] = {
+    ClaudeStreamJsonNormalizer: [
+        {"type": "system", "subtype": "init", "cwd": "/w", "model": "m", "session_id": "s"},
+        {
+            "type": "assistant",
+            "message": {
+                "id": "m1",
+                "content": [{"type": "tool_use", "id": "tool_1", "name": "Bash", "input": {"command": "ls"}}],
+            },
+        },
+        {
+            "type": "control_request",
+            "request_id": "call_1",
+            "request": {"subtype": "can_use_tool", "tool_name": "Bash", "tool_use_id": "tool_1"},
+        },
+    ],
     CodexExecNormalizer: [
         {"type": "thread.started", "thread_id": "t1"},
         {"type": "turn.started"},
@@ -272,7 +290,7 @@ _MIDWAY: dict[type[LineNormalizer], list[dict[str, object]]] = {
 
 
 def test_notes_a_normalizer_does_not_read_change_nothing() -> None:
-    """codex exec and Cursor skip a raw log's note of a kind they do not act on (notes_read) without
+    """codex exec, Cursor and Claude skip a raw log's note of a kind they do not act on (notes_read) without
     reading it into its type: given every kind of note midway through a run, each gives what the
     general path (every note read and handed to on_note) gives, patches and entries alike."""
     assert {n["type"] for n in _NOTES if isinstance(n.get("type"), str)} >= set(_KINDS)

@@ -9,6 +9,7 @@ from typing import Any, ClassVar, Literal
 
 import orjson
 
+from ..entries import _CAMEL as _CAMEL_KEYS
 from ..entries import (
     EntryMetadata,
     EntryPatch,
@@ -27,8 +28,8 @@ from ..wire.lines import JsonLinesWire, LineDropped, Stream, WireEvent, WireLine
 from ..wire.notes import Note, Restart, RunError, parse_note
 from .built import error_entry
 from .compiled import mypyc_attr
-from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private, build, evolve
-from .shape import PLAIN_ACTIONS, shape_content, shape_tool
+from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private, build, evolve, evolve_with
+from .shape import PLAIN_ACTIONS, shape_action, shape_content, shape_tool
 from .text import TextBuffer
 
 __all__ = [
@@ -171,23 +172,32 @@ class EntryLog:
         """The metadata of a new entry: the session's id and model, and ``extra`` keys (camelCase in
         the JSON form, as the seed's metadata spells its keys; a None value is left out)."""
         if extra:
-            extra = {camel_key(k): v for k, v in extra.items() if v is not None}
-        if extra:
-            # Built, not validated: the id and model are strings (the normalizers set them with
-            # ``text``), the keys are camelCase already, and ``extra`` holds any value by design;
-            # the constructor would only run its JSON-form hook and copy the dict.
-            return build(EntryMetadata, session_id=self.session_id, model=self.model, extra=extra)
+            return self._extra_metadata(extra)
         meta = self._metadata
         if meta.session_id != self.session_id or meta.model != self.model:
             meta = self._metadata = _shared_metadata(self.session_id, self.model)
         return meta
+
+    def _extra_metadata(self, extra: dict[str, Any]) -> EntryMetadata:
+        """:meth:`metadata` with ``extra`` keys (the caller's own dict, not kept)."""
+        camel = _CAMEL_KEYS  # (camel_key's answers, looked up here: a call less per key)
+        keys = {}
+        for k, v in extra.items():
+            if v is not None:
+                keys[camel.get(k) or camel_key(k)] = v
+        if not keys:
+            return self.metadata()
+        # Built, not validated: the id and model are strings (the normalizers set them with
+        # ``text``), the keys are camelCase already, and ``extra`` holds any value by design;
+        # the constructor would only run its JSON-form hook and copy the dict.
+        return build(EntryMetadata, session_id=self.session_id, model=self.model, extra=keys)
 
     def add(self, type_: EntryType, content: str = "", ts: datetime | None = None, **extra: Any) -> int:
         index = self._count
         self._count += 1
         meta = self._metadata  # (the shared one, checked here: a call less on every entry)
         if extra:
-            meta = self.metadata(**extra)
+            meta = self._extra_metadata(extra)
         elif meta.session_id != self.session_id or meta.model != self.model:
             meta = self._metadata = _shared_metadata(self.session_id, self.model)
         # (``type(...) is``: a miss of isinstance against a pydantic class goes through its
@@ -229,7 +239,10 @@ class EntryLog:
     def append_text(self, index: int, piece: str) -> None:
         """Add ``piece`` to the end of the entry's content."""
         if piece:
-            self.streamed(index).append(piece)  # (raises EntryReleased before anything changes)
+            buf = self._texts.get(index)  # (streamed's, inline: a call less per delta)
+            if buf is None:
+                buf = self.streamed(index)  # (raises EntryReleased before anything changes)
+            buf.append(piece)
             self._grown.add(index)
             self._touched.setdefault(index, "replace")
 
@@ -264,21 +277,26 @@ class EntryLog:
     def update_tool(self, index: int, content: str | None = None, **changes: Any) -> None:
         """Change fields of the tool call at ``index`` (and the entry's content, if given)."""
         t = self._type(index)
-        assert isinstance(t, ToolUse), f"entry {index} is not a tool call"
-        extra = {"content": content} if content is not None else {}
-        new = evolve(t, tool=evolve(t.tool, **changes))
+        assert type(t) is ToolUse, f"entry {index} is not a tool call"
+        tool = t.tool
         if "action" in changes or index < self._shaped_below:
-            self.replace(index, type=new, **extra)
-            return
-        # The action is the entry's, shaped when it was set, for the working directory of now: not
-        # shaped again (a file edit's diffs would be walked once more per update of its call).
-        # What replace does, but that.
+            # A new action (or one shaped for an earlier working directory) is shaped before the
+            # call is copied, not after: one copy of the call and its entry type, not two.
+            action = changes.get("action", tool.action)
+            if type(action) not in PLAIN_ACTIONS:
+                changes["action"] = shape_action(action, self.work_dir)
+        # Else the action is the entry's, shaped when it was set, for the working directory of
+        # now: not shaped again (a file edit's diffs would be walked once more per update).
+        new = evolve(t, tool=evolve_with(tool, changes))
+        pending = self._pending.get(index)
+        if pending is None:
+            pending = self._pending[index] = {}
+        pending["type"] = new
         if content is not None:
-            extra["content"] = shape_content(content, new, self.work_dir)
+            pending["content"] = shape_content(content, new, self.work_dir)
             self._texts.pop(index, None)
             self._grown.discard(index)
         self._track(index, new)
-        self._pending.setdefault(index, {}).update(type=new, **extra)
         self._touched.setdefault(index, "replace")
 
     def close_open_tools(self, status: ToolStatus) -> None:
@@ -331,10 +349,11 @@ class EntryLog:
         if not touched:
             return []
         entries = self._entries
-        lazy = bool(self._pending or self._grown or self._refresh)  # else all are up to date
+        pending, grown, refresh = self._pending, self._grown, self._refresh
+        lazy = bool(pending or grown or refresh)  # else all are up to date
         out = []
         for index, op in touched.items():
-            if lazy:
+            if lazy and (index in pending or index in grown or index in refresh):
                 self._materialize(index)
             out.append(_patch(op, index, entries[index]))
         touched.clear()
@@ -418,7 +437,7 @@ class EntryLog:
             changes = changes or {}
             changes["content"] = self._texts[index].text()
         if changes:
-            self._entries[index] = evolve(self._entries[index], **changes)
+            self._entries[index] = evolve_with(self._entries[index], changes)
 
     def _materialize_all(self) -> None:
         for index in [*self._refresh, *self._pending, *self._grown]:

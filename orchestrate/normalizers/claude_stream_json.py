@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 
@@ -32,7 +32,7 @@ from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Approval, Note
 from .actions import describe
-from .base import DEFAULT_WINDOW, OPEN_STATUSES, LineNormalizer
+from .base import DEFAULT_WINDOW, OPEN_STATUSES, SHARED_NOTES, LineNormalizer
 from .built import tool_call, tool_use, turn_usage, usage_entry
 from .claude_tools import action_for, plan_items, result_text, tool_result_of
 from .compiled import mypyc_attr
@@ -124,7 +124,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
     # --- dispatch -----------------------------------------------------------------------------
 
     def feed_line(self, wire: WireLine) -> None:
-        obj, stream, ts = wire.object, wire.stream, wire.ts
+        _raw, _value, obj, stream, ts, _error = wire  # (one unpacking: cheaper than three reads)
         if stream != "stdout":
             # (stderr is kept in the raw log and attached to failures, never parsed as protocol)
             if stream == "stdin" and obj is not None:
@@ -163,7 +163,11 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
     # --- system and result --------------------------------------------------------------------
 
     def _system(self, obj: dict[str, Any], ts: datetime | None) -> None:
-        sub = _s(obj.get("subtype"))
+        sub = obj.get("subtype")
+        if type(sub) is not str:
+            sub = _s(sub)
+        if sub in _SILENT_SYSTEM:  # (the most frequent system lines: before the cases)
+            return
         match sub:
             case "init":
                 self._init(obj, ts)
@@ -180,8 +184,6 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
                 self._permission_denied(obj, ts)
             case "compact_boundary":
                 self.log.add(SYSTEM, "Conversation compacted", ts)
-            case _ if sub in _SILENT_SYSTEM:
-                pass
             case _:
                 self._generic(obj, ts)
 
@@ -214,8 +216,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             errors=errors,
         )
         self.results.append(turn)
+        interrupted = turn.interrupted  # (a property: read once)
         self.turn_statuses.append(
-            "interrupted" if turn.interrupted else "failed" if turn.is_error else "completed"
+            "interrupted" if interrupted else "failed" if turn.is_error else "completed"
         )
         self.log.session_id = _s(obj.get("session_id")) or self.log.session_id
         self.log.add(
@@ -225,7 +228,7 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             num_turns=obj.get("num_turns"),
             duration_ms=obj.get("duration_ms"),
         )
-        if turn.interrupted:
+        if interrupted:
             # errors[] holds only CLI diagnostics here ("[ede_diagnostic] ..."): kept, not shown.
             message = f"The turn was interrupted ({turn.terminal_reason})"
             self.log.error(message, "interrupted", ts, errors=errors or None)
@@ -251,7 +254,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             self._shown_api_error = text or "API error"
             self.log.error(self._shown_api_error, code, ts, status=obj.get("api_error_status"))
             return
-        mid = _s(msg.get("id")) or _s(obj.get("uuid"))
+        mid = msg.get("id")
+        if type(mid) is not str or not mid:
+            mid = _s(mid) or _s(obj.get("uuid"))
         for block in msg.get("content") or []:
             if isinstance(block, dict):
                 self._full_block(mid, block, ts)
@@ -262,7 +267,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         if idx is None or self._blocks[(mid, idx)].has_full:
             idx = self._next_block.get(mid, 0)
         self._next_block[mid] = max(self._next_block.get(mid, 0), idx + 1)
-        btype = _s(block.get("type"))
+        btype = block.get("type")
+        if type(btype) is not str:
+            btype = _s(btype)
         if btype == "tool_use":
             self._tool_block(
                 mid, idx, _s(block.get("id")), _s(block.get("name")), _dict(block.get("input")), ts
@@ -346,7 +353,24 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         if not mid:
             mid = self._stream_msg.get(_s(obj.get("parent_tool_use_id")) or None, "")
         if etype == "content_block_delta":
-            self._block_delta(mid, idx, _dict(ev.get("delta")), ts)
+            # (A delta, the most frequent line of all, is handled here: a call less per line.)
+            delta = ev.get("delta")
+            if not isinstance(delta, dict):
+                delta = {}
+            block = self._blocks.get((mid, idx))
+            if block is None or block.has_full:
+                return
+            dtype = delta.get("type")
+            if block.index < 0:
+                thought = _s(delta.get("thinking")) if dtype == "thinking_delta" else ""
+                if block.kind == "thinking" and thought:  # the first text of a thinking block
+                    block.index = self.log.add(THINKING, thought, ts)
+                return
+            if dtype == "text_delta" or dtype == "thinking_delta":
+                piece = delta.get("text") if dtype == "text_delta" else delta.get("thinking")
+                self.log.append_text(block.index, piece if type(piece) is str else _s(piece))
+            elif dtype == "input_json_delta":
+                block.partial_json.append(_s(delta.get("partial_json")))
         elif etype == "content_block_start":
             self._block_start(mid, idx, _dict(ev.get("content_block")), ts)
         else:
@@ -364,22 +388,6 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
             self._new_text_block(
                 mid, idx, btype, _s(cb.get("text") or cb.get("thinking")), ts, has_full=False
             )
-
-    def _block_delta(self, mid: str, idx: int, delta: dict[str, Any], ts: datetime | None) -> None:
-        block = self._blocks.get((mid, idx))
-        if block is None or block.has_full:
-            return
-        dtype = delta.get("type")
-        if block.index < 0:
-            thought = _s(delta.get("thinking")) if dtype == "thinking_delta" else ""
-            if block.kind == "thinking" and thought:  # the first text of a thinking block
-                block.index = self.log.add(THINKING, thought, ts)
-            return
-        if dtype == "text_delta" or dtype == "thinking_delta":
-            piece = delta.get("text") if dtype == "text_delta" else delta.get("thinking")
-            self.log.append_text(block.index, piece if type(piece) is str else _s(piece))
-        elif dtype == "input_json_delta":
-            block.partial_json.append(_s(delta.get("partial_json")))
 
     def _block_stop(self, mid: str, idx: int) -> None:
         if self._open_block.get(mid) == idx:
@@ -505,6 +513,9 @@ class ClaudeStreamJsonNormalizer(LineNormalizer):
         self.log.update_tool(
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
         )
+
+    # (A replay's note of another kind, the agent's exit in every run, is then not read at all.)
+    notes_read: ClassVar[frozenset[str] | None] = SHARED_NOTES | {Approval.kind}
 
     def on_note(self, event: Note, ts: datetime | None) -> None:
         if not isinstance(event, Approval):

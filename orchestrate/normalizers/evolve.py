@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-__all__ = ["build", "evolve", "make"]
+__all__ = ["build", "evolve", "evolve_with", "make"]
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -37,6 +37,17 @@ def evolve(model: M, /, **changes: Any) -> M:
     _set_dict(new, fields)
     # The set of fields given explicitly only matters to ``exclude_unset`` dumps, which nothing
     # here makes; pydantic never changes it in place, so the copy shares the original's.
+    _set_fields_set(new, model.__pydantic_fields_set__)
+    _set_extra(new, None)
+    _set_private(new, None)
+    return new
+
+
+def evolve_with(model: M, changes: dict[str, Any], /) -> M:
+    """:func:`evolve` with the changes in a dict the caller already has (not kept): the same
+    copy, without packing them into keywords again."""
+    new = _new(type(model))
+    _set_dict(new, {**model.__dict__, **changes})
     _set_fields_set(new, model.__pydantic_fields_set__)
     _set_extra(new, None)
     _set_private(new, None)

@@ -23,7 +23,7 @@ from ..entries import (
 )
 from .evolve import evolve, make
 
-__all__ = ["PLAIN_ACTIONS", "relative", "shape_content", "shape_tool"]
+__all__ = ["PLAIN_ACTIONS", "relative", "shape_action", "shape_content", "shape_tool"]
 
 
 def relative(path: str, work_dir: str | None) -> str:
@@ -72,7 +72,8 @@ _PATHED = frozenset({FileRead, FileWrite, FileEdit, Search})
 """The action classes whose one-line content names paths."""
 
 
-def _action(action: ActionType, work_dir: str | None) -> ActionType:
+def shape_action(action: ActionType, work_dir: str | None) -> ActionType:
+    """``action`` in the one shape (the same object when nothing changes)."""
     # By exact class (entry models have no subclasses), for the cost said above.
     if type(action) in PLAIN_ACTIONS:
         return action
@@ -119,7 +120,7 @@ def _file(action: FileWrite | FileEdit, work_dir: str | None) -> FileWrite | Fil
 def shape_tool(type_: ToolUse, work_dir: str | None) -> ToolUse:
     """``type_`` in the one shape (the same object when nothing changes)."""
     tool = type_.tool
-    action = _action(tool.action, work_dir)
+    action = shape_action(tool.action, work_dir)
     if action is tool.action:
         return type_
     return evolve(type_, tool=evolve(tool, action=action))
