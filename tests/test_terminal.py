@@ -152,6 +152,24 @@ async def test_a_finished_terminal_never_closes_a_later_one(tmp_path: Path) -> N
     await second.shutdown(ShutdownPolicy(interrupt_grace=0.1, stdin_grace=0.5, term_grace=0.5))
 
 
+async def test_a_pty_agent_is_told_its_terminal_size_not_ours(tmp_path: Path) -> None:
+    code = "import os, shutil; print('size', shutil.get_terminal_size(), 'env', os.environ.get('COLUMNS'), os.environ.get('LINES'))"
+    spec = ProcessSpec(
+        [sys.executable, "-c", code], tmp_path, {"PATH": "/usr/bin", "COLUMNS": "80", "LINES": "24"}
+    )
+    process = await PtyAgentProcess.spawn(spec, size=(41, 123))
+    seen = b""
+    with anyio.fail_after(10):
+        while b"env" not in seen or not seen.endswith(b"\n"):
+            await anyio.wait_readable(process.child.fd)
+            try:
+                seen += os.read(process.child.fd, 4096)
+            except OSError:
+                break
+    await process.shutdown(ShutdownPolicy(interrupt_grace=0.1, stdin_grace=0.5, term_grace=0.5))
+    assert b"columns=123, lines=41" in seen and b"env None None" in seen, seen
+
+
 FLAGS = ["--stable-seconds", "0.5", "--approvals", "auto", "--output", "jsonl", "permission please"]
 
 

@@ -45,7 +45,11 @@ class PtyAgentProcess:
 
     @classmethod
     async def spawn(cls, spec: ProcessSpec, size: tuple[int, int] = DEFAULT_SIZE) -> PtyAgentProcess:
-        env = {**spec.env, "TERM": spec.env.get("TERM", "xterm-256color")}
+        # The agent asks its terminal for its size: a COLUMNS or LINES passed on from our own
+        # environment (a CI runner's, pytest-xdist's 80x24) would win over it in most programs, and
+        # the agent would draw for a screen other than the one we read it through.
+        env = {k: v for k, v in spec.env.items() if k not in ("COLUMNS", "LINES")}
+        env["TERM"] = spec.env.get("TERM", "xterm-256color")
         launch = prepare(spec.argv, env)  # the environment again: the agent gets exactly it
         try:
             child = PtyProcess.spawn(
