@@ -153,7 +153,10 @@ async def test_a_finished_terminal_never_closes_a_later_one(tmp_path: Path) -> N
 
 
 async def test_a_pty_agent_is_told_its_terminal_size_not_ours(tmp_path: Path) -> None:
-    code = "import os, shutil; print('size', shutil.get_terminal_size(), 'env', os.environ.get('COLUMNS'), os.environ.get('LINES'))"
+    code = (
+        "import os, shutil; "
+        "print('size', shutil.get_terminal_size(), 'env', os.getenv('COLUMNS'), os.getenv('LINES'))"
+    )
     spec = ProcessSpec(
         [sys.executable, "-c", code], tmp_path, {"PATH": "/usr/bin", "COLUMNS": "80", "LINES": "24"}
     )
