@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -198,3 +199,26 @@ class FirstNeverAnswered:
                 finally:
                     self.taken_back.append(request.command)
             return ApprovalDecision.approve()
+
+
+def unrecorded_run(command: list[str], tmp_path: Path, env: dict[str, str] | None = None) -> str:
+    """``command`` (an ``orchestrate run ... --output jsonl``, by any interpreter or script) with the
+    store off and its home in ``tmp_path``; it must succeed.  Its stdout."""
+    done = subprocess.run(
+        command,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            **(env or {}),
+            "PYTHONPATH": str(ROOT),
+            "ORCHESTRATE_STORE": "off",
+            "ORCHESTRATE_HOME": str(tmp_path),
+        },
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert '"outcome":"success"' in done.stdout.splitlines()[-1]
+    return done.stdout

@@ -10,9 +10,7 @@ forked (supervisor.py's ``_rename``), ``python -I -S -c ...`` when it was spawne
 
 from __future__ import annotations
 
-import os
 import shlex
-import subprocess
 import sys
 from pathlib import Path
 
@@ -20,7 +18,7 @@ import pytest
 
 from orchestrate.process import containment, supervisor
 
-from .helpers import FAKE_CLAUDE, ROOT
+from .helpers import FAKE_CLAUDE, unrecorded_run
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux supervisor")
 
@@ -63,22 +61,7 @@ def supervisor_of(tmp_path: Path, script: str) -> str:
     agent.chmod(0o755)
     args = ["run", "-e", "claude-code", "--base-command", str(agent), "--cwd", str(tmp_path)]
     args += ["--approvals", "deny", "--output", "jsonl", "hi"]
-    done = subprocess.run(
-        [str(command), *args],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "ORCHESTRATE_STORE": "off",
-            "ORCHESTRATE_HOME": str(tmp_path),
-        },
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert '"outcome":"success"' in done.stdout.splitlines()[-1]
+    unrecorded_run([str(command), *args], tmp_path)
     return noted.read_text().strip()
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from orchestrate.process import containment
 
-from .helpers import FAKE_CLAUDE, ROOT
+from .helpers import FAKE_CLAUDE, ROOT, unrecorded_run
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux supervisor")
 
@@ -34,23 +34,7 @@ def agent_stderr(tmp_path: Path, flags: list[str], env: dict[str, str], agent_en
     options = [f"--env={entry}" for entry in agent_env]
     run = ["run", "-e", "claude-code", "--base-command", FAKE, *options, "--cwd", str(tmp_path)]
     out = ["--approvals", "deny", "--output", "jsonl", "--record", str(raw)]
-    done = subprocess.run(
-        [sys.executable, *flags, "-m", "orchestrate", *run, *out, "hi"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={
-            **os.environ,
-            **env,
-            "PYTHONPATH": str(ROOT),
-            "ORCHESTRATE_STORE": "off",
-            "ORCHESTRATE_HOME": str(tmp_path),
-        },
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert '"outcome":"success"' in done.stdout.splitlines()[-1]
+    unrecorded_run([sys.executable, *flags, "-m", "orchestrate", *run, *out, "hi"], tmp_path, env)
     chunks = [json.loads(line) for line in raw.read_text().splitlines()]
     assert chunks[0]["type"] == "header"
     return "".join(c["data"] for c in chunks if c.get("type") == "chunk" and c.get("stream") == "stderr")
