@@ -19,7 +19,10 @@ from .test_engine import marked_processes
 
 
 def test_two_workers_run_fifty_tasks_once_each_within_the_limit(cluster: Cluster) -> None:
-    limit = ("--per-executor", "claude-code=3")
+    # No worker dies here, so no turn needs the cluster's short heartbeat timeout (1.5 s, for the
+    # recovery tests): on a loaded machine (two test workers, load ~6) turns missed it, were
+    # cancelled, and a task did not end done.  The limit and the spread are what this test is for.
+    limit = ("--per-executor", "claude-code=3", "--heartbeat-timeout", "10")
     cluster.start("one", *limit)
     cluster.start("two", *limit)
     ids = [cluster.submit("plain") for _ in range(50)]
