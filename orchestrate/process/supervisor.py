@@ -565,7 +565,13 @@ def _rename() -> None:
     ``/proc/self/stat``.  Nothing of Python's reads them after start-up (``sys.argv`` and
     ``sys.orig_argv`` are copies).  The last byte of that memory is made non-zero, as
     setproctitle(3) does: the kernel then shows the strings up to the first NUL, the title alone,
-    not the title and a run of empty arguments."""
+    not the title and a run of empty arguments.
+
+    A write there ignores the memory's protections, and ``/proc/self/stat`` may not say where our
+    ``argv`` is (an emulated /proc, arguments moved by ``PR_SET_MM``): the range is written only if
+    it is exactly as long as our original arguments and holds them now (``sys.orig_argv``), so
+    nothing else is ever overwritten, and nothing is allocated for an absurd range
+    (tests/test_supervisor_rename.py).  Never raises: the agent runs by now, and dies with us."""
     try:
         fd = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
         try:
@@ -582,14 +588,16 @@ def _rename() -> None:
             os.close(fd)
         fields = stat[stat.rindex(b")") + 2 :].split()  # from the 3rd field (a name may hold ") ")
         start, end = int(fields[48 - 3]), int(fields[49 - 3])  # arg_start, arg_end (Linux 3.5)
-        if end - start < len(TITLE) + 2:  # (0 and 0 where it is not shown)
+        argv = b"".join(os.fsencode(arg) + b"\0" for arg in sys.orig_argv)
+        if end - start != len(argv) or len(argv) < len(TITLE) + 2:  # (0 and 0 where not shown)
             return
         fd = os.open("/proc/self/mem", os.O_RDWR | os.O_CLOEXEC)
         try:
-            os.pwrite(fd, TITLE + bytes(end - start - len(TITLE) - 1) + b".", start)
+            if os.pread(fd, len(argv), start) == argv:
+                os.pwrite(fd, TITLE + bytes(len(argv) - len(TITLE) - 1) + b".", start)
         finally:
             os.close(fd)
-    except (OSError, ValueError, IndexError):
+    except Exception:  # (OSError, ValueError, IndexError, OverflowError...): it stays as it was
         pass
 
 
