@@ -638,6 +638,7 @@ def _receive(ctl: int, seconds: float) -> bytes | None:
     chunks: list[bytes] = []
     got = 0
     need = _HEADER
+    header = True  # (not ``need == _HEADER``: a body may be as long as a header)
     while got < need:
         left = deadline - time.monotonic()
         if left <= 0 or not poller.poll(left * 1000 + 1):
@@ -650,12 +651,12 @@ def _receive(ctl: int, seconds: float) -> bytes | None:
             return None
         chunks.append(chunk)
         got += len(chunk)
-        if need == _HEADER and got == _HEADER:
-            header = b"".join(chunks)
-            length = int.from_bytes(header[len(MAGIC) :], "big")
-            if header[: len(MAGIC)] != MAGIC or length > MAX_MESSAGE:
+        if header and got == _HEADER:
+            data = b"".join(chunks)
+            length = int.from_bytes(data[len(MAGIC) :], "big")
+            if data[: len(MAGIC)] != MAGIC or length > MAX_MESSAGE:
                 return None
-            chunks, got, need = [], 0, length
+            chunks, got, need, header = [], 0, length, False
     if poller.poll(0):  # a byte past the message, or its writer gone already: start nothing
         return None
     return b"".join(chunks)
