@@ -10,7 +10,9 @@ forked (supervisor.py's ``_rename``), ``python -I -S -c ...`` when it was spawne
 
 from __future__ import annotations
 
+import os
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +20,7 @@ import pytest
 
 from orchestrate.process import containment, supervisor
 
-from .helpers import FAKE_CLAUDE, unrecorded_run
+from .helpers import FAKE_CLAUDE, ROOT, unrecorded_run
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux supervisor")
 
@@ -142,3 +144,43 @@ def test_a_script_that_registered_a_fork_hook_spawns_it(tmp_path: Path, case: st
     own (it is judged by the names its code uses, not by what it left behind)."""
     parent = supervisor_of(tmp_path, HOOK_SCRIPTS[case])
     assert parent.startswith(f"{sys.executable} -I -S -c "), parent
+
+
+# sys.modules as a site may leave it: a lazy module whose attributes load it (importlib's
+# LazyLoader: its load may fail), a module whose __file__ is no str.
+ODD_MODULES = r"""
+import pathlib, sys
+from orchestrate.process import prestart
+
+
+class Lazy(type(sys)):
+    def __getattribute__(self, name):
+        raise ModuleNotFoundError("loaded on first use, and missing")
+
+
+odd = type(sys)("odd")
+odd.__file__ = pathlib.Path("/elsewhere/odd.py")
+sys.modules[sys.argv[1]] = Lazy("lazy") if sys.argv[1] == "lazy" else odd
+waiting = prestart.standby()
+print("none" if waiting is None else "forked" if waiting.popen.forked else "spawned")
+if waiting is not None:
+    waiting.discard()
+"""
+
+
+@pytest.mark.parametrize("case", ["lazy", "odd"])
+def test_a_module_that_will_not_say_its_file_spawns_it(tmp_path: Path, case: str) -> None:
+    """The early start must neither crash on it (it did: an exception out of ``standby``, which
+    the early start does not catch) nor fork: it cannot tell what that module did."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", ODD_MODULES, case],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["spawned"]

@@ -345,7 +345,10 @@ def _alone() -> bool:
             return False
     except OSError:
         return False
-    return not _foreign_modules()
+    try:
+        return not _foreign_modules()
+    except Exception:  # a module that will not say its file (a lazy one that fails to load): foreign
+        return False
 
 
 _STDLIB = os.path.dirname(os.__file__) + os.sep  # noqa: PTH120
@@ -361,6 +364,8 @@ def _foreign_modules() -> list[str]:
     found = []
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
+        if type(file) is not str:  # (not a path as an import sets it: judged foreign)
+            file = None if file is None else "?"
         if not file or name.startswith(_INERT) or file.startswith(_OURS):
             continue  # (no file: built in, frozen, or a namespace package, whose modules have one)
         if name == "__main__" and _installers_script(module):
