@@ -242,6 +242,20 @@ def test_a_body_as_long_as_a_header_is_a_body(tmp_path: Path, spawned: Spawned) 
     assert proc.wait(10) == -signal.SIGKILL
 
 
+@pytest.mark.parametrize("number", [b"99999999999", b"9" * 5000], ids=["out of range", "5000 digits"])
+def test_a_command_with_an_absurd_number_is_ignored(tmp_path: Path, spawned: Spawned, number: bytes) -> None:
+    """``signal N`` whose N no kill() takes (OverflowError) or int() refuses (ValueError, over 4300
+    digits) raised out of the supervisor: it died (exit 1) and its agent with it, unsignalled.  It is
+    ignored as any command that does not parse; the next one is obeyed."""
+    marker = tmp_path / "started"
+    proc, ours = supervise(spawned)
+    ours.sendall(message(marker))
+    assert answer(ours).startswith(b"ok ")
+    wait_file_exists(marker)
+    ours.sendall(b"signal " + number + b"\ngroup " + number + b"\nsignal 15\n")
+    assert proc.wait(10) == -signal.SIGTERM  # as its agent ended: by the SIGTERM sent last
+
+
 def test_a_body_that_looks_like_a_header_is_not_one(tmp_path: Path, spawned: Spawned) -> None:
     """A 12-byte body that is a header, then a whole message: the supervisor read the second
     message as its orders and started it (a byte past the body must start nothing)."""

@@ -357,7 +357,8 @@ def _obey(words: list[bytes]) -> bool:
         return False
     if words[0] == b"kill":
         return True
-    if agent is None or _State.status is not None or len(words) != 2 or not words[1].isdigit():
+    # (_count: at most 9 digits, so int() and kill() take it: a longer number raised out of here)
+    if agent is None or _State.status is not None or len(words) != 2 or not _count(words[1]):
         return False
     try:
         if words[0] == b"signal":
