@@ -73,6 +73,14 @@ elif case == "reversed":
     with open("/proc/self/stat", "rb") as f:
         fields = f.read().rpartition(b") ")[2].split()
     fake_stat(int(fields[49 - 3]), int(fields[48 - 3]))
+elif case == "no comm":  # the name cannot be written: /proc/self/stat is read with ours in it
+
+    def opener(name, flags, *args, **kwargs):
+        if name == "/proc/self/comm" and flags & os.O_WRONLY:
+            raise PermissionError(13, "denied", name)
+        return real_open(name, flags, *args, **kwargs)
+
+    os.open = opener
 elif case == "no mem":  # /proc/self/mem refused (a seccomp profile, a hardened /proc)
 
     def opener(name, flags, *args, **kwargs):
@@ -116,6 +124,13 @@ def run(case: str, tmp_path: Path, script: str | None = None) -> dict[str, Any]:
 def test_a_name_with_parentheses_and_spaces_is_renamed(tmp_path: Path) -> None:
     got = run("plain", tmp_path)
     assert got["comm"] == supervisor.NAME.decode() + "\n"
+    assert got["cmdline"] == supervisor.TITLE.decode() + "\0"
+
+
+def test_the_command_line_is_found_though_the_name_holds_parentheses(tmp_path: Path) -> None:
+    """Not renamed (comm refused), /proc/self/stat's name field is the link's, ``) `` and all."""
+    got = run("no comm", tmp_path)
+    assert got["comm"] == NAME + "\n"
     assert got["cmdline"] == supervisor.TITLE.decode() + "\0"
 
 
