@@ -67,14 +67,17 @@ def spawned() -> Iterator[Spawned]:
             proc.wait(10)
 
 
-def supervise(made: Spawned, seconds: float = 10.0) -> tuple[subprocess.Popen[bytes], socket.socket]:
+def supervise(
+    made: Spawned, seconds: float = 10.0, cwd: Path | None = None
+) -> tuple[subprocess.Popen[bytes], socket.socket]:
     """A supervisor as the early start spawns it (its command line, a socket pair), waiting at most
-    ``seconds`` for its message."""
+    ``seconds`` for its message (in ``cwd``, else ours)."""
     ours, theirs = socket.socketpair()
     argv = [*supervisor.command(sys.executable, containment.SUPERVISOR, theirs.fileno()), str(seconds)]
     proc = subprocess.Popen(
         argv,
         pass_fds=(theirs.fileno(),),
+        cwd=cwd,
         start_new_session=True,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -221,6 +224,46 @@ def test_a_good_message_starts_the_agent(tmp_path: Path, spawned: Spawned) -> No
     wait_file_exists(marker)  # (the agent ran)
     ours.sendall(b"kill\n")
     assert proc.wait(10) == -signal.SIGKILL
+
+
+def test_a_body_as_long_as_a_header_is_a_body(tmp_path: Path, spawned: Spawned) -> None:
+    """A body of exactly 12 bytes (the header's length) was read as a second header once whole: a
+    good message (``./a.sh``, the environment kept) started nothing."""
+    marker = tmp_path / "started"
+    (tmp_path / "a.sh").write_text(f"#!/bin/sh\ntouch {shlex.quote(str(marker))}\nexec sleep 30\n")
+    (tmp_path / "a.sh").chmod(0o755)
+    whole = _body(b"", b"", b"1", b"-", b"./a.sh")  # (in the supervisor's directory: tmp_path)
+    assert len(whole) == 2 * supervisor._HEADER  # the control: the length in question
+    proc, ours = supervise(spawned, cwd=tmp_path)
+    ours.sendall(whole)
+    assert answer(ours).startswith(b"ok ")
+    wait_file_exists(marker)
+    ours.sendall(b"kill\n")
+    assert proc.wait(10) == -signal.SIGKILL
+
+
+@pytest.mark.parametrize("number", [b"99999999999", b"9" * 5000], ids=["out of range", "5000 digits"])
+def test_a_command_with_an_absurd_number_is_ignored(tmp_path: Path, spawned: Spawned, number: bytes) -> None:
+    """``signal N`` whose N no kill() takes (OverflowError) or int() refuses (ValueError, over 4300
+    digits) raised out of the supervisor: it died (exit 1) and its agent with it, unsignalled.  It is
+    ignored as any command that does not parse; the next one is obeyed."""
+    marker = tmp_path / "started"
+    proc, ours = supervise(spawned)
+    ours.sendall(message(marker))
+    assert answer(ours).startswith(b"ok ")
+    wait_file_exists(marker)
+    ours.sendall(b"signal " + number + b"\ngroup " + number + b"\nsignal 15\n")
+    assert proc.wait(10) == -signal.SIGTERM  # as its agent ended: by the SIGTERM sent last
+
+
+def test_a_body_that_looks_like_a_header_is_not_one(tmp_path: Path, spawned: Spawned) -> None:
+    """A 12-byte body that is a header, then a whole message: the supervisor read the second
+    message as its orders and started it (a byte past the body must start nothing)."""
+    marker = tmp_path / "started"
+    second = message(marker)
+    proc, ours = supervise(spawned)
+    ours.sendall(_header(supervisor._HEADER) + second)
+    started_nothing(proc, ours, marker)
 
 
 _FIELD = st.text(st.characters(blacklist_characters="\0", blacklist_categories=("Cs",)), max_size=20)

@@ -55,14 +55,22 @@ def orders(stem):
     return real, sent
 
 
-for name, cut, extra in json.loads(sys.argv[2]):
+for name, cut, extra, *how in json.loads(sys.argv[2]):
     report_read, report_write = os.pipe()
     stem = supervisor._Stem(None, report_write, early=False)
     os.close(report_write)
     real, sent = orders(stem)
     if cut <= 0:  # from the end (0: the whole)
         cut += len(sent)
-    os.write(real, sent[:cut] + bytes.fromhex(extra))
+    data = sent[:cut] + bytes.fromhex(extra)
+    if how == ["raw"]:  # `extra` alone: a length of our own
+        data = bytes.fromhex(extra) + (sent[4:] if cut else b"")
+    if how == ["trickle"]:  # a byte at a time, the stem reading each as it comes
+        for i in range(len(data)):
+            os.write(real, data[i : i + 1])
+            time.sleep(0.001)
+    else:
+        os.write(real, data)
     os.close(real)  # as a supervisor killed mid-send: end of file
     deadline = time.monotonic() + 10
     while True:
@@ -80,7 +88,7 @@ print(json.dumps(out), flush=True)
 """
 
 
-def stems(tmp_path: Path, cuts: list[tuple[str, int, str]]) -> dict[str, Any]:
+def stems(tmp_path: Path, cuts: list[tuple[str, int, str] | tuple[str, int, str, str]]) -> dict[str, Any]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
     done = subprocess.run(
         [sys.executable, "-c", HARNESS, str(tmp_path), json.dumps(cuts)],
@@ -96,7 +104,7 @@ def stems(tmp_path: Path, cuts: list[tuple[str, int, str]]) -> dict[str, Any]:
     return got
 
 
-CUTS = [
+CUTS: list[tuple[str, int, str] | tuple[str, int, str, str]] = [
     ("one byte short", -1, ""),
     ("the padding cut", -100, ""),
     ("inside the padding", 150, ""),
@@ -104,6 +112,12 @@ CUTS = [
     ("one byte", 1, ""),
     ("a byte more", 0, "00"),
     ("another field more", 0, "0041"),
+    ("a byte more, a byte at a time", 0, "00", "trickle"),
+    ("one byte short, a byte at a time", -1, "", "trickle"),
+    ("the length's high bit set", 1, "80000000", "raw"),  # (1: the body after it)
+    ("a length of 0, then the body", 1, "00000000", "raw"),
+    ("the largest length", 1, "ffffffff", "raw"),
+    ("a length alone", 0, "00000010", "raw"),
 ]
 
 
@@ -121,6 +135,12 @@ def test_whole_orders_are_executed(tmp_path: Path) -> None:
     got = stems(tmp_path, [("whole", 0, "")])
     assert got["whole"][0] == 0 and (tmp_path / "started").exists()
     (tmp_path / "started").unlink()
+    got = stems(tmp_path, [("whole, a byte at a time", 0, "", "trickle")])
+    assert got["whole, a byte at a time"][0] == 0 and (tmp_path / "started").exists()
+    (tmp_path / "started").unlink()
+    empty = stems(tmp_path, [("a length of 0 alone", 0, "00000000", "raw")])
+    assert empty["a length of 0 alone"][0] in (0, supervisor.NOTHING_STARTED)  # nothing started
+    assert not (tmp_path / "started").exists()
     empty = stems(tmp_path, [("nothing", -(1 << 30), "")])
     assert not (tmp_path / "started").exists()
     assert empty["nothing"][1] == ""  # no error reported: it was told nothing, and obeyed

@@ -23,7 +23,7 @@ from orchestrate.process.pipes import ProcessSpec, ShutdownPolicy
 from orchestrate.process.pty import PtyAgentProcess
 from orchestrate.run.terminal import TerminalDriver, pasteable
 
-from .helpers import FIXTURES, group_members, run_agent, texts, wait_for
+from .helpers import FIXTURES, errors, group_members, run_agent, texts, wait_for
 
 pytestmark = pytest.mark.anyio
 FAKE_TUI = FIXTURES / "bin" / "fake_tui.py"
@@ -93,6 +93,17 @@ async def test_the_screen_still_before_the_answer_does_not_end_the_turn(tmp_path
     [tool] = result.tool_results
     assert tool.status == "success" and isinstance(tool.action, CommandRun)
     assert texts(result, "assistant_message") == ["ran touch x"]
+
+
+async def test_an_agent_that_never_redraws_after_the_key_ends_by_the_run_s_bound(tmp_path: Path) -> None:
+    """Since the key counts as input, only output after it ends the turn: a UI that hangs once it
+    has the key (no redraw, deaf to the exit keys) keeps the turn open.  The run's own time limit
+    still ends it, with the outcome that says so, and nothing of the agent survives (run_agent)."""
+    result, _ = await run_agent(fake_tui(), tmp_path, "permission mute", AutoApprove(), timeout=4)
+    [tool] = result.tool_results
+    assert tool.status == "success"  # the key was pressed (approved): the hang is after it
+    assert result.outcome == "timed_out", (result.outcome, errors(result))
+    assert [code for code, _ in errors(result)] == ["timeout"]
 
 
 async def test_interrupt(tmp_path: Path) -> None:

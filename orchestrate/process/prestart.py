@@ -345,7 +345,10 @@ def _alone() -> bool:
             return False
     except OSError:
         return False
-    return not _foreign_modules()
+    try:
+        return not _foreign_modules()
+    except Exception:  # a module that will not say its file (a lazy one that fails to load): foreign
+        return False
 
 
 _STDLIB = os.path.dirname(os.__file__) + os.sep  # noqa: PTH120
@@ -361,6 +364,8 @@ def _foreign_modules() -> list[str]:
     found = []
     for name, module in list(sys.modules.items()):
         file = getattr(module, "__file__", None)
+        if type(file) is not str:  # (not a path as an import sets it: judged foreign)
+            file = None if file is None else "?"
         if not file or name.startswith(_INERT) or file.startswith(_OURS):
             continue  # (no file: built in, frozen, or a namespace package, whose modules have one)
         if name == "__main__" and _installers_script(module):
@@ -386,7 +391,29 @@ def _installers_script(module: object) -> bool:
         if key != "main" or getattr(value, "__module__", None) != _EARLY_MAIN:
             return False  # code of its own: it may have done anything (registered a fork hook)
         found = True
-    return found
+    return found and _installers_code(getattr(module, "__file__", ""))
+
+
+# Every name an installer's script uses (pip's, uv's, distlib's and installer's templates): a
+# script that uses no other, and defines no function, cannot have registered a fork hook (that
+# takes os, register_at_fork, getattr or __import__), whatever its globals were left as.
+_SCRIPT_NAMES = frozenset(
+    {"re", "sys", "main", "__name__", "argv", "sub", "endswith", "removesuffix", "exit"}
+)
+
+
+def _installers_code(file: str) -> bool:
+    """Whether the script ``file`` uses no name but an installer's and our main's module, and has
+    no code object in it (a def, a lambda): what its globals cannot tell, as a hook registered
+    through a lambda, or by a function deleted after (tests/test_supervisor_fork_entry.py)."""
+    try:
+        with open(file, "rb") as script:  # noqa: PTH123 - no pathlib before the spawn (~0.1 ms)
+            code = compile(script.read(), file, "exec", dont_inherit=True)
+    except (OSError, SyntaxError, ValueError):
+        return False
+    if any(type(const) is type(code) for const in code.co_consts):
+        return False
+    return set(code.co_names) <= _SCRIPT_NAMES | {_EARLY_MAIN}
 
 
 def _fork(ctl: int, std: tuple[int, int, int], seconds: float, cgroup: str | None) -> int:

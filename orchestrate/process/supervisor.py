@@ -357,7 +357,8 @@ def _obey(words: list[bytes]) -> bool:
         return False
     if words[0] == b"kill":
         return True
-    if agent is None or _State.status is not None or len(words) != 2 or not words[1].isdigit():
+    # (_count: at most 9 digits, so int() and kill() take it: a longer number raised out of here)
+    if agent is None or _State.status is not None or len(words) != 2 or not _count(words[1]):
         return False
     try:
         if words[0] == b"signal":
@@ -565,7 +566,13 @@ def _rename() -> None:
     ``/proc/self/stat``.  Nothing of Python's reads them after start-up (``sys.argv`` and
     ``sys.orig_argv`` are copies).  The last byte of that memory is made non-zero, as
     setproctitle(3) does: the kernel then shows the strings up to the first NUL, the title alone,
-    not the title and a run of empty arguments."""
+    not the title and a run of empty arguments.
+
+    A write there ignores the memory's protections, and ``/proc/self/stat`` may not say where our
+    ``argv`` is (an emulated /proc, arguments moved by ``PR_SET_MM``): the range is written only if
+    it is exactly as long as our original arguments and holds them now (``sys.orig_argv``), so
+    nothing else is ever overwritten, and nothing is allocated for an absurd range
+    (tests/test_supervisor_rename.py).  Never raises: the agent runs by now, and dies with us."""
     try:
         fd = os.open("/proc/self/comm", os.O_WRONLY | os.O_CLOEXEC)
         try:
@@ -582,14 +589,16 @@ def _rename() -> None:
             os.close(fd)
         fields = stat[stat.rindex(b")") + 2 :].split()  # from the 3rd field (a name may hold ") ")
         start, end = int(fields[48 - 3]), int(fields[49 - 3])  # arg_start, arg_end (Linux 3.5)
-        if end - start < len(TITLE) + 2:  # (0 and 0 where it is not shown)
+        argv = b"".join(os.fsencode(arg) + b"\0" for arg in sys.orig_argv)
+        if end - start != len(argv) or len(argv) < len(TITLE) + 2:  # (0 and 0 where not shown)
             return
         fd = os.open("/proc/self/mem", os.O_RDWR | os.O_CLOEXEC)
         try:
-            os.pwrite(fd, TITLE + bytes(end - start - len(TITLE) - 1) + b".", start)
+            if os.pread(fd, len(argv), start) == argv:
+                os.pwrite(fd, TITLE + bytes(len(argv) - len(TITLE) - 1) + b".", start)
         finally:
             os.close(fd)
-    except (OSError, ValueError, IndexError):
+    except Exception:  # (OSError, ValueError, IndexError, OverflowError...): it stays as it was
         pass
 
 
@@ -630,6 +639,7 @@ def _receive(ctl: int, seconds: float) -> bytes | None:
     chunks: list[bytes] = []
     got = 0
     need = _HEADER
+    header = True  # (not ``need == _HEADER``: a body may be as long as a header)
     while got < need:
         left = deadline - time.monotonic()
         if left <= 0 or not poller.poll(left * 1000 + 1):
@@ -642,12 +652,12 @@ def _receive(ctl: int, seconds: float) -> bytes | None:
             return None
         chunks.append(chunk)
         got += len(chunk)
-        if need == _HEADER and got == _HEADER:
-            header = b"".join(chunks)
-            length = int.from_bytes(header[len(MAGIC) :], "big")
-            if header[: len(MAGIC)] != MAGIC or length > MAX_MESSAGE:
+        if header and got == _HEADER:
+            data = b"".join(chunks)
+            length = int.from_bytes(data[len(MAGIC) :], "big")
+            if data[: len(MAGIC)] != MAGIC or length > MAX_MESSAGE:
                 return None
-            chunks, got, need = [], 0, length
+            chunks, got, need, header = [], 0, length, False
     if poller.poll(0):  # a byte past the message, or its writer gone already: start nothing
         return None
     return b"".join(chunks)
