@@ -118,6 +118,33 @@ def test_a_worker_killed_mid_turn_is_finished_by_the_other_after_a_resume(cluste
     assert marked_processes(cluster.mark) == 0
 
 
+def test_a_worker_that_missed_its_heartbeats_does_not_cancel_the_task(cluster: Cluster) -> None:
+    """A worker stopped past the heartbeat timeout (a loaded machine, a laptop's sleep) is told by
+    Temporal that its turn timed out: the turn is retried, and the task is not the user's cancel."""
+    one = cluster.start("one", env={"FAKE_SLOW_WORDS": "40"})
+    task_id = cluster.submit("slow", max_attempts=2)
+    deadline = time.monotonic() + 30
+    while not any(
+        e.kind == "patch" and "w3" in str(e.data) for e in cluster.store.events(task_id=task_id, limit=10_000)
+    ):
+        assert time.monotonic() < deadline, cluster.log("one")
+        time.sleep(0.05)
+    one.send_signal(signal.SIGSTOP)  # past the cluster's 1.5 s heartbeat timeout
+    time.sleep(5)
+    one.send_signal(signal.SIGCONT)
+    cluster.wait([task_id], 60)
+    task = cluster.store.get(task_id)
+    runs = cluster.store.runs(task_id)
+    assert task.status == "done", (
+        task.status,
+        task.reason,
+        [(r.status, r.error) for r in runs],
+        cluster.log("one"),
+    )
+    assert [r.status for r in runs] == ["lost", "done"] and runs[1].attempt == 2
+    assert marked_processes(cluster.mark) == 0
+
+
 def test_the_next_worker_on_the_machine_reaps_what_a_dead_worker_left(cluster: Cluster) -> None:
     """Without the supervisor (as off Linux) an agent outlives its SIGKILLed worker; the next worker that
     starts on this machine kills it, and Temporal's retry then finds no attempts left and says so."""

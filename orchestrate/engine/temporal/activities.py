@@ -94,9 +94,10 @@ class TurnActivities:
         try:
             await asyncio.shield(job)
         except asyncio.CancelledError:
-            if activity.is_worker_shutdown():
-                # This worker is going away, the task is not cancelled: leave the run for the retry on
-                # another worker (which takes it over and resumes the session), record nothing here.
+            if not _asked_to_cancel():
+                # This worker is going away, or Temporal gave up on this attempt (its heartbeats came
+                # too late: a loaded machine, a stopped worker): the task is not cancelled.  Leave the
+                # run for the retry (which takes it over and resumes the session), record nothing.
                 live.lease_lost = True
             live.cancel.set()
             with contextlib.suppress(Exception):
@@ -157,6 +158,21 @@ class TurnActivities:
 
     async def _call(self, fn: Callable[..., T], *args: Any) -> T:
         return await anyio.to_thread.run_sync(lambda: fn(*args))
+
+
+def _asked_to_cancel() -> bool:
+    """Whether the turn's cancellation is a cancel asked for (the workflow cancelled through
+    Temporal), not this worker's shutdown, an attempt that timed out or that the server no longer
+    knows (its heartbeats stopped), nor an operator's pause or reset (each followed by a new
+    attempt).  Where the SDK gives no details, only a shutdown is told apart."""
+    if activity.is_worker_shutdown():
+        return False
+    details = activity.cancellation_details()
+    if details is None:
+        return True
+    return not (
+        details.timed_out or details.not_found or details.worker_shutdown or details.paused or details.reset
+    )
 
 
 def reap(run: RunRecord) -> bool:
