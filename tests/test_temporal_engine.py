@@ -121,16 +121,19 @@ def test_a_worker_killed_mid_turn_is_finished_by_the_other_after_a_resume(cluste
 def test_a_worker_that_missed_its_heartbeats_does_not_cancel_the_task(cluster: Cluster) -> None:
     """A worker stopped past the heartbeat timeout (a loaded machine, a laptop's sleep) is told by
     Temporal that its turn timed out: the turn is retried, and the task is not the user's cancel."""
-    one = cluster.start("one", env={"FAKE_SLOW_WORDS": "40"})
-    task_id = cluster.submit("slow", max_attempts=2)
+    # A 5 s heartbeat timeout, not the cluster's 1.5 s: on a loaded machine (two test workers) the
+    # retried attempt missed that one too, and with it the task's last attempt (the task ended lost,
+    # as it should then).  The stop is longer than the timeout; the attempts leave a spare.
+    one = cluster.start("one", "--heartbeat-timeout", "5", env={"FAKE_SLOW_WORDS": "120"})
+    task_id = cluster.submit("slow", max_attempts=3)
     deadline = time.monotonic() + 30
     while not any(
         e.kind == "patch" and "w3" in str(e.data) for e in cluster.store.events(task_id=task_id, limit=10_000)
     ):
         assert time.monotonic() < deadline, cluster.log("one")
         time.sleep(0.05)
-    one.send_signal(signal.SIGSTOP)  # past the cluster's 1.5 s heartbeat timeout
-    time.sleep(5)
+    one.send_signal(signal.SIGSTOP)  # past the heartbeat timeout
+    time.sleep(8)
     one.send_signal(signal.SIGCONT)
     cluster.wait([task_id], 60)
     task = cluster.store.get(task_id)
