@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -222,3 +223,22 @@ def unrecorded_run(command: list[str], tmp_path: Path, env: dict[str, str] | Non
     assert done.returncode == 0, done.stderr[-3000:]
     assert '"outcome":"success"' in done.stdout.splitlines()[-1]
     return done.stdout
+
+
+def python_json(script: str, *args: str, stdin: int | None = None) -> tuple[dict[str, Any], str]:
+    """``python -c script args...`` with this checkout on its path and unbuffered output off (the
+    harnesses of the supervisor's tests fork: buffered output is what they check is not written
+    twice); it must succeed.  Its last stdout line as JSON, and the whole stdout."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    done = subprocess.run(
+        [sys.executable, "-c", script, *args],
+        stdin=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    got: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return got, done.stdout

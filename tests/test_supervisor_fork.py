@@ -11,7 +11,6 @@ import json
 import os
 import shlex
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ import pytest
 from orchestrate.process import containment, prestart, supervisor
 from orchestrate.process.spec import ProcessSpec
 
-from .helpers import ROOT
+from .helpers import python_json
 from .test_supervisor_first import BAD, FD_LISTER, _start_error
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux supervisor")
@@ -212,18 +211,8 @@ print("\n" + json.dumps(out), flush=True)
 
 
 def harness(case: str, tmp_path: Path, *args: str) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    done = subprocess.run(
-        [sys.executable, "-c", HARNESS, case, str(tmp_path), *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**env, "PYTHONPATH": str(ROOT)},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    result: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    result["stdout"] = done.stdout
+    result, stdout = python_json(HARNESS, case, str(tmp_path), *args)
+    result["stdout"] = stdout
     parent = containment._find_our_cgroup()
     if parent is not None:  # the harness's cgroups (named by its pid) are all gone
         assert list(Path(parent).glob(f"orchestrate-{result['pid']}-*")) == []

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ import pytest
 
 from orchestrate.process import supervisor
 
-from .helpers import ROOT
+from .helpers import python_json
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux supervisor")
 
@@ -89,18 +88,8 @@ print(json.dumps(out), flush=True)
 
 
 def stems(tmp_path: Path, cuts: list[tuple[str, int, str] | tuple[str, int, str, str]]) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
-    done = subprocess.run(
-        [sys.executable, "-c", HARNESS, str(tmp_path), json.dumps(cuts)],
-        stdin=subprocess.DEVNULL,  # the stem takes the terminal's foreground when stdin is one
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**env, "PYTHONPATH": str(ROOT)},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    got: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    # (stdin not the terminal: the stem takes the terminal's foreground when stdin is one)
+    got, _ = python_json(HARNESS, str(tmp_path), json.dumps(cuts), stdin=subprocess.DEVNULL)
     return got
 
 
