@@ -15,8 +15,9 @@ from orchestrate import Task
 from orchestrate.approvals import ApprovalDecision
 from orchestrate.executors.base import ExecutorOptions
 from orchestrate.executors.codex import CodexExecutor
+from orchestrate.peers.codex_opening import CLIENT_INFO
 from orchestrate.process.rawlog import read_raw_log
-from orchestrate.run.codex import CLIENT_INFO, codex_decision
+from orchestrate.run.codex import codex_decision
 
 from .helpers import CLI_BIN, FIXTURES, needs_cli
 

@@ -30,8 +30,13 @@ write kills its agent at once, whole tree, and says so on stderr; whatever the a
 waits, unanswered, for the run's approval pipeline.  It is not the default: measured on a quiet
 2-core machine it gained nothing over the run's own write (bench/README.md, *Time to first entry*:
 the run writes the prompt before Claude Code is ready to read it), and the trade rests on knowing
-everything that lets the CLI act unasked.  ``ORCHESTRATE_EARLY=spawn`` (or ``1``, the default)
-starts the agent early and writes nothing to it.
+everything that lets the CLI act unasked.
+
+A handshake that carries no prompt is written by default: Codex's app-server answers nothing before
+``initialize`` (the client's name, nothing to be done), so it is sent right after the spawn, by the
+driver's own code, and answered while the run loads (run/early_opening.py).  ``ORCHESTRATE_EARLY=1``
+(the default) starts the agent early and writes only that; ``ORCHESTRATE_EARLY=spawn`` writes
+nothing at all.
 """
 
 from __future__ import annotations
@@ -366,23 +371,27 @@ def begin(args: list[str]) -> Prestarted | None:
     _standing.remove(waiting)
     if started is None:
         return None
-    if mode == "write":
-        _write_first(started, executor, prompt)
+    if mode != "spawn":
+        _write_first(started, executor, prompt, mode == "write")
     return started
 
 
-def _write_first(started: Prestarted, executor: Executor, prompt: str) -> None:
-    """Send the agent its first message now, if it asks before every tool that changes anything
-    (run/early_opening.py): the lines the run's driver would write first, made by its code."""
+def _write_first(started: Prestarted, executor: Executor, prompt: str, with_prompt: bool) -> None:
+    """Send the agent its handshake now, if it takes one (Codex's app-server); or, ``with_prompt``,
+    its first message, if it asks before every tool that changes anything (run/early_opening.py):
+    the lines the run's driver would write first, made by its code."""
     try:
-        from ..run.early_opening import early_opening
+        from ..run.early_opening import early_handshake, early_opening
 
-        opening = early_opening(executor, started.spec, prompt)
+        opening: object = early_handshake(executor)
+        if opening is None and with_prompt:
+            opening = early_opening(executor, started.spec, prompt)
     except Exception:  # the run writes them itself, as it always did
         return
-    if isinstance(opening, str):
+    lines = getattr(opening, "lines", None)
+    if type(lines) is not tuple:  # none, or why not (a str)
         return
-    if not started.write(opening.lines, opening) and started.was_written:
+    if not started.write(lines, opening) and started.was_written:
         discard("the first message could not be written whole")  # the run starts its own agent
 
 
@@ -399,8 +408,8 @@ def discard(why: str = "the run was refused") -> None:
     while _pending:
         started = _pending.pop()
         started.discard()
-        if started.was_written:
-            say_killed(why)
+        if started.was_written and getattr(started.opening, "prompt", None) is not None:
+            say_killed(why)  # (a handshake alone, sent no prompt, is not worth a word)
 
 
 def say_killed(why: str) -> None:

@@ -70,7 +70,8 @@ class Prestarted:
         self.written: list[tuple[bytes, float]] = []
         """What :meth:`write` sent to the agent's stdin, each write with its time (wall clock)."""
         self.opening: object = None
-        """What the protocol layer wrote :attr:`written` for (opaque here: bytes only)."""
+        """What the protocol layer wrote (or began to write) :attr:`written` for (opaque here:
+        bytes only)."""
         self.discarded = False
         """Ended by :meth:`discard` (never adopted)."""
         self._tried = False
@@ -98,6 +99,7 @@ class Prestarted:
         if sum(len(line) for line in lines) > room:
             return False
         self._tried = True
+        self.opening = opening  # (before the first byte: a write cut short still says what it was)
         os.set_blocking(fd, False)
         try:
             for line in lines:
@@ -109,7 +111,6 @@ class Prestarted:
             return False
         finally:
             os.set_blocking(fd, True)
-        self.opening = opening
         return True
 
     def take(self) -> Prestarted:

@@ -7,7 +7,8 @@ from typing import Any
 
 from ..approvals.base import ApprovalDecision, decide
 from ..executors.codex import CodexExecutor
-from ..peers.jsonrpc import IncomingRequest, JsonRpcPeer
+from ..peers.codex_opening import CodexOpening, codex_peer, open_codex
+from ..peers.jsonrpc import IncomingRequest, RequestId
 from ..wire.lines import WireLine
 from ..wire.notes import ApprovalWithdrawn
 from .driver import Driver, DriverContext
@@ -17,7 +18,6 @@ __all__ = ["CodexDriver"]
 
 _HANDSHAKE_TIMEOUT = 30.0
 _CALL_TIMEOUT = 60.0
-CLIENT_INFO = {"name": "orchestrate", "title": "orchestrate", "version": "0.1.0"}
 _NOTICED = frozenset(
     {"turn/started", "item/started", "item/completed", "serverRequest/resolved", "turn/completed"}
 )
@@ -32,9 +32,8 @@ class CodexDriver(Driver[CodexExecutor]):
     def __init__(self, ctx: DriverContext[CodexExecutor]) -> None:
         super().__init__(ctx)
         self.executor = ctx.executor
-        # Codex's own client sends no "jsonrpc" field; we match it (protocols/codex.md §4).
         self.conn = JsonRpcConnection(
-            JsonRpcPeer(jsonrpc_field=False),
+            codex_peer(),
             ctx.process,
             ctx.task_group,
             handlers=dict.fromkeys(_APPROVALS, self._approve),
@@ -45,10 +44,18 @@ class CodexDriver(Driver[CodexExecutor]):
         self.turn_active = False
         self.queued: list[str] = []
         self._items: dict[str, dict[str, Any]] = {}
+        self._opened: RequestId | None = None  # initialize, written before the run adopted the process
 
     async def start(self, prompt: str) -> None:
-        params = {"clientInfo": CLIENT_INFO, "capabilities": {"experimentalApi": False}}
-        await self.conn.call("initialize", params, _HANDSHAKE_TIMEOUT)
+        # initialize (peers/codex_opening.py: the early start's code too), its answer awaited
+        # before anything else is sent, as Codex's own client does.
+        opened, self._opened = self._opened, None
+        if opened is None:
+            opening = open_codex(self.conn.peer)
+            self.conn.expect(opening.request_id)
+            await self.conn.answer(opening.request_id, _HANDSHAKE_TIMEOUT, write=opening.lines[0])
+        else:
+            await self.conn.answer(opened, _HANDSHAKE_TIMEOUT)
         await self.conn.notify("initialized")
         method, thread_params = self.executor.thread_request(self.ctx.task)
         result = await self.conn.call(method, thread_params, _CALL_TIMEOUT)
@@ -61,6 +68,20 @@ class CodexDriver(Driver[CodexExecutor]):
         params = {"threadId": self.thread_id, "input": [{"type": "text", "text": text, "text_elements": []}]}
         result = await self.conn.call("turn/start", params, _CALL_TIMEOUT)
         self.turn_id = str(result["turn"]["id"])
+
+    @classmethod
+    def takes_opening(cls, opening: object) -> bool:
+        return isinstance(opening, CodexOpening) and len(opening.lines) == 1
+
+    def take_opening(self, opening: object) -> None:
+        if not self.takes_opening(opening):
+            super().take_opening(opening)
+        assert isinstance(opening, CodexOpening)
+        # Its peer numbered the request and holds it pending; its answer may already be in the
+        # pipe, and is kept from now on (before the read loop starts).
+        self.conn.peer = opening.peer
+        self.conn.expect(opening.request_id)
+        self._opened = opening.request_id
 
     def wants(self, line: WireLine) -> bool:
         # Requests and answers, and the few notifications _notified reads; not the streamed text.

@@ -13,6 +13,11 @@ approval pipeline, or is killed with it.
 The lines are made by the driver's own code (peers/claude_opening.py); the run that adopts the
 process records them as written by itself (the raw log's stdin records, the normalizer's feed, the
 driver's peer state).  Loaded before anyio and pydantic: this module imports neither.
+
+A handshake is different: Codex's app-server answers nothing before ``initialize``, which carries no
+prompt and asks for nothing to be done (peers/codex_opening.py).  It is written right after every
+early spawn of Codex's app-server (not only with ``ORCHESTRATE_EARLY=write``): the agent answers
+while our run loads, and a refused run's agent has been told only who would drive it.
 """
 
 from __future__ import annotations
@@ -20,14 +25,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..executors.base import Executor, find_program
-from ..executors.claude_asks import always_asks
-from ..executors.claude_code import ClaudeCodeExecutor
-from ..peers.claude_opening import ClaudeOpening, open_claude
 
 if TYPE_CHECKING:
+    from ..peers.claude_opening import ClaudeOpening
+    from ..peers.codex_opening import CodexOpening
     from ..process.spec import ProcessSpec
 
-__all__ = ["EARLY_WRITE_MAX", "early_opening", "why_not_early"]
+__all__ = ["EARLY_WRITE_MAX", "early_handshake", "early_opening", "refused_opening", "why_not_early"]
 
 EARLY_WRITE_MAX = 16 * 1024
 """The most written early: all of it goes into the empty pipe at once (a pipe holds 64 KiB, or a
@@ -37,6 +41,10 @@ page or two when the user's pipe memory is used up; prestart.py checks the pipe'
 def why_not_early(executor: Executor, spec: ProcessSpec) -> str | None:
     """None when ``executor``'s process ``spec`` may be sent its first lines before adoption; else
     why not."""
+    # (Imported here: a Codex run's handshake needs none of Claude's modules.)
+    from ..executors.claude_asks import always_asks
+    from ..executors.claude_code import ClaudeCodeExecutor
+
     # Only the Claude driver (run/claude.py) takes over lines written for it, and only the exact
     # class: a subclass may write or drive differently.
     if type(executor) is not ClaudeCodeExecutor or (executor.driver or executor.protocol) != "stream-json":
@@ -51,6 +59,8 @@ def early_opening(executor: Executor, spec: ProcessSpec, prompt: str) -> ClaudeO
     reason = why_not_early(executor, spec)
     if reason is not None:
         return reason
+    from ..peers.claude_opening import open_claude
+
     if prompt.lstrip().startswith("/"):
         # A slash command is run by the CLI itself, asking no one: a project command's `!` lines
         # under its own allowed-tools, or a built-in that writes (/heapdump).
@@ -59,3 +69,30 @@ def early_opening(executor: Executor, spec: ProcessSpec, prompt: str) -> ClaudeO
     if sum(len(line) for line in opening.lines) > EARLY_WRITE_MAX:
         return "the first message is too long to be written before the run exists"
     return opening
+
+
+def early_handshake(executor: Executor) -> CodexOpening | None:
+    """The handshake to write to ``executor``'s agent right after its spawn, made by the driver's
+    own code; None if it has none.  Only Codex's app-server, and only the exact class with its own
+    driver: a subclass may open its conversation differently."""
+    if type(executor).__name__ != "CodexExecutor":  # (not imported for another executor's run)
+        return None
+    from ..executors.codex import CodexExecutor
+
+    if type(executor) is not CodexExecutor or (executor.driver or executor.protocol) != "jsonrpc":
+        return None
+    from ..peers.codex_opening import open_codex
+
+    return open_codex()
+
+
+def refused_opening(executor: Executor, spec: ProcessSpec, opening: object) -> str | None:
+    """None when ``opening``, written before the run adopted ``executor``'s process ``spec``, may
+    have been: a handshake to an agent that takes one, or a prompt to one that asks before acting
+    (:func:`why_not_early`); else why not."""
+    if getattr(opening, "prompt", None) is None:
+        handshake = early_handshake(executor)
+        if handshake is None or type(handshake) is not type(opening):
+            return f"{executor.name} takes no handshake before its run adopts it"
+        return None
+    return why_not_early(executor, spec)

@@ -99,10 +99,11 @@ class Run:
         """Let the first attempt take over an agent process already started (the CLI's early
         start, process/prestart.py) instead of spawning one: only if it runs exactly this run's
         command line, directory and environment, and the executor prepares nothing before a
-        start; and, if its first message was written early, only if this run's driver would have
-        written exactly that, to an agent that asks before every tool that changes anything
-        (run/early_opening.py).  Otherwise it is discarded, killed at once with its whole tree,
-        and the run spawns its own (:attr:`early_refused` says why).  True when adopted."""
+        start; and, if its first lines were written early, only if this run's driver would have
+        written exactly those: a handshake to an agent that takes one, or a prompt to an agent
+        that asks before every tool that changes anything (run/early_opening.py).  Otherwise it
+        is discarded, killed at once with its whole tree, and the run spawns its own
+        (:attr:`early_refused` says why).  True when adopted."""
         plain = not type(self.executor).prepares(self.task.resume) and self.executor.transport == "pipes"
         if self._prestarted is not None or not plain:
             why: str | None = "the run was started another way"
@@ -125,14 +126,15 @@ class Run:
         write first, to an agent that may be sent it before adoption; else why not."""
         if not prestarted.was_written:
             return None
-        from .early_opening import why_not_early
+        from .early_opening import refused_opening
         from .protocols import driver_class
 
         opening = prestarted.opening
         written = tuple(data for data, _ in prestarted.written)
         if opening is None or written != getattr(opening, "lines", None):
             return "its first message was not written whole"
-        if getattr(opening, "prompt", None) != self.task.prompt:
+        prompt = getattr(opening, "prompt", None)  # (None: a handshake, no prompt in it)
+        if prompt is not None and prompt != self.task.prompt:
             return "it was sent another prompt"
         try:
             takes = driver_class(self.executor).takes_opening(opening)
@@ -140,7 +142,7 @@ class Run:
             return str(exc)
         if not takes:
             return "this run's driver writes its first message another way"
-        return why_not_early(self.executor, self._spec)
+        return refused_opening(self.executor, self._spec, opening)
 
     # --- the handle ---------------------------------------------------------------------------
 

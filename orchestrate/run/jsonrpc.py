@@ -107,8 +107,32 @@ class JsonRpcConnection:
             raise self._closed
         request_id, line = self.peer.request(method, params)
         waiter = self._waiters[request_id] = _Waiter()
+        return await self._result(request_id, method, waiter, limit, line)
+
+    def expect(self, request_id: RequestId) -> None:
+        """A request of ours that was written before this connection existed (the early start's
+        ``initialize``, run/early_opening.py): its answer is kept from now on, even one that
+        comes before :meth:`answer` is awaited.  Its peer holds it pending."""
+        if self._closed is None:
+            self._waiters[request_id] = _Waiter()
+
+    async def answer(self, request_id: RequestId, limit: float | None = 60.0, write: bytes = b"") -> Any:
+        """The result of the request :meth:`expect` was told of, waited for at most ``limit``
+        seconds, as :meth:`call` waits for its own (``write``: the request's line, sent first)."""
+        if self._closed is not None:
+            raise self._closed
+        method = self.peer.pending.get(request_id, "a request")
+        waiter = self._waiters.get(request_id)
+        if waiter is None:
+            raise ProtocolError(f"{method} ({request_id!r}) was not expected")
+        return await self._result(request_id, method, waiter, limit, write)
+
+    async def _result(
+        self, request_id: RequestId, method: str, waiter: _Waiter, limit: float | None, line: bytes = b""
+    ) -> Any:
         try:
-            await self.process.write(line)
+            if line:
+                await self.process.write(line)
             with anyio.fail_after(math.inf if limit is None else limit):
                 await waiter.done.wait()
         except TimeoutError:

@@ -1,0 +1,279 @@
+"""`orchestrate run`'s early handshake (cli/early.py, run/early_opening.py, peers/codex_opening.py):
+Codex's app-server is sent ``initialize`` right after its early spawn, by the driver's own code and
+by default; the run that adopts the process records it as its own write and waits for its answer
+without sending it again; a run refused after it kills the agent, which was sent nothing else and
+no prompt; and a run that would not have written exactly that refuses the process."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import anyio
+import orjson
+import pytest
+
+from orchestrate.approvals.simple import AutoDeny
+from orchestrate.cli import early
+from orchestrate.cli import main as cli_main
+from orchestrate.errors import ConfigError
+from orchestrate.executors.claude_code import ClaudeCodeExecutor
+from orchestrate.executors.codex import CodexExecExecutor, CodexExecutor
+from orchestrate.executors.options import ExecutorOptions
+from orchestrate.peers.codex_opening import CodexOpening, open_codex
+from orchestrate.process.prestart import prestart
+from orchestrate.run.codex import CodexDriver
+from orchestrate.run.driver import DriverContext
+from orchestrate.run.early_opening import early_handshake, refused_opening
+from orchestrate.run.handle import Run
+from orchestrate.run.protocols import start_driver
+from orchestrate.task import Task
+from orchestrate.wire.lines import parse_line
+
+from .helpers import FAKE_CODEX, pid_alive
+from .test_early_write import dies, wait_for
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the early start's supervisor: Linux")
+
+# Writes its pid, then everything it is sent, to files; lives on after its input ends.
+RECORDER = "#!/bin/sh\necho $$ > {pid}\ncat > {got}\nexec sleep 30\n"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A `codex` of our own on $ORCHESTRATE_BIN_PATH, the default early mode, no store."""
+    for name in ("bin", "home", "work"):
+        (tmp_path / name).mkdir()
+    monkeypatch.setenv("ORCHESTRATE_BIN_PATH", str(tmp_path / "bin"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ORCHESTRATE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ORCHESTRATE_STORE", "off")
+    monkeypatch.delenv("ORCHESTRATE_EARLY", raising=False)
+    return tmp_path
+
+
+def codex_is(home: Path, script: str) -> None:
+    program = home / "bin" / "codex"
+    program.write_text(script)
+    program.chmod(0o755)
+
+
+def recorder(home: Path) -> tuple[Path, Path]:
+    pid, got = home / "pid", home / "got"
+    codex_is(home, RECORDER.format(pid=shlex.quote(str(pid)), got=shlex.quote(str(got))))
+    return pid, got
+
+
+def run_args(home: Path, *more: str) -> list[str]:
+    return ["run", "-e", "codex", "--cwd", str(home / "work"), "--approvals", "deny", *more]
+
+
+class _Stdin:
+    """Stands for the agent's process: what the driver writes."""
+
+    def __init__(self, until: int = 1) -> None:
+        self.written: list[bytes] = []
+        self.wrote = anyio.Event()  # set once ``until`` lines are written
+        self._until = until
+
+    async def write(self, data: bytes) -> None:
+        self.written.append(data)
+        if len(self.written) >= self._until:
+            self.wrote.set()
+
+
+def _context(stdin: _Stdin, tg: Any, executor: CodexExecutor, task: Task) -> DriverContext[Any]:
+    return DriverContext(executor, task, stdin, AutoDeny(), tg, lambda _: None, lambda: None)  # type: ignore[arg-type]
+
+
+# --- the bytes: the driver's own ------------------------------------------------------------------
+
+
+def test_the_handshake_is_what_the_driver_writes_first(home: Path) -> None:
+    """The early start's ``initialize`` is byte for byte the driver's own first line (and its id)."""
+    executor = CodexExecutor(ExecutorOptions())
+    task = Task(prompt="hi", cwd=home / "work")
+
+    async def first_write() -> bytes:
+        stdin = _Stdin()
+        async with anyio.create_task_group() as tg:
+            driver = start_driver(_context(stdin, tg, executor, task))
+            tg.start_soon(driver.start, "hi")
+            with anyio.fail_after(5):
+                await stdin.wrote.wait()
+            tg.cancel_scope.cancel()
+        return stdin.written[0]
+
+    opening = early_handshake(executor)
+    assert isinstance(opening, CodexOpening) and opening.prompt is None
+    assert opening.lines == (anyio.run(first_write),)
+    assert b'"method":"initialize"' in opening.lines[0] and b'"id":1' in opening.lines[0]
+    assert b"jsonrpc" not in opening.lines[0]  # (Codex's own client sends none)
+    assert b"hi" not in opening.lines[0]  # no prompt in it
+
+
+def test_only_codex_app_server_takes_a_handshake(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not codex exec (its prompt goes on stdin), not Claude, not a subclass or another driver."""
+
+    class Subclass(CodexExecutor):
+        pass
+
+    assert early_handshake(CodexExecutor(ExecutorOptions())) is not None
+    for executor in (
+        CodexExecExecutor(ExecutorOptions()),
+        ClaudeCodeExecutor(ExecutorOptions()),
+        Subclass(ExecutorOptions()),
+    ):
+        assert early_handshake(executor) is None, executor
+    monkeypatch.setattr(CodexExecutor, "driver", "prompt-on-stdin")
+    assert early_handshake(CodexExecutor(ExecutorOptions())) is None
+
+
+@pytest.mark.parametrize("answered_before_start", [True, False])
+def test_the_driver_takes_the_handshake_over_and_waits_for_its_answer(
+    home: Path, answered_before_start: bool
+) -> None:
+    """Taken over, the driver never writes ``initialize`` again: it waits for the answer to the one
+    written early (already read, or still to come), then sends ``initialized`` and the thread."""
+    executor = CodexExecutor(ExecutorOptions())
+    task = Task(prompt="hi", cwd=home / "work")
+    opening = open_codex()
+
+    async def start() -> list[bytes]:
+        stdin = _Stdin(until=2)
+        async with anyio.create_task_group() as tg:
+            driver = start_driver(_context(stdin, tg, executor, task))
+            assert isinstance(driver, CodexDriver) and type(driver).takes_opening(opening)
+            driver.take_opening(opening)
+            answer = parse_line(b'{"id":1,"result":{"userAgent":"x"}}')
+            if answered_before_start:  # (its answer was in the pipe before the run read it)
+                await driver.on_line(answer)
+            tg.start_soon(driver.start, "hi")
+            await anyio.sleep(0.05)
+            if not answered_before_start:
+                assert stdin.written == []  # it waits, and writes nothing meanwhile
+                await driver.on_line(answer)
+            with anyio.fail_after(5):
+                await stdin.wrote.wait()
+            tg.cancel_scope.cancel()
+        return stdin.written
+
+    written = anyio.run(start)
+    assert written[0] == b'{"method":"initialized"}\n'
+    assert b'"method":"thread/start"' in written[1] and b'"id":2' in written[1]
+    assert not any(b'"initialize"' in line for line in written)
+
+
+def test_a_driver_refuses_an_opening_it_did_not_make() -> None:
+    assert not CodexDriver.takes_opening(object())
+    opening = open_codex()
+    two = CodexOpening(opening.peer, opening.request_id, opening.lines[0])
+    two.lines = (opening.lines[0], opening.lines[0])
+    assert not CodexDriver.takes_opening(two)
+
+
+# --- through the CLI ------------------------------------------------------------------------------
+
+
+def test_the_adopting_run_records_the_early_handshake_as_its_own(home: Path) -> None:
+    """Through the CLI with the fake app-server: by default ``initialize`` is written before the run
+    opened its log (its record is older than the header) and once only; with the early start's
+    writes off (ORCHESTRATE_EARLY=spawn) the run writes it itself; the stdin records are the same."""
+    codex_is(home, f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(FAKE_CODEX))} "$@"\n')
+    records = {}
+    for mode in ("1", "spawn"):
+        log = home / f"log-{mode}.jsonl"
+        args = run_args(home, "--output", "jsonl", "--record", str(log))
+        done = subprocess.run(
+            [sys.executable, "-m", "orchestrate", *args, "plain hi"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={**os.environ, "ORCHESTRATE_EARLY": mode},
+        )
+        assert done.returncode == 0, done.stderr
+        assert '"outcome":"success"' in done.stdout.splitlines()[-1]
+        lines = [orjson.loads(line) for line in log.read_bytes().splitlines()]
+        header, chunks = lines[0], [r for r in lines if r.get("type") == "chunk"]
+        started = datetime.fromisoformat(header["started"]).timestamp()
+        stdin = [r for r in chunks if r["stream"] == "stdin"]
+        assert chunks[0]["stream"] == "stdin"  # before anything it printed
+        assert sum('"method":"initialize"' in r["data"] for r in stdin) == 1
+        if mode == "1":  # written before the run opened its log
+            assert stdin[0]["ts"] < started
+        else:
+            assert stdin[0]["ts"] > started
+        records[mode] = [r["data"] for r in stdin[:3]]
+    assert records["1"] == records["spawn"]
+    assert '"method":"initialize"' in records["1"][0] and records["1"][1] == '{"method":"initialized"}\n'
+
+
+def test_a_run_refused_after_the_handshake_kills_its_agent_which_had_no_prompt(
+    home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An option only the full path refuses (made so here): the agent had read ``initialize`` and
+    nothing else; it is killed, with its tree, before the CLI returns, and nothing is said about a
+    prompt (it was sent none)."""
+    pid_file, got = recorder(home)
+
+    def refuse(**_: Any) -> ExecutorOptions:
+        raise ConfigError("a bad option only the full path sees")
+
+    monkeypatch.setattr(cli_main, "build_executor_options", refuse)
+    args = [*run_args(home), "hello secret words"]
+    started = early.begin(args)
+    assert started is not None and started.was_written
+    pid = int(wait_for(pid_file))
+    received = wait_for(got, b"\n")
+    with pytest.raises(SystemExit) as exit_:
+        try:
+            cli_main.main(args)
+        finally:
+            early.discard()
+    assert exit_.value.code != 0
+    assert not pid_alive(pid) or dies(pid, 5.0)
+    received = got.read_bytes()
+    assert received == open_codex().lines[0]  # the handshake, whole, and nothing else
+    assert b"secret" not in received
+    err = capsys.readouterr().err
+    assert "had been sent the prompt" not in err
+    assert early.take() is None
+
+
+def test_spawn_mode_writes_nothing(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pid_file, got = recorder(home)
+    monkeypatch.setenv("ORCHESTRATE_EARLY", "spawn")
+    started = early.begin([*run_args(home), "hello"])
+    try:
+        assert started is not None and not started.was_written
+        wait_for(pid_file)
+    finally:
+        early.discard()
+    assert not got.exists() or got.read_bytes() == b""
+
+
+def test_a_handshake_another_run_would_not_write_is_refused(home: Path) -> None:
+    """Run.adopt of a process sent a handshake, by a run whose driver takes none (Claude's), or
+    whose executor is not the one the handshake is for: refused, killed at once."""
+    pid_file, _ = recorder(home)
+    codex = CodexExecutor(ExecutorOptions())
+    task = Task(prompt="hello", cwd=home / "work")
+    spec = codex.process_spec(task)
+    started = prestart(spec)
+    assert started is not None
+    opening = open_codex()
+    assert started.write(opening.lines, opening)
+    pid = int(wait_for(pid_file))
+    claude = ClaudeCodeExecutor(ExecutorOptions())
+    assert refused_opening(claude, spec, opening) is not None
+    run = Run(claude, task)
+    run._spec = spec  # (the same command line: only the opening differs)
+    assert not run.adopt(started)
+    assert run.early_refused is not None
+    assert started.discarded and dies(pid, 5.0)
+    assert refused_opening(codex, spec, opening) is None
