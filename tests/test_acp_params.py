@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
+from orchestrate.peers.acp_opening import INITIALIZE
 from orchestrate.run import acp_params
-from orchestrate.run.acp import INITIALIZE
 
 from .test_acp_schema import messages
 

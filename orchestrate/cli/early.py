@@ -59,7 +59,7 @@ if TYPE_CHECKING:
     from ..process.spec import ProcessSpec
     from ..task import Task
 
-__all__ = ["EARLY_ENV", "KILLED_AFTER_WRITE", "discard", "early_spec", "main", "take"]
+__all__ = ["EARLY_ENV", "KILLED_AFTER_WRITE", "discard", "early_spec", "main", "prompted", "take"]
 
 EARLY_ENV = "ORCHESTRATE_EARLY"
 KILLED_AFTER_WRITE = (
@@ -408,8 +408,15 @@ def discard(why: str = "the run was refused") -> None:
     while _pending:
         started = _pending.pop()
         started.discard()
-        if started.was_written and getattr(started.opening, "prompt", None) is not None:
-            say_killed(why)  # (a handshake alone, sent no prompt, is not worth a word)
+        if prompted(started):
+            say_killed(why)
+
+
+def prompted(started: Prestarted) -> bool:
+    """Whether the agent started early was sent (even in part) its prompt, as opposed to nothing
+    or only a handshake (which is not worth a word when it is killed: it was told nothing of the
+    person's)."""
+    return started.was_written and getattr(started.opening, "prompt", None) is not None
 
 
 def say_killed(why: str) -> None:

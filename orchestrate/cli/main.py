@@ -388,14 +388,14 @@ def run(
             made = RunWorkspace.prepare(task)
             task = made.task
         live = Run(executor, task, service)
-        from .early import take
+        from .early import prompted, take
 
         early = take()  # the agent cli/early.py started, if it did: adopted if it is this run's
         if early is not None:
             live.adopt(early)
         stored: dict[str, int] | None = None
         try:
-            if early is not None and early.discarded and early.was_written:  # refused by adopt
+            if early is not None and early.discarded and prompted(early):  # refused by adopt
                 from .early import say_killed
 
                 say_killed(live.early_refused or "the run was refused")
@@ -419,7 +419,7 @@ def run(
                 stored = recording.ids
         finally:
             asker.close()
-            if early is not None and early.discarded and early.was_written:  # the run failed to start
+            if early is not None and early.discarded and prompted(early):  # the run failed to start
                 from .early import say_killed
 
                 say_killed("the run could not start")

@@ -15,7 +15,9 @@ from ..approvals.tools import is_read_only_tool
 from ..errors import OrchestrateError
 from ..executors.acp import AcpExecutor
 from ..executors.base import Capabilities
-from ..peers.jsonrpc import INVALID_PARAMS, IncomingRequest, JsonRpcPeer
+from ..peers.acp_opening import open_acp
+from ..peers.handshake import Handshake
+from ..peers.jsonrpc import INVALID_PARAMS, IncomingRequest, JsonRpcPeer, RequestId
 from ..wire.lines import WireLine
 from ..wire.notes import ApprovalWithdrawn, RunError, Stopped
 from . import acp_elicitation
@@ -24,22 +26,8 @@ from .acp_tools import AcpTools
 from .driver import Driver, DriverContext
 from .jsonrpc import JsonRpcConnection, JsonRpcError, RpcError
 
-__all__ = ["INITIALIZE", "AcpDriver"]
+__all__ = ["AcpDriver"]
 
-PROTOCOL_VERSION = 1
-# What the ACP SDK's InitializeRequest dumps to (tests/test_acp_params.py builds it and compares):
-# a constant, since building it imported the SDK's 273 models at every run's start (acp_params.py).
-INITIALIZE: dict[str, Any] = {
-    "protocolVersion": PROTOCOL_VERSION,
-    "clientCapabilities": {
-        "fs": {"readTextFile": True, "writeTextFile": True},
-        "terminal": True,
-        "auth": {"terminal": False},
-        # Forms and URLs are put to the person through the approval service (acp_elicitation).
-        "elicitation": {"form": {}, "url": {}},
-    },
-    "clientInfo": {"name": "orchestrate", "title": "orchestrate", "version": "0.1.0"},
-}
 REQUEST_CANCELLED = -32800  # the answer to a request the agent withdrew ($/cancel_request)
 CANCELLED: dict[str, Any] = {"outcome": {"outcome": "cancelled"}}
 _PERMISSION = "session/request_permission"
@@ -71,11 +59,20 @@ class AcpDriver(Driver[AcpExecutor]):
         self.turn_active = False
         self.queued: list[str] = []
         self._turn_cancelled = False
+        self._opened: RequestId | None = None  # initialize, written before the run adopted the process
 
     # --- conversation -------------------------------------------------------------------------
 
     async def start(self, prompt: str) -> None:
-        init = await self.conn.call("initialize", INITIALIZE, _STARTUP_TIMEOUT)
+        # initialize (peers/acp_opening.py: the early start's code too), answered before anything
+        # else is sent.
+        asked, self._opened = self._opened, None
+        if asked is None:
+            opening = open_acp(self.conn.peer)
+            self.conn.expect(opening.request_id)
+            init = await self.conn.answer(opening.request_id, _STARTUP_TIMEOUT, write=opening.lines[0])
+        else:
+            init = await self.conn.answer(asked, _STARTUP_TIMEOUT)
         self._learn(init if isinstance(init, dict) else {})
         opened = await self._open_session()
         await self._choose_model(opened)
@@ -85,6 +82,20 @@ class AcpDriver(Driver[AcpExecutor]):
                 "session/set_mode", {"sessionId": self.session_id, "modeId": mode}, _CALL_TIMEOUT
             )
         self._prompt(prompt)
+
+    @classmethod
+    def takes_opening(cls, opening: object) -> bool:
+        return isinstance(opening, Handshake) and opening.lines == open_acp().lines
+
+    def take_opening(self, opening: object) -> None:
+        if not self.takes_opening(opening):
+            super().take_opening(opening)
+        assert isinstance(opening, Handshake)
+        # Its peer numbered the request and holds it pending; its answer may already be in the
+        # pipe, and is kept from now on (before the read loop starts).
+        self.conn.peer = opening.peer
+        self.conn.expect(opening.request_id)
+        self._opened = opening.request_id
 
     def _learn(self, init: dict[str, Any]) -> None:
         """What this agent can do, from its own answer (the generic executor declares little)."""

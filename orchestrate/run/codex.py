@@ -7,7 +7,8 @@ from typing import Any
 
 from ..approvals.base import ApprovalDecision, decide
 from ..executors.codex import CodexExecutor
-from ..peers.codex_opening import CodexOpening, codex_peer, open_codex
+from ..peers.codex_opening import codex_peer, open_codex
+from ..peers.handshake import Handshake
 from ..peers.jsonrpc import IncomingRequest, RequestId
 from ..wire.lines import WireLine
 from ..wire.notes import ApprovalWithdrawn
@@ -71,12 +72,12 @@ class CodexDriver(Driver[CodexExecutor]):
 
     @classmethod
     def takes_opening(cls, opening: object) -> bool:
-        return isinstance(opening, CodexOpening) and len(opening.lines) == 1
+        return isinstance(opening, Handshake) and opening.lines == open_codex().lines
 
     def take_opening(self, opening: object) -> None:
         if not self.takes_opening(opening):
             super().take_opening(opening)
-        assert isinstance(opening, CodexOpening)
+        assert isinstance(opening, Handshake)
         # Its peer numbered the request and holds it pending; its answer may already be in the
         # pipe, and is kept from now on (before the read loop starts).
         self.conn.peer = opening.peer

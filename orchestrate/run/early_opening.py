@@ -14,10 +14,10 @@ The lines are made by the driver's own code (peers/claude_opening.py); the run t
 process records them as written by itself (the raw log's stdin records, the normalizer's feed, the
 driver's peer state).  Loaded before anyio and pydantic: this module imports neither.
 
-A handshake is different: Codex's app-server answers nothing before ``initialize``, which carries no
-prompt and asks for nothing to be done (peers/codex_opening.py).  It is written right after every
-early spawn of Codex's app-server (not only with ``ORCHESTRATE_EARLY=write``): the agent answers
-while our run loads, and a refused run's agent has been told only who would drive it.
+A handshake is different: Codex's app-server and every ACP agent answer nothing before
+``initialize``, which carries no prompt and asks for nothing to be done (peers/handshake.py).  It is
+written right after every early spawn of one (not only with ``ORCHESTRATE_EARLY=write``): the agent
+answers while our run loads, and a refused run's agent has been told only who would drive it.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ..executors.base import Executor, find_program
 
 if TYPE_CHECKING:
     from ..peers.claude_opening import ClaudeOpening
-    from ..peers.codex_opening import CodexOpening
+    from ..peers.handshake import Handshake
     from ..process.spec import ProcessSpec
 
 __all__ = ["EARLY_WRITE_MAX", "early_handshake", "early_opening", "refused_opening", "why_not_early"]
@@ -71,15 +71,26 @@ def early_opening(executor: Executor, spec: ProcessSpec, prompt: str) -> ClaudeO
     return opening
 
 
-def early_handshake(executor: Executor) -> CodexOpening | None:
-    """The handshake to write to ``executor``'s agent right after its spawn, made by the driver's
-    own code; None if it has none.  Only Codex's app-server, and only the exact class with its own
-    driver: a subclass may open its conversation differently."""
-    if type(executor).__name__ != "CodexExecutor":  # (not imported for another executor's run)
+def early_handshake(executor: Executor) -> Handshake | None:
+    """The handshake to write to ``executor``'s agent right after its spawn, made by the code its
+    driver runs; None if it has none.  Codex's app-server (the exact class: a subclass may open its
+    conversation differently) and every ACP agent (all spoken to by one driver, which opens every
+    conversation the same way).  The run's driver takes it over only if it would have written
+    those very bytes (:meth:`~orchestrate.run.driver.Driver.takes_opening`)."""
+    protocol = executor.driver or executor.protocol
+    if protocol == "acp":
+        from ..executors.acp import AcpExecutor
+
+        if not isinstance(executor, AcpExecutor):
+            return None
+        from ..peers.acp_opening import open_acp
+
+        return open_acp()
+    if protocol != "jsonrpc" or type(executor).__name__ != "CodexExecutor":  # (no import for others)
         return None
     from ..executors.codex import CodexExecutor
 
-    if type(executor) is not CodexExecutor or (executor.driver or executor.protocol) != "jsonrpc":
+    if type(executor) is not CodexExecutor:
         return None
     from ..peers.codex_opening import open_codex
 
@@ -92,7 +103,7 @@ def refused_opening(executor: Executor, spec: ProcessSpec, opening: object) -> s
     (:func:`why_not_early`); else why not."""
     if getattr(opening, "prompt", None) is None:
         handshake = early_handshake(executor)
-        if handshake is None or type(handshake) is not type(opening):
-            return f"{executor.name} takes no handshake before its run adopts it"
+        if handshake is None or handshake.lines != getattr(opening, "lines", None):
+            return f"{executor.name} takes no such handshake before its run adopts it"
         return None
     return why_not_early(executor, spec)
