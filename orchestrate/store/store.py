@@ -17,7 +17,6 @@ from typing import Any
 
 import orjson
 from sqlalchemy import Connection, Engine, and_, exists, func, insert, or_, select, text, true, update
-from sqlalchemy.orm import aliased
 from sqlalchemy.pool import NullPool
 
 from . import clock, database
@@ -1008,7 +1007,7 @@ def _next_task(
             ).all()
         )
         full_labels = [lb for lb, n in limits.per_label.items() if by_label.get(lb, 0) >= n]
-    dep = aliased(tasks)
+    dep = tasks.alias()  # (Core's alias: the ORM's `aliased` loaded all of sqlalchemy.orm for it)
     unmet = (
         select(task_deps.c.task_id)
         .join(dep, dep.c.id == task_deps.c.depends_on)
