@@ -44,7 +44,7 @@ from orchestrate.run.protocols import start_driver
 from orchestrate.task import Task
 from orchestrate.wire.lines import parse_line
 
-from .helpers import FAKE_ACP, FAKE_CODEX, pid_alive
+from .helpers import FAKE_ACP, FAKE_CODEX, pid_alive, python_json
 from .test_early_write import dies, wait_for
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the early start's supervisor: Linux")
@@ -355,3 +355,32 @@ def test_a_handshake_the_run_refuses_to_adopt_is_not_called_a_prompt(
     assert started.discarded
     assert '"outcome":"success"' in out.splitlines()[-1]
     assert "had been sent the prompt" not in err and "killed" not in err
+
+
+def test_the_early_start_asks_about_a_handshake_only_for_its_protocols() -> None:
+    """cli/early.py loads run/early_opening.py (and asks it) only for the protocols that may take
+    a handshake: every executor that takes one speaks one of them."""
+    for name in default_registry.names():
+        executor = default_registry.create(name)
+        if early_handshake(executor) is not None:
+            assert (executor.driver or executor.protocol) in early._HANDSHAKE_PROTOCOLS, name
+
+
+@pytest.mark.parametrize(("executor", "loaded"), [("claude-code", False), ("codex", True)])
+def test_a_run_with_no_handshake_does_not_load_its_module(home: Path, executor: str, loaded: bool) -> None:
+    """A Claude run's early start (nothing to write by default) leaves run/early_opening.py and its
+    imports unloaded; a Codex run loads it to write the handshake."""
+    recorder(home)
+    (home / "bin" / "claude").write_bytes((home / "bin" / "codex").read_bytes())
+    (home / "bin" / "claude").chmod(0o755)
+    args = ["run", "-e", executor, "--cwd", str(home / "work"), "--approvals", "deny", "hello"]
+    script = (
+        "import json, sys\n"
+        "from orchestrate.cli import early\n"
+        "started = early.begin(sys.argv[1:])\n"
+        "written = bool(started and started.was_written)\n"
+        "early.discard()\n"
+        "print(json.dumps([started is not None, written, 'orchestrate.run.early_opening' in sys.modules]))\n"
+    )
+    got, _ = python_json(script, *args)
+    assert got == [True, loaded, loaded]  # type: ignore[comparison-overlap]

@@ -327,6 +327,9 @@ _EARLY_EXECUTORS = frozenset(
     )
 )
 _EARLY_UNLESS_RESUMED = frozenset(("gemini",))
+# The protocols whose agents may be sent a handshake (run/early_opening.py's early_handshake says
+# which exactly, and tests/test_early_handshake.py holds it within these).
+_HANDSHAKE_PROTOCOLS = frozenset(("acp", "jsonrpc"))
 
 
 def begin(args: list[str]) -> Prestarted | None:
@@ -380,6 +383,8 @@ def _write_first(started: Prestarted, executor: Executor, prompt: str, with_prom
     """Send the agent its handshake now, if it takes one (Codex's app-server); or, ``with_prompt``,
     its first message, if it asks before every tool that changes anything (run/early_opening.py):
     the lines the run's driver would write first, made by its code."""
+    if not with_prompt and (executor.driver or executor.protocol) not in _HANDSHAKE_PROTOCOLS:
+        return  # (nothing to write: a Claude run does not even load the module that decides)
     try:
         from ..run.early_opening import early_handshake, early_opening
 
