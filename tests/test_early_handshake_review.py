@@ -37,8 +37,9 @@ from orchestrate.executors.codex import CodexExecutor
 from orchestrate.executors.options import ExecutorOptions
 from orchestrate.peers.acp_opening import open_acp
 from orchestrate.peers.claude_opening import ClaudeOpening, open_claude
-from orchestrate.peers.codex_opening import open_codex
+from orchestrate.peers.codex_opening import codex_peer, open_codex
 from orchestrate.peers.handshake import Handshake
+from orchestrate.peers.jsonrpc import JsonRpcPeer
 from orchestrate.process.prestart import Prestarted, prestart
 from orchestrate.process.rawlog import read_raw_log
 from orchestrate.registry import default_registry
@@ -446,3 +447,46 @@ def test_the_raw_log_and_its_replay_are_those_of_a_run_that_wrote_it_itself(home
         assert initializes(lines["stdin"]) == 1
     assert seen["1"] == seen["spawn"]
     assert seen["1"][2] == "stdin"  # the handshake first, before anything it printed
+
+
+# --- the driver's state: its own, not the opening's ---------------------------------------------
+
+
+def _odd(agent: str) -> Handshake:
+    """The handshake's very bytes, carried by a peer whose state is not what writing them leaves:
+    its request id says 7, its peer sent two other requests and speaks the other dialect."""
+    own = own_handshake(agent)
+    peer = codex_peer() if agent == "acp" else JsonRpcPeer()
+    peer.request("other/one")
+    peer.request("other/two")
+    return Handshake(peer, 7, own.lines[0])
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_taken_over_handshake_leaves_the_driver_in_the_state_its_own_write_would(
+    home: Path, monkeypatch: pytest.MonkeyPatch, agent: str
+) -> None:
+    """What the driver takes over is the bytes (Run.adopt compared them with its own): its peer is
+    then where writing them itself leaves it, whatever the opening object says besides (another
+    request id, a peer with other requests pending, the other protocol's dialect). Were the
+    opening's state taken, the answer to id 1 would be waited for as id 7 (no answer within the
+    bound) and the next requests numbered and shaped otherwise than a run that wrote it itself."""
+    monkeypatch.setattr(codex_driver, "_HANDSHAKE_TIMEOUT", 5.0)
+    monkeypatch.setattr(acp_driver, "_STARTUP_TIMEOUT", 5.0)
+    executor, task = hostile(agent, home, "plain")
+    written = {}
+    for how in ("odd", "itself"):
+        log = home / f"log-{how}.jsonl"
+        (home / "read").unlink(missing_ok=True)
+        run = Run(executor, task.model_copy(update={"raw_log": log}), AutoDeny(), shutdown=FAST)
+        if how == "odd":
+            started = prestart(run._spec)
+            assert started is not None
+            odd = _odd(agent)
+            assert started.write(odd.lines, odd)
+            assert run.adopt(started), run.early_refused
+        result = adopted_run(run, within=60)
+        assert result.outcome == "success", errors(result)
+        written[how] = [_masked(line) for line in stdin_records(log)]
+        assert_nothing_survives(run)
+    assert written["odd"] == written["itself"]
