@@ -354,15 +354,59 @@ def test_what_the_run_would_not_have_written_is_refused_and_the_tree_killed(
 ) -> None:
     """Run.adopt of an agent (which started a child of its own) that was sent what this run's
     driver would not have written first: refused, and the agent and its child are gone."""
-    mark = f"{3000 + uuid.uuid4().int % 1000}.{os.getpid()}"
-    pid_file, got = home / "pid", home / "got"
-    program = install(home, "agent", TREE.format(mark=mark, pid=pid_file, got=got))
+    program = home / "bin" / "agent"
     options = ExecutorOptions(base_command=[str(program)])
     executor: Executor = CodexExecutor(options) if agent == "codex" else AcpExecutor(options)
+    _refused_and_killed(home, executor, *attack(agent))
+
+
+class _CodexPlugin(CodexExecutor):
+    name = "codex-plugin"
+
+
+class _AcpOtherDriver(AcpExecutor):
+    name = "acp-other-driver"
+    driver = "prompt-on-stdin"
+
+
+class _AcpPlugin(AcpExecutor):
+    name = "acp-plugin"
+
+
+@pytest.mark.parametrize("cls", [_CodexPlugin, _AcpOtherDriver])
+def test_a_handshake_is_refused_by_an_executor_that_would_not_write_it(
+    home: Path, cls: type[Executor]
+) -> None:
+    """The exact handshake of its protocol, to a run of a Codex subclass (it may open otherwise) or
+    of an ACP executor whose driver is another: refused, the tree killed."""
+    executor = cls(ExecutorOptions(base_command=[str(home / "bin" / "agent")]))
+    handshake = open_codex() if issubclass(cls, CodexExecutor) else open_acp()
+    _refused_and_killed(home, executor, handshake.lines, handshake)
+
+
+def test_an_acp_subclass_with_the_acp_driver_takes_the_handshake_over(home: Path) -> None:
+    """Every ACP executor is spoken to by the one driver, which opens with those very bytes: a
+    plugin's subclass takes the handshake over as the built-in ones do, and writes it once."""
+    fake = [sys.executable, str(HOSTILE), sys.executable, str(FAKE_ACP)]
+    env = {"HOSTILE": "plain", "HOSTILE_LOG": str(home / "read"), "HOSTILE_MARK": str(home / "mark")}
+    executor = _AcpPlugin(ExecutorOptions(base_command=fake, env=env))
+    task = Task(prompt="plain hi", cwd=home / "work", raw_log=home / "log.jsonl")
+    run = Run(executor, task, AutoDeny(), shutdown=FAST)
+    assert run.adopt(started_with_handshake(run, "acp")), run.early_refused
+    result = adopted_run(run, within=60)
+    assert result.outcome == "success", errors(result)
+    held(run, result, home, "acp")
+
+
+def _refused_and_killed(home: Path, executor: Executor, lines: tuple[bytes, ...], opening: object) -> None:
+    """``lines`` (for ``opening``) written to an agent that starts a child of its own: Run.adopt
+    refuses it, and the agent and its child are gone."""
+    mark = f"{3000 + uuid.uuid4().int % 1000}.{os.getpid()}"
+    pid_file, got = home / "pid", home / "got"
+    install(home, "agent", TREE.format(mark=mark, pid=pid_file, got=got))
     run = Run(executor, Task(prompt=f"plain {SECRET}", cwd=home / "work"), AutoDeny(), shutdown=FAST)
     started = prestart(run._spec)
     assert started is not None
-    lines, opening = attack(agent)
     assert started.write(lines, opening)
     pid = int(wait_for(pid_file))
     wait_for(got, lines[-1][-10:])
@@ -371,7 +415,7 @@ def test_what_the_run_would_not_have_written_is_refused_and_the_tree_killed(
         assert time.monotonic() < deadline, "its child never started"
         time.sleep(0.02)
     assert not run.adopt(started)
-    assert run.early_refused, attack
+    assert run.early_refused
     assert started.discarded and dies(pid, 5.0)
     deadline = time.monotonic() + 5
     while marked(mark):
@@ -399,12 +443,16 @@ def _entries(entries: list[Any]) -> list[bytes]:
     return dumped
 
 
+@pytest.mark.parametrize("more", [[], ["--resume", "missing", "--resume-fallback"]])
 @pytest.mark.parametrize("agent", AGENTS)
-def test_the_raw_log_and_its_replay_are_those_of_a_run_that_wrote_it_itself(home: Path, agent: str) -> None:
+def test_the_raw_log_and_its_replay_are_those_of_a_run_that_wrote_it_itself(
+    home: Path, agent: str, more: list[str]
+) -> None:
     """Through the CLI with the fake agent: the raw log of a run that took the early handshake over
     holds, stream by stream, the lines of one whose run wrote it (ORCHESTRATE_EARLY=spawn), its
     events the same, and both replay to the same entries, which are the ones the live run
-    showed; but for made-up ids and times."""
+    showed; but for made-up ids and times.  A session not found and started afresh
+    (--resume-fallback): the fresh agent's run writes its own initialize, in both."""
     fake = FAKE_CODEX if agent == "codex" else FAKE_ACP
     install(home, "agent", f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(fake))} "$@"\n')
     chosen = ["-e", agent, "--base-command", str(home / "bin" / "agent")]
@@ -412,7 +460,7 @@ def test_the_raw_log_and_its_replay_are_those_of_a_run_that_wrote_it_itself(home
     seen: dict[str, Any] = {}
     for mode in ("1", "spawn"):
         log = home / f"log-{mode}.jsonl"
-        args = [*chosen, "--cwd", str(home / "work"), "--approvals", "deny", "--output", "jsonl"]
+        args = [*chosen, "--cwd", str(home / "work"), "--approvals", "deny", "--output", "jsonl", *more]
         done = subprocess.run(
             [sys.executable, "-m", "orchestrate", "run", *args, "--record", str(log), "plain hi"],
             capture_output=True,
@@ -444,7 +492,7 @@ def test_the_raw_log_and_its_replay_are_those_of_a_run_that_wrote_it_itself(home
                 live[patch["index"]] = patch["entry"]
         assert _entries(normalizer.entries) == _entries([live[i] for i in sorted(live)])
         seen[mode] = (lines, events, kinds[0], _entries(normalizer.entries))
-        assert initializes(lines["stdin"]) == 1
+        assert initializes(lines["stdin"]) == (2 if more else 1)  # (one an attempt)
     assert seen["1"] == seen["spawn"]
     assert seen["1"][2] == "stdin"  # the handshake first, before anything it printed
 
