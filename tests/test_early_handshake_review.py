@@ -538,3 +538,44 @@ def test_a_taken_over_handshake_leaves_the_driver_in_the_state_its_own_write_wou
         written[how] = [_masked(line) for line in stdin_records(log)]
         assert_nothing_survives(run)
     assert written["odd"] == written["itself"]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_cli_killed_after_the_handshake_leaves_no_process(home: Path, agent: str) -> None:
+    """SIGKILL of orchestrate once it has written the handshake, before any run adopted the agent
+    (which started a child of its own): the supervisor sees its control socket close and kills the
+    whole tree."""
+    mark = f"{3000 + uuid.uuid4().int % 1000}.{os.getpid()}"
+    pid_file, got = home / "pid", home / "got"
+    program = install(home, "agent", TREE.format(mark=mark, pid=pid_file, got=got))
+    install(home, "codex", f'#!/bin/sh\nexec {shlex.quote(str(program))} "$@"\n')
+    chosen = ["-e", "codex"] if agent == "codex" else ["-e", "acp", "--base-command", str(program)]
+    probe = (
+        "import sys\n"
+        "from orchestrate.cli import early\n"
+        "started = early.begin(sys.argv[1:])\n"
+        "assert started is not None and started.was_written, 'no handshake'\n"
+        "print('written', flush=True)\n"
+        "sys.stdin.read()\n"
+    )
+    args = ["run", *chosen, "--cwd", str(home / "work"), "--approvals", "deny", "hello"]
+    with subprocess.Popen(
+        [sys.executable, "-c", probe, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    ) as owner:
+        try:
+            assert owner.stdout is not None and owner.stdout.readline().startswith(b"written")
+            pid = int(wait_for(pid_file))
+            assert wait_for(got, b"\n") == own_handshake(agent).lines[0]
+            deadline = time.monotonic() + 10
+            while not marked(mark):
+                assert time.monotonic() < deadline, "its child never started"
+                time.sleep(0.02)
+            owner.kill()
+        finally:
+            owner.kill()
+            owner.wait(10)
+    assert dies(pid)
+    deadline = time.monotonic() + 10
+    while marked(mark):
+        assert time.monotonic() < deadline, "its child outlived it"
+        time.sleep(0.02)
