@@ -5,7 +5,8 @@ no prompt and asks for nothing to be done (who the client is, what it can do).  
 run``'s early start writes it right after the agent's spawn (run/early_opening.py), made by the
 code the driver runs itself (peers/codex_opening.py, peers/acp_opening.py), so the agent answers
 while the CLI, the event loop and the run are still loading; the driver that adopts the process
-takes the peer over in the state writing it left (the request it waits an answer for).
+takes those bytes over: its own peer makes them again, unwritten, and so holds the request it waits
+an answer for (never the early peer, whose state nothing checks against its bytes).
 
 Sans-I/O, and light: no anyio, no pydantic (the early start imports it).
 """

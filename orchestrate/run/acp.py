@@ -90,12 +90,13 @@ class AcpDriver(Driver[AcpExecutor]):
     def take_opening(self, opening: object) -> None:
         if not self.takes_opening(opening):
             super().take_opening(opening)
-        assert isinstance(opening, Handshake)
-        # Its peer numbered the request and holds it pending; its answer may already be in the
-        # pipe, and is kept from now on (before the read loop starts).
-        self.conn.peer = opening.peer
-        self.conn.expect(opening.request_id)
-        self._opened = opening.request_id
+        # Those bytes, made by our own peer, which then holds the request pending as if it had
+        # written them (its id, its next one): the opening's own peer and id are not trusted to
+        # agree with its bytes.  The answer may already be in the pipe, and is kept from now on
+        # (before the read loop starts).
+        own = open_acp(self.conn.peer)
+        self.conn.expect(own.request_id)
+        self._opened = own.request_id
 
     def _learn(self, init: dict[str, Any]) -> None:
         """What this agent can do, from its own answer (the generic executor declares little)."""

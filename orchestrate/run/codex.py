@@ -77,12 +77,13 @@ class CodexDriver(Driver[CodexExecutor]):
     def take_opening(self, opening: object) -> None:
         if not self.takes_opening(opening):
             super().take_opening(opening)
-        assert isinstance(opening, Handshake)
-        # Its peer numbered the request and holds it pending; its answer may already be in the
-        # pipe, and is kept from now on (before the read loop starts).
-        self.conn.peer = opening.peer
-        self.conn.expect(opening.request_id)
-        self._opened = opening.request_id
+        # Those bytes, made by our own peer, which then holds the request pending as if it had
+        # written them (its id, its next one): the opening's own peer and id are not trusted to
+        # agree with its bytes.  The answer may already be in the pipe, and is kept from now on
+        # (before the read loop starts).
+        own = open_codex(self.conn.peer)
+        self.conn.expect(own.request_id)
+        self._opened = own.request_id
 
     def wants(self, line: WireLine) -> bool:
         # Requests and answers, and the few notifications _notified reads; not the streamed text.
