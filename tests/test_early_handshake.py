@@ -384,3 +384,14 @@ def test_a_run_with_no_handshake_does_not_load_its_module(home: Path, executor: 
     )
     got, _ = python_json(script, *args)
     assert got == [True, loaded, loaded]  # type: ignore[comparison-overlap]
+
+
+@pytest.mark.parametrize("value", ["0", "off", "OFF", "false", "False", "no", " 0 "])
+def test_the_ways_of_turning_the_early_start_off(
+    home: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """`off` or `false` meaning "on" (and writing the handshake) would surprise: all say no."""
+    pid_file, _ = recorder(home)
+    monkeypatch.setenv("ORCHESTRATE_EARLY", value)
+    assert early.begin([*run_args(home), "hello"]) is None
+    assert not pid_file.exists()

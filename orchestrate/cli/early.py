@@ -35,8 +35,9 @@ everything that lets the CLI act unasked.
 A handshake that carries no prompt is written by default: Codex's app-server answers nothing before
 ``initialize`` (the client's name, nothing to be done), so it is sent right after the spawn, by the
 driver's own code, and answered while the run loads (run/early_opening.py).  ``ORCHESTRATE_EARLY=1``
-(the default) starts the agent early and writes only that; ``ORCHESTRATE_EARLY=spawn`` writes
-nothing at all.
+(the default, and any value not named here) starts the agent early and writes only that;
+``ORCHESTRATE_EARLY=spawn`` writes nothing at all; ``0`` (or ``off``, ``false``, ``no``) turns the
+early start off.
 """
 
 from __future__ import annotations
@@ -327,6 +328,8 @@ _EARLY_EXECUTORS = frozenset(
     )
 )
 _EARLY_UNLESS_RESUMED = frozenset(("gemini",))
+# ORCHESTRATE_EARLY's ways of saying no (any case): `off` or `false` meaning "on" would surprise.
+_OFF = frozenset(("0", "off", "false", "no", "none"))
 # The protocols whose agents may be sent a handshake (run/early_opening.py's early_handshake says
 # which exactly, and tests/test_early_handshake.py holds it within these).
 _HANDSHAKE_PROTOCOLS = frozenset(("acp", "jsonrpc"))
@@ -339,8 +342,8 @@ def begin(args: list[str]) -> Prestarted | None:
     early and before the executor's code is even loaded: its interpreter starts while we build the
     agent's command line, directory and environment, which are then sent to it.  If the early
     start does not apply after all, it is told nothing and exits, having started nothing."""
-    mode = os.environ.get(EARLY_ENV, "1")
-    if mode == "0":
+    mode = os.environ.get(EARLY_ENV, "1").strip().lower()
+    if mode in _OFF:
         return None
     try:
         given = _parse(args)
