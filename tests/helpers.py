@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -242,3 +244,56 @@ def python_json(script: str, *args: str, stdin: int | None = None) -> tuple[dict
     assert done.returncode == 0, done.stderr[-3000:]
     got: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
     return got, done.stdout
+
+
+RECORDER = "#!/bin/sh\necho $$ > {pid}\ncat > {got}\nexec sleep 30\n"
+"""An agent that writes its pid, then everything it is sent, to files, and lives on after its input
+ends (the early start's tests: what reached it before any run adopted it)."""
+
+
+def install_program(home: Path, name: str, script: str) -> Path:
+    """``script`` as the program ``name`` in ``home``/bin (those tests' $ORCHESTRATE_BIN_PATH)."""
+    program = home / "bin" / name
+    program.write_text(script)
+    program.chmod(0o755)
+    return program
+
+
+def install_recorder(home: Path, *names: str) -> tuple[Path, Path]:
+    """:data:`RECORDER` as each of ``names``; the files of its pid and of what it was sent."""
+    pid, got = home / "pid", home / "got"
+    for name in names:
+        install_program(home, name, RECORDER.format(pid=shlex.quote(str(pid)), got=shlex.quote(str(got))))
+    return pid, got
+
+
+def recorded_cli_run(args: list[str], log: Path, early: str) -> tuple[str, float, list[dict[str, Any]]]:
+    """``orchestrate ARGS...`` (which must record its raw log at ``log``) with
+    ORCHESTRATE_EARLY=``early``; it must succeed.  Its stdout, the time its raw log was opened (the
+    header's), and the log's chunk records."""
+    done = subprocess.run(
+        [sys.executable, "-m", "orchestrate", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "ORCHESTRATE_EARLY": early},
+    )
+    assert done.returncode == 0, done.stderr
+    assert '"outcome":"success"' in done.stdout.splitlines()[-1]
+    records = [json.loads(line) for line in log.read_bytes().splitlines()]
+    started = datetime.fromisoformat(records[0]["started"]).timestamp()
+    return done.stdout, started, [r for r in records if r.get("type") == "chunk"]
+
+
+def early_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Programs of our own on $ORCHESTRATE_BIN_PATH (tmp_path/bin), the default early mode, no
+    store, no Claude settings; the work directory is tmp_path/work."""
+    for name in ("bin", "home", "work"):
+        (tmp_path / name).mkdir()
+    monkeypatch.setenv("ORCHESTRATE_BIN_PATH", str(tmp_path / "bin"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ORCHESTRATE_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("ORCHESTRATE_STORE", "off")
+    monkeypatch.delenv("ORCHESTRATE_EARLY", raising=False)
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    return tmp_path

@@ -7,18 +7,14 @@ process."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
-import subprocess
 import sys
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
-import orjson
 import pytest
 
 from orchestrate.approvals.simple import AutoDeny
@@ -44,40 +40,34 @@ from orchestrate.run.protocols import start_driver
 from orchestrate.task import Task
 from orchestrate.wire.lines import parse_line
 
-from .helpers import FAKE_ACP, FAKE_CODEX, pid_alive, python_json
+from .helpers import (
+    FAKE_ACP,
+    FAKE_CODEX,
+    early_home,
+    install_program,
+    install_recorder,
+    pid_alive,
+    python_json,
+    recorded_cli_run,
+)
 from .test_early_write import dies, wait_for
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the early start's supervisor: Linux")
 
-# Writes its pid, then everything it is sent, to files; lives on after its input ends.
-RECORDER = "#!/bin/sh\necho $$ > {pid}\ncat > {got}\nexec sleep 30\n"
-
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A `codex` of our own on $ORCHESTRATE_BIN_PATH, the default early mode, no store."""
-    for name in ("bin", "home", "work"):
-        (tmp_path / name).mkdir()
-    monkeypatch.setenv("ORCHESTRATE_BIN_PATH", str(tmp_path / "bin"))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ORCHESTRATE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ORCHESTRATE_STORE", "off")
-    monkeypatch.delenv("ORCHESTRATE_EARLY", raising=False)
-    return tmp_path
+    return early_home(tmp_path, monkeypatch)
 
 
 def agent_is(home: Path, script: str) -> None:
     """``script`` as the agent: `codex` on the bin path, and `agent` for the generic ACP executor."""
     for name in ("codex", "agent"):
-        program = home / "bin" / name
-        program.write_text(script)
-        program.chmod(0o755)
+        install_program(home, name, script)
 
 
 def recorder(home: Path) -> tuple[Path, Path]:
-    pid, got = home / "pid", home / "got"
-    agent_is(home, RECORDER.format(pid=shlex.quote(str(pid)), got=shlex.quote(str(got))))
-    return pid, got
+    return install_recorder(home, "codex", "agent")
 
 
 def fake(home: Path, agent: str) -> None:
@@ -236,18 +226,7 @@ def test_the_adopting_run_records_the_early_handshake_as_its_own(home: Path, age
     for mode in ("1", "spawn"):
         log = home / f"log-{mode}.jsonl"
         args = run_args(home, "--output", "jsonl", "--record", str(log), agent=agent)
-        done = subprocess.run(
-            [sys.executable, "-m", "orchestrate", *args, "plain hi"],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "ORCHESTRATE_EARLY": mode},
-        )
-        assert done.returncode == 0, done.stderr
-        assert '"outcome":"success"' in done.stdout.splitlines()[-1]
-        lines = [orjson.loads(line) for line in log.read_bytes().splitlines()]
-        header, chunks = lines[0], [r for r in lines if r.get("type") == "chunk"]
-        started = datetime.fromisoformat(header["started"]).timestamp()
+        _, started, chunks = recorded_cli_run([*args, "plain hi"], log, mode)
         stdin = [r for r in chunks if r["stream"] == "stdin"]
         assert chunks[0]["stream"] == "stdin"  # before anything it printed
         assert sum('"method":"initialize"' in r["data"] for r in stdin) == 1

@@ -51,7 +51,19 @@ from orchestrate.run.handle import Run
 from orchestrate.run.result import RunResult
 from orchestrate.task import Task
 
-from .helpers import FAKE_ACP, FAKE_CODEX, FAST, FIXTURES, assert_nothing_survives, errors, marked, pid_alive
+from .helpers import (
+    FAKE_ACP,
+    FAKE_CODEX,
+    FAST,
+    FIXTURES,
+    RECORDER,
+    assert_nothing_survives,
+    early_home,
+    errors,
+    install_program,
+    marked,
+    pid_alive,
+)
 from .test_early_write import dies, wait_for
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the early start's supervisor: Linux")
@@ -63,33 +75,18 @@ SECRET = "zebra-secret-words"
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Programs of our own on $ORCHESTRATE_BIN_PATH, the default early mode, no store."""
-    for name in ("bin", "home", "work"):
-        (tmp_path / name).mkdir()
-    monkeypatch.setenv("ORCHESTRATE_BIN_PATH", str(tmp_path / "bin"))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ORCHESTRATE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ORCHESTRATE_STORE", "off")
-    monkeypatch.delenv("ORCHESTRATE_EARLY", raising=False)
-    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
-    return tmp_path
+    return early_home(tmp_path, monkeypatch)
 
 
 def own_handshake(agent: str) -> Handshake:
     return open_codex() if agent == "codex" else open_acp()
 
 
-def install(home: Path, name: str, script: str) -> Path:
-    program = home / "bin" / name
-    program.write_text(script)
-    program.chmod(0o755)
-    return program
+install = install_program
 
 
 # --- before adoption: the handshake or nothing ----------------------------------------------------
 
-# Writes its pid, then everything it is sent, to files named after the program; lives on.
-RECORDER = "#!/bin/sh\necho $$ > {pid}\ncat > {got}\nexec sleep 30\n"
 MODES = (None, "0", "1", "spawn", "write", "garbage", "", "off")
 
 
@@ -130,7 +127,8 @@ def test_before_adoption_an_agent_is_sent_its_handshake_or_nothing(
                 written = b"" if started is None else b"".join(data for data, _ in started.written)
                 assert started is None or started.was_written == bool(written), (name, mode)
                 handshake = early_handshake(default_registry.create(name))
-                if mode in ("0", "spawn") or handshake is None:
+                off = mode is not None and mode.strip().lower() in early._OFF  # (0, off, false ...)
+                if off or mode == "spawn" or handshake is None:
                     if (name, mode) == ("claude-code", "write") and written:
                         assert started is not None and isinstance(started.opening, ClaudeOpening)
                         assert started.opening.prompt == prompt  # (its request id is made up)

@@ -39,41 +39,36 @@ from orchestrate.run.handle import Run
 from orchestrate.run.protocols import start_driver
 from orchestrate.task import Task
 
-from .helpers import CLI_BIN, FAKE_CLAUDE, needs_cli, pid_alive
+from .helpers import (
+    CLI_BIN,
+    FAKE_CLAUDE,
+    early_home,
+    install_program,
+    install_recorder,
+    needs_cli,
+    pid_alive,
+    recorded_cli_run,
+)
 from .test_cli_early import full_run
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the early start's supervisor: Linux")
-
-# Writes its pid, then everything it is sent, to files; lives on after its input ends.
-RECORDER = "#!/bin/sh\necho $$ > {pid}\ncat > {got}\nexec sleep 30\n"
 
 
 @pytest.fixture
 def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A `claude` of our own on $ORCHESTRATE_BIN_PATH (the executor's program, as the early write
     wants), and a HOME with no Claude settings; the work directory is tmp_path/work."""
-    (tmp_path / "bin").mkdir()
-    (tmp_path / "home").mkdir()
-    (tmp_path / "work").mkdir()
-    monkeypatch.setenv("ORCHESTRATE_BIN_PATH", str(tmp_path / "bin"))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
-    monkeypatch.setenv("ORCHESTRATE_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("ORCHESTRATE_STORE", "off")
-    monkeypatch.setenv("ORCHESTRATE_EARLY", "write")  # (opt-in: the default spawns but writes nothing)
-    return tmp_path
+    home = early_home(tmp_path, monkeypatch)
+    monkeypatch.setenv("ORCHESTRATE_EARLY", "write")  # (opt-in: the default writes no prompt)
+    return home
 
 
 def claude_is(home: Path, script: str) -> None:
-    program = home / "bin" / "claude"
-    program.write_text(script)
-    program.chmod(0o755)
+    install_program(home, "claude", script)
 
 
 def recorder(home: Path) -> tuple[Path, Path]:
-    pid, got = home / "pid", home / "got"
-    claude_is(home, RECORDER.format(pid=shlex.quote(str(pid)), got=shlex.quote(str(got))))
-    return pid, got
+    return install_recorder(home, "claude")
 
 
 def fake_claude(home: Path, tee: Path | None = None) -> None:
@@ -345,25 +340,9 @@ def test_the_adopting_run_records_the_early_lines_as_its_own(home: Path) -> None
     records = {}
     for mode in ("write", "spawn"):
         log = home / f"log-{mode}.jsonl"
-        done = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "orchestrate",
-                *run_args(home, "--output", "jsonl", "--record", str(log)),
-                "plain hi",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env={**os.environ, "ORCHESTRATE_EARLY": mode},
-        )
-        assert done.returncode == 0, done.stderr
-        assert '"outcome":"success"' in done.stdout.splitlines()[-1]
-        assert "hello from fake claude" in done.stdout
-        lines = [orjson.loads(line) for line in log.read_bytes().splitlines()]
-        header, chunks = lines[0], [r for r in lines if r.get("type") == "chunk"]
-        started = datetime.fromisoformat(header["started"]).timestamp()
+        args = run_args(home, "--output", "jsonl", "--record", str(log))
+        out, started, chunks = recorded_cli_run([*args, "plain hi"], log, mode)
+        assert "hello from fake claude" in out
         stdin = [r for r in chunks if r["stream"] == "stdin"]
         assert [r["stream"] for r in chunks[:2]] == ["stdin", "stdin"]  # before anything it printed
         first_two = [r["data"] for r in stdin[:2]]

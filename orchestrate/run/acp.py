@@ -16,15 +16,14 @@ from ..errors import OrchestrateError
 from ..executors.acp import AcpExecutor
 from ..executors.base import Capabilities
 from ..peers.acp_opening import open_acp
-from ..peers.handshake import Handshake
-from ..peers.jsonrpc import INVALID_PARAMS, IncomingRequest, JsonRpcPeer, RequestId
+from ..peers.jsonrpc import INVALID_PARAMS, IncomingRequest, JsonRpcPeer
 from ..wire.lines import WireLine
 from ..wire.notes import ApprovalWithdrawn, RunError, Stopped
 from . import acp_elicitation
 from .acp_session import model_request, offers, reopen_method
 from .acp_tools import AcpTools
 from .driver import Driver, DriverContext
-from .jsonrpc import JsonRpcConnection, JsonRpcError, RpcError
+from .jsonrpc import JsonRpcConnection, JsonRpcError, RpcError, is_handshake
 
 __all__ = ["AcpDriver"]
 
@@ -59,20 +58,13 @@ class AcpDriver(Driver[AcpExecutor]):
         self.turn_active = False
         self.queued: list[str] = []
         self._turn_cancelled = False
-        self._opened: RequestId | None = None  # initialize, written before the run adopted the process
 
     # --- conversation -------------------------------------------------------------------------
 
     async def start(self, prompt: str) -> None:
         # initialize (peers/acp_opening.py: the early start's code too), answered before anything
         # else is sent.
-        asked, self._opened = self._opened, None
-        if asked is None:
-            opening = open_acp(self.conn.peer)
-            self.conn.expect(opening.request_id)
-            init = await self.conn.answer(opening.request_id, _STARTUP_TIMEOUT, write=opening.lines[0])
-        else:
-            init = await self.conn.answer(asked, _STARTUP_TIMEOUT)
+        init = await self.conn.handshake(open_acp, _STARTUP_TIMEOUT)
         self._learn(init if isinstance(init, dict) else {})
         opened = await self._open_session()
         await self._choose_model(opened)
@@ -85,18 +77,12 @@ class AcpDriver(Driver[AcpExecutor]):
 
     @classmethod
     def takes_opening(cls, opening: object) -> bool:
-        return isinstance(opening, Handshake) and opening.lines == open_acp().lines
+        return is_handshake(opening, open_acp)
 
     def take_opening(self, opening: object) -> None:
         if not self.takes_opening(opening):
             super().take_opening(opening)
-        # Those bytes, made by our own peer, which then holds the request pending as if it had
-        # written them (its id, its next one): the opening's own peer and id are not trusted to
-        # agree with its bytes.  The answer may already be in the pipe, and is kept from now on
-        # (before the read loop starts).
-        own = open_acp(self.conn.peer)
-        self.conn.expect(own.request_id)
-        self._opened = own.request_id
+        self.conn.take_handshake(open_acp)
 
     def _learn(self, init: dict[str, Any]) -> None:
         """What this agent can do, from its own answer (the generic executor declares little)."""

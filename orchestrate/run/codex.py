@@ -8,12 +8,11 @@ from typing import Any
 from ..approvals.base import ApprovalDecision, decide
 from ..executors.codex import CodexExecutor
 from ..peers.codex_opening import codex_peer, open_codex
-from ..peers.handshake import Handshake
-from ..peers.jsonrpc import IncomingRequest, RequestId
+from ..peers.jsonrpc import IncomingRequest
 from ..wire.lines import WireLine
 from ..wire.notes import ApprovalWithdrawn
 from .driver import Driver, DriverContext
-from .jsonrpc import JsonRpcConnection
+from .jsonrpc import JsonRpcConnection, is_handshake
 
 __all__ = ["CodexDriver"]
 
@@ -45,18 +44,11 @@ class CodexDriver(Driver[CodexExecutor]):
         self.turn_active = False
         self.queued: list[str] = []
         self._items: dict[str, dict[str, Any]] = {}
-        self._opened: RequestId | None = None  # initialize, written before the run adopted the process
 
     async def start(self, prompt: str) -> None:
         # initialize (peers/codex_opening.py: the early start's code too), its answer awaited
         # before anything else is sent, as Codex's own client does.
-        opened, self._opened = self._opened, None
-        if opened is None:
-            opening = open_codex(self.conn.peer)
-            self.conn.expect(opening.request_id)
-            await self.conn.answer(opening.request_id, _HANDSHAKE_TIMEOUT, write=opening.lines[0])
-        else:
-            await self.conn.answer(opened, _HANDSHAKE_TIMEOUT)
+        await self.conn.handshake(open_codex, _HANDSHAKE_TIMEOUT)
         await self.conn.notify("initialized")
         method, thread_params = self.executor.thread_request(self.ctx.task)
         result = await self.conn.call(method, thread_params, _CALL_TIMEOUT)
@@ -72,18 +64,12 @@ class CodexDriver(Driver[CodexExecutor]):
 
     @classmethod
     def takes_opening(cls, opening: object) -> bool:
-        return isinstance(opening, Handshake) and opening.lines == open_codex().lines
+        return is_handshake(opening, open_codex)
 
     def take_opening(self, opening: object) -> None:
         if not self.takes_opening(opening):
             super().take_opening(opening)
-        # Those bytes, made by our own peer, which then holds the request pending as if it had
-        # written them (its id, its next one): the opening's own peer and id are not trusted to
-        # agree with its bytes.  The answer may already be in the pipe, and is kept from now on
-        # (before the read loop starts).
-        own = open_codex(self.conn.peer)
-        self.conn.expect(own.request_id)
-        self._opened = own.request_id
+        self.conn.take_handshake(open_codex)
 
     def wants(self, line: WireLine) -> bool:
         # Requests and answers, and the few notifications _notified reads; not the streamed text.

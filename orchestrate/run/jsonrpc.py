@@ -21,6 +21,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..errors import OrchestrateError, ProcessExitedError, ProtocolError
+from ..peers.handshake import Handshake
 from ..peers.jsonrpc import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
@@ -34,12 +35,29 @@ from ..peers.jsonrpc import (
 from ..process.base import AgentIO
 from ..wire.lines import WireLine
 
-__all__ = ["MAX_SERVED", "NO_ANSWER", "JsonRpcConnection", "JsonRpcError", "RequestHandler", "RpcError"]
+__all__ = [
+    "MAX_SERVED",
+    "NO_ANSWER",
+    "JsonRpcConnection",
+    "JsonRpcError",
+    "MakeHandshake",
+    "RequestHandler",
+    "RpcError",
+    "is_handshake",
+]
 
 MAX_SERVED = 1000
 
 RequestHandler = Callable[[IncomingRequest], Awaitable[Any]]
+MakeHandshake = Callable[[JsonRpcPeer | None], Handshake]
+"""peers/codex_opening.py's open_codex, peers/acp_opening.py's open_acp: a protocol's handshake."""
 NotificationHandler = Callable[[str, Any], Awaitable[None]]
+
+
+def is_handshake(opening: object, make: MakeHandshake) -> bool:
+    """Whether ``opening`` (what the early start wrote) is byte for byte the handshake ``make``
+    makes for a fresh conversation: all that a driver takes over."""
+    return isinstance(opening, Handshake) and opening.lines == make(None).lines
 
 
 class RpcError(OrchestrateError):
@@ -100,6 +118,7 @@ class JsonRpcConnection:
         self._serving: dict[RequestId, _Serving] = {}
         self._closed: Exception | None = None
         self._limit = anyio.Semaphore(max_served)
+        self._taken: RequestId | None = None  # a handshake written before this connection existed
 
     async def call(self, method: str, params: Any = None, limit: float | None = 60.0) -> Any:
         """Send a request and wait, at most ``limit`` seconds, for its result."""
@@ -108,6 +127,26 @@ class JsonRpcConnection:
         request_id, line = self.peer.request(method, params)
         waiter = self._waiters[request_id] = _Waiter()
         return await self._result(request_id, method, waiter, limit, line)
+
+    def take_handshake(self, make: MakeHandshake) -> None:
+        """The handshake ``make`` makes was written before this connection existed (the early
+        start's, run/early_opening.py): our peer makes it again, unwritten, and so holds its request
+        pending as if it had written it (its id, its next one; never the early peer's state, which
+        nothing checks against the bytes).  Its answer, maybe in the pipe already, is kept from now
+        on: call this before the read loop starts."""
+        own = make(self.peer)
+        self.expect(own.request_id)
+        self._taken = own.request_id
+
+    async def handshake(self, make: MakeHandshake, limit: float | None) -> Any:
+        """The agent's answer to the handshake ``make`` makes: the one taken over
+        (:meth:`take_handshake`), else written now."""
+        taken, self._taken = self._taken, None
+        if taken is not None:
+            return await self.answer(taken, limit)
+        opening = make(self.peer)
+        self.expect(opening.request_id)
+        return await self.answer(opening.request_id, limit, write=opening.lines[0])
 
     def expect(self, request_id: RequestId) -> None:
         """A request of ours that was written before this connection existed (the early start's
