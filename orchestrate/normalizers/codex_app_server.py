@@ -14,7 +14,7 @@ Facts this relies on (codex-cli 0.169.0, fixtures/codex-app-server, protocols/co
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from ..entries import (
     NO_EXIT_CODE,
@@ -37,7 +37,7 @@ from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Approval, Note
 from .actions import describe
-from .base import DEFAULT_WINDOW, OPEN_STATUSES, LineNormalizer, Stream
+from .base import DEFAULT_WINDOW, OPEN_STATUSES, SHARED_NOTES, LineNormalizer, Stream
 from .built import tool_call, tool_result, tool_use, turn_usage, usage_entry
 from .codex_items import display_command, file_change
 from .compiled import mypyc_attr
@@ -326,6 +326,9 @@ class CodexAppServerNormalizer(LineNormalizer):
         self.log.update_tool(
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
         )
+
+    # (A replay's note of another kind, the agent's exit in every run, is then not read at all.)
+    notes_read: ClassVar[frozenset[str] | None] = SHARED_NOTES | {Approval.kind}
 
     def on_note(self, event: Note, ts: datetime | None) -> None:
         if not isinstance(event, Approval):
