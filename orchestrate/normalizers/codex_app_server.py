@@ -135,23 +135,51 @@ class CodexAppServerNormalizer(LineNormalizer):
     # --- dispatch -----------------------------------------------------------------------------
 
     def feed_line(self, wire: WireLine) -> None:
-        stream, ts = wire.stream, wire.ts
+        stream = wire.stream
         if stream == "stderr":
             return  # tracing output, never protocol (protocols/codex.md §6)
         obj = wire.object
         if obj is None:
             if stream == "stdout":
-                self.not_json("The agent", wire.text, ts)
+                self.not_json("The agent", wire.text, wire.ts)
             return
-        method, has_id = obj.get("method"), "id" in obj
-        if has_id and rpc_id(obj["id"]) is None:
+        method = obj.get("method")
+        if "id" in obj:
+            self._message(wire, obj, method, stream)
+            return
+        # A notification, the agent's (nine lines in ten) or ours (stdin: none acts on anything).
+        # (``type(...) is str``: orjson makes exact strings and dicts, where isinstance costs more.)
+        if method == "thread/status/changed":
+            params = obj.get("params")
+            status = _dict((params if type(params) is dict else {}).get("status"))
+            self._waiting = "waitingOnApproval" in (status.get("activeFlags") or [])
+            return  # (a tenth of the lines: a notification shown as nothing, see _SILENT)
+        if stream != "stdout":
+            return
+        if self._starting and method not in _APPROVAL_METHODS and method not in _SILENT:
+            self._promote()  # (a line after an item's start that is not its approval: it runs)
+        if type(method) is str:
+            if method in _SILENT:
+                return  # (a third of the lines: before the call and the cases)
+            params = obj.get("params")
+            self._notification(method, params if type(params) is dict else {}, wire.ts)
+        else:
+            self.log.error(
+                "The agent sent a JSON-RPC message of no known shape",
+                "protocol_error",
+                wire.ts,
+                content=wire.text,
+            )
+
+    def _message(self, wire: WireLine, obj: dict[str, Any], method: Any, stream: Stream) -> None:
+        """A request or a response, either way (a line with an id)."""
+        ts = wire.ts
+        if rpc_id(obj["id"]) is None:
             self.invalid_rpc_id(wire.text, stream, ts)
             return
         if method == "thread/status/changed":
             status = _dict(_dict(obj.get("params")).get("status"))
             self._waiting = "waitingOnApproval" in (status.get("activeFlags") or [])
-            if stream == "stdout" and not has_id:
-                return  # (a tenth of the lines: a notification shown as nothing, see _SILENT)
         elif (
             self._starting
             and stream == "stdout"
@@ -160,21 +188,15 @@ class CodexAppServerNormalizer(LineNormalizer):
         ):
             self._promote()  # (a line after an item's start that is not its approval: it runs)
         if stream == "stdin":
-            if isinstance(method, str) and has_id:
+            if isinstance(method, str):
                 self._our_requests[obj["id"]] = method
                 self._client_request(method, _dict(obj.get("params")), ts)
-            elif not isinstance(method, str) and has_id:
+            else:
                 self._client_answer(obj["id"], obj.get("result"), obj.get("error"))
-        elif isinstance(method, str) and has_id:
-            self._server_request(obj["id"], method, _dict(obj.get("params")), ts)
         elif isinstance(method, str):
-            self._notification(method, _dict(obj.get("params")), ts)
-        elif has_id:
-            self._response(obj["id"], obj.get("result"), obj.get("error"), ts)
+            self._server_request(obj["id"], method, _dict(obj.get("params")), ts)
         else:
-            self.log.error(
-                "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=wire.text
-            )
+            self._response(obj["id"], obj.get("result"), obj.get("error"), ts)
 
     def chunk_done(self, stream: Stream) -> None:
         if self._starting and stream == "stdout":
@@ -199,8 +221,6 @@ class CodexAppServerNormalizer(LineNormalizer):
                 self.log.update_tool(index, status="running")
 
     def _notification(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
-        if method in _SILENT:
-            return  # (a third of the lines: before the cases, each a string comparison)
         match method:
             case "item/started" | "item/completed":
                 self._item(_dict(p.get("item")), method == "item/completed", ts)
