@@ -174,7 +174,8 @@ class CodexAppServerNormalizer(LineNormalizer):
     def _message(self, wire: WireLine, obj: dict[str, Any], method: Any, stream: Stream) -> None:
         """A request or a response, either way (a line with an id)."""
         ts = wire.ts
-        if rpc_id(obj["id"]) is None:
+        request_id = obj["id"]
+        if type(request_id) is not int and type(request_id) is not str and rpc_id(request_id) is None:
             self.invalid_rpc_id(wire.text, stream, ts)
             return
         if method == "thread/status/changed":
@@ -188,15 +189,16 @@ class CodexAppServerNormalizer(LineNormalizer):
         ):
             self._promote()  # (a line after an item's start that is not its approval: it runs)
         if stream == "stdin":
-            if isinstance(method, str):
-                self._our_requests[obj["id"]] = method
-                self._client_request(method, _dict(obj.get("params")), ts)
+            if type(method) is str:
+                self._our_requests[request_id] = method
+                if method == "turn/interrupt":  # (the one request of ours shown)
+                    self.log.add(SYSTEM, "Interrupt requested", ts)
             else:
-                self._client_answer(obj["id"], obj.get("result"), obj.get("error"))
-        elif isinstance(method, str):
-            self._server_request(obj["id"], method, _dict(obj.get("params")), ts)
+                self._client_answer(request_id, obj.get("result"), obj.get("error"))
+        elif type(method) is str:
+            self._server_request(request_id, method, _dict(obj.get("params")), ts)
         else:
-            self._response(obj["id"], obj.get("result"), obj.get("error"), ts)
+            self._response(request_id, obj.get("result"), obj.get("error"), ts)
 
     def chunk_done(self, stream: Stream) -> None:
         if self._starting and stream == "stdout":
@@ -263,10 +265,6 @@ class CodexAppServerNormalizer(LineNormalizer):
                 self.log.add(SYSTEM, f"`{method}` notification", ts, raw={"method": method, "params": p})
 
     # --- responses to our requests, and our answers to the agent's ------------------------------
-
-    def _client_request(self, method: str, params: dict[str, Any], ts: datetime | None) -> None:
-        if method == "turn/interrupt":
-            self.log.add(SYSTEM, "Interrupt requested", ts)
 
     def _response(self, request_id: Any, result: Any, error: Any, ts: datetime | None) -> None:
         if request_id not in self._our_requests:
