@@ -77,13 +77,14 @@ _SILENT = {
     "thread/goal/updated",
     "thread/goal/cleared",
 }
-_TOKEN_FIELDS = ("inputTokens", "outputTokens", "cachedInputTokens", "cacheWriteInputTokens")
+# A turn's counts, from the thread's running totals (``inputTokens``, ``outputTokens``,
+# ``cachedInputTokens``, ``cacheWriteInputTokens``, read in that order where they are used).
 _USAGE_FIELDS = (
     "input_tokens",
     "output_tokens",
     "cache_read_tokens",
     "cache_write_tokens",
-)  # (the same order)
+)
 _DECISIONS: dict[str, tuple[ApprovalOutcome, ToolStatus]] = {
     "accept": ("approved", "running"),
     "acceptForSession": ("approved", "running"),
@@ -239,11 +240,23 @@ class CodexAppServerNormalizer(LineNormalizer):
                 self._item(item if type(item) is dict else {}, method == "item/completed", ts)
             case "thread/tokenUsage/updated":
                 usage = _dict(p.get("tokenUsage"))
-                total = _dict(usage.get("total"))
-                self._total = {k: count(total.get(k)) for k in _TOKEN_FIELDS}
+                get = _dict(usage.get("total")).get
+                a, b, c, d = (
+                    get("inputTokens"),
+                    get("outputTokens"),
+                    get("cachedInputTokens"),
+                    get("cacheWriteInputTokens"),
+                )
+                # (Each an exact int as it is, anything else through count: no call per field.)
+                self._total = {
+                    "inputTokens": a if type(a) is int else count(a),
+                    "outputTokens": b if type(b) is int else count(b),
+                    "cachedInputTokens": c if type(c) is int else count(c),
+                    "cacheWriteInputTokens": d if type(d) is int else count(d),
+                }
                 self._window = usage.get("modelContextWindow") or self._window
             case "turn/started":
-                self._baseline = dict(self._total)
+                self._baseline = self._total  # (replaced whole, never changed in place: shared)
             case "turn/completed":
                 self._turn_completed(_dict(p.get("turn")), ts)
             case "configWarning" | "warning" | "deprecationNotice" | "guardianWarning":
@@ -604,11 +617,18 @@ class CodexAppServerNormalizer(LineNormalizer):
     # --- turns --------------------------------------------------------------------------------
 
     def _turn_completed(self, turn: dict[str, Any], ts: datetime | None) -> None:
-        status = _s(turn.get("status")) or "completed"
+        status = turn.get("status")
+        status = (status if type(status) is str else _s(status)) or "completed"
         self.turn_statuses.append(status)
         total, base = self._total, self._baseline
-        counts = [total.get(k, 0) - base.get(k, 0) for k in _TOKEN_FIELDS]
-        self._baseline = dict(total)
+        # (The totals are replaced whole, never changed in place: the baseline shares their dict.)
+        self._baseline = total
+        counts = (
+            total.get("inputTokens", 0) - base.get("inputTokens", 0),
+            total.get("outputTokens", 0) - base.get("outputTokens", 0),
+            total.get("cachedInputTokens", 0) - base.get("cachedInputTokens", 0),
+            total.get("cacheWriteInputTokens", 0) - base.get("cacheWriteInputTokens", 0),
+        )  # (spelled out: no comprehension's frame per turn)
         # Built as it is when every value is an int (the counts always are); the context window
         # is the agent's own value, validated (coerced or refused) when it is anything else.
         window = self._window
@@ -624,11 +644,11 @@ class CodexAppServerNormalizer(LineNormalizer):
             turn_id=turn.get("id"),
             duration_ms=turn.get("durationMs"),
         )
-        error = _s(_dict(turn.get("error")).get("message"))
         if status == "interrupted":
             self.log.error("The turn was interrupted", "interrupted", ts)
             self.log.close_open_tools("cancelled")
         elif status == "failed":
+            error = _s(_dict(turn.get("error")).get("message"))
             if error != self._shown_error:
                 self.log.error(error or "the turn failed", "agent_error", ts)
             self.log.close_open_tools("cancelled")
