@@ -13,6 +13,7 @@ Facts this relies on (codex-cli 0.169.0, fixtures/codex-app-server, protocols/co
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, ClassVar
 
@@ -160,10 +161,12 @@ class CodexAppServerNormalizer(LineNormalizer):
         if self._starting and method not in _APPROVAL_METHODS and method not in _SILENT:
             self._promote()  # (a line after an item's start that is not its approval: it runs)
         if type(method) is str:
-            if method in _SILENT:
-                return  # (a third of the lines: before the call and the cases)
-            params = obj.get("params")
-            self._notification(method, params if type(params) is dict else {}, wire.ts)
+            # One lookup for every method (a silent one, a third of the lines, finds None), where a
+            # ``match`` compared the method with each case in turn.
+            handle = _NOTIFICATIONS.get(method, _other_notification)
+            if handle is not None:
+                params = obj.get("params")
+                handle(self, method, params if type(params) is dict else {}, wire.ts)
         else:
             self.log.error(
                 "The agent sent a JSON-RPC message of no known shape",
@@ -223,59 +226,48 @@ class CodexAppServerNormalizer(LineNormalizer):
             if tool is not None and index is not None and tool.status == "created":
                 self.log.update_tool(index, status="running")
 
-    def _notification(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
-        # (The cases in the order of how often they come: each is a string comparison.)
-        match method:
-            case "item/agentMessage/delta" | "item/reasoning/summaryTextDelta" | "item/reasoning/textDelta":
-                # (A fifth of the lines: handled here, with the two fields read as _s would.)
-                item_id, delta = p.get("itemId"), p.get("delta")
-                index = self._items.get(item_id if type(item_id) is str else _s(item_id))
-                if index is not None:
-                    if type(delta) is not str:
-                        delta = _s(delta)
-                    if delta:
-                        self.log.append_text(index, delta)
-            case "item/started" | "item/completed":
-                item = p.get("item")
-                self._item(item if type(item) is dict else {}, method == "item/completed", ts)
-            case "thread/tokenUsage/updated":
-                usage = _dict(p.get("tokenUsage"))
-                get = _dict(usage.get("total")).get
-                a, b, c, d = (
-                    get("inputTokens"),
-                    get("outputTokens"),
-                    get("cachedInputTokens"),
-                    get("cacheWriteInputTokens"),
-                )
-                # (Each an exact int as it is, anything else through count: no call per field.)
-                self._total = {
-                    "inputTokens": a if type(a) is int else count(a),
-                    "outputTokens": b if type(b) is int else count(b),
-                    "cachedInputTokens": c if type(c) is int else count(c),
-                    "cacheWriteInputTokens": d if type(d) is int else count(d),
-                }
-                self._window = usage.get("modelContextWindow") or self._window
-            case "turn/started":
-                self._baseline = self._total  # (replaced whole, never changed in place: shared)
-            case "turn/completed":
-                self._turn_completed(_dict(p.get("turn")), ts)
-            case "configWarning" | "warning" | "deprecationNotice" | "guardianWarning":
-                text = _s(p.get("summary") or p.get("message") or p.get("details")) or method
-                self.log.add(SYSTEM, text, ts, notice=method)
-            case "serverRequest/resolved":
-                self._request_resolved(p.get("requestId"))
-            case "turn/diff/updated":
-                self._turn_diff(_s(p.get("turnId")), _s(p.get("diff")), ts)
-            case "item/commandExecution/outputDelta":
-                self._output_delta(_s(p.get("itemId")), _s(p.get("delta")))
-            case "turn/plan/updated":
-                self._plan(_s(p.get("turnId")), p, ts)
-            case "error":
-                self._error(p, ts)
-            case "thread/compacted":
-                self.log.add(SYSTEM, "Conversation compacted", ts)
-            case _:
-                self.log.add(SYSTEM, f"`{method}` notification", ts, raw={"method": method, "params": p})
+    # --- notifications, each one's handler (see _NOTIFICATIONS) -----------------------------------
+
+    def _on_delta(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        # (A fifth of the lines: the two fields read as _s would, a string as it is.)
+        item_id, delta = p.get("itemId"), p.get("delta")
+        index = self._items.get(item_id if type(item_id) is str else _s(item_id))
+        if index is not None:
+            if type(delta) is not str:
+                delta = _s(delta)
+            if delta:
+                self.log.append_text(index, delta)
+
+    def _on_token_usage(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        usage = _dict(p.get("tokenUsage"))
+        get = _dict(usage.get("total")).get
+        a, b, c, d = (
+            get("inputTokens"),
+            get("outputTokens"),
+            get("cachedInputTokens"),
+            get("cacheWriteInputTokens"),
+        )
+        # (Each an exact int as it is, anything else through count: no call per field.)
+        self._total = {
+            "inputTokens": a if type(a) is int else count(a),
+            "outputTokens": b if type(b) is int else count(b),
+            "cachedInputTokens": c if type(c) is int else count(c),
+            "cacheWriteInputTokens": d if type(d) is int else count(d),
+        }
+        self._window = usage.get("modelContextWindow") or self._window
+
+    def _on_turn_started(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        self._baseline = self._total  # (replaced whole, never changed in place: shared)
+
+    def _on_warning(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        text = _s(p.get("summary") or p.get("message") or p.get("details")) or method
+        self.log.add(SYSTEM, text, ts, notice=method)
+
+    def _on_compacted(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        self.log.add(SYSTEM, "Conversation compacted", ts)
+
+    def _on_other(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        self.log.add(SYSTEM, f"`{method}` notification", ts, raw={"method": method, "params": p})
 
     # --- responses to our requests, and our answers to the agent's ------------------------------
 
@@ -327,7 +319,8 @@ class CodexAppServerNormalizer(LineNormalizer):
         approval = make(ApprovalInfo, request_id=str(request_id), reason=_s(p.get("reason")) or None)
         self.log.update_tool(index, status="pending_approval", approval=approval)
 
-    def _request_resolved(self, request_id: Any) -> None:
+    def _request_resolved(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        request_id = p.get("requestId")
         # Sent after our answer (nothing left to do then); before it, the server settled the
         # request itself (an interrupted turn), and the question we were asking was taken back.
         item_id = self._server_requests.pop(_request_key(request_id), None)
@@ -393,7 +386,10 @@ class CodexAppServerNormalizer(LineNormalizer):
 
     # --- items --------------------------------------------------------------------------------
 
-    def _item(self, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
+    def _item(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        item, completed = p.get("item"), method == "item/completed"
+        if type(item) is not dict:
+            item = {}
         item_id, kind = _s(item.get("id")), _s(item.get("type"))
         match kind:
             case "userMessage":
@@ -515,7 +511,8 @@ class CodexAppServerNormalizer(LineNormalizer):
             index, status=new, action=make(CommandRun, command=command, result=result), result=outcome
         )
 
-    def _output_delta(self, item_id: str, delta: str) -> None:
+    def _output_delta(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        item_id, delta = _s(p.get("itemId")), _s(p.get("delta"))
         index = self._items.get(item_id)
         tool = self.log.tool(index) if index is not None else None
         if tool is None or index is None or not isinstance(tool.action, CommandRun):
@@ -616,7 +613,8 @@ class CodexAppServerNormalizer(LineNormalizer):
 
     # --- turns --------------------------------------------------------------------------------
 
-    def _turn_completed(self, turn: dict[str, Any], ts: datetime | None) -> None:
+    def _turn_completed(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        turn = _dict(p.get("turn"))
         status = turn.get("status")
         status = (status if type(status) is str else _s(status)) or "completed"
         self.turn_statuses.append(status)
@@ -654,7 +652,7 @@ class CodexAppServerNormalizer(LineNormalizer):
             self.log.close_open_tools("cancelled")
         self._shown_error = None
 
-    def _error(self, p: dict[str, Any], ts: datetime | None) -> None:
+    def _error(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
         error = _dict(p.get("error"))
         message = _s(error.get("message")) or "error"
         if p.get("willRetry"):
@@ -669,7 +667,8 @@ class CodexAppServerNormalizer(LineNormalizer):
             codex_error=error.get("codexErrorInfo"),
         )
 
-    def _turn_diff(self, turn_id: str, diff: str, ts: datetime | None) -> None:
+    def _turn_diff(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        turn_id, diff = _s(p.get("turnId")), _s(p.get("diff"))
         # The turn's whole diff repeats the file changes' own diffs: named here, kept whole in the
         # metadata (``turnDiff``), never shown twice as text.
         files = sorted({line[6:] for line in diff.splitlines() if line.startswith("+++ b/")})
@@ -681,7 +680,8 @@ class CodexAppServerNormalizer(LineNormalizer):
         else:
             self.log.replace(index, content=content, metadata=self.log.metadata(turn_diff=diff))
 
-    def _plan(self, turn_id: str, p: dict[str, Any], ts: datetime | None) -> None:
+    def _plan(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        turn_id = _s(p.get("turnId"))
         statuses = {"pending": "pending", "inProgress": "in_progress", "completed": "completed"}
         items = tuple(
             make(PlanItem, content=_s(s.get("step")), status=statuses.get(_s(s.get("status")), "pending"))
@@ -713,6 +713,32 @@ class CodexAppServerNormalizer(LineNormalizer):
 
     def close(self, ts: datetime | None) -> None:
         self.log.close_open_tools("cancelled")
+
+
+_Handler = Callable[[CodexAppServerNormalizer, str, dict[str, Any], "datetime | None"], None]
+_other_notification: _Handler = CodexAppServerNormalizer._on_other
+_NOTIFICATIONS: dict[str, _Handler | None] = {
+    **dict.fromkeys(_SILENT),  # (None: shown as nothing)
+    "item/agentMessage/delta": CodexAppServerNormalizer._on_delta,
+    "item/reasoning/summaryTextDelta": CodexAppServerNormalizer._on_delta,
+    "item/reasoning/textDelta": CodexAppServerNormalizer._on_delta,
+    "item/started": CodexAppServerNormalizer._item,
+    "item/completed": CodexAppServerNormalizer._item,
+    "thread/tokenUsage/updated": CodexAppServerNormalizer._on_token_usage,
+    "turn/started": CodexAppServerNormalizer._on_turn_started,
+    "turn/completed": CodexAppServerNormalizer._turn_completed,
+    "configWarning": CodexAppServerNormalizer._on_warning,
+    "warning": CodexAppServerNormalizer._on_warning,
+    "deprecationNotice": CodexAppServerNormalizer._on_warning,
+    "guardianWarning": CodexAppServerNormalizer._on_warning,
+    "serverRequest/resolved": CodexAppServerNormalizer._request_resolved,
+    "turn/diff/updated": CodexAppServerNormalizer._turn_diff,
+    "item/commandExecution/outputDelta": CodexAppServerNormalizer._output_delta,
+    "turn/plan/updated": CodexAppServerNormalizer._plan,
+    "error": CodexAppServerNormalizer._error,
+    "thread/compacted": CodexAppServerNormalizer._on_compacted,
+}
+"""A notification's handler by its method; a method not here is shown as what it is (_on_other)."""
 
 
 def _content_items(items: list[Any]) -> str | list[Any]:
