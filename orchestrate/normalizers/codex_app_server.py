@@ -390,16 +390,26 @@ class CodexAppServerNormalizer(LineNormalizer):
         item, completed = p.get("item"), method == "item/completed"
         if type(item) is not dict:
             item = {}
-        item_id, kind = _s(item.get("id")), _s(item.get("type"))
+        item_id, kind = item.get("id"), item.get("type")
+        if type(item_id) is not str:  # (read as _s would: a string as it is, without a call)
+            item_id = _s(item_id)
+        if type(kind) is not str:
+            kind = _s(kind)
         match kind:
             case "userMessage":
                 if not completed:
                     text = "\n".join(
-                        _s(c.get("text")) for c in item.get("content") or [] if isinstance(c, dict)
+                        [_s(c.get("text")) for c in item.get("content") or [] if type(c) is dict]
                     )
                     self._items[item_id] = self.log.add(USER, text, ts)
             case "agentMessage":
-                self._text_item(item_id, ASSISTANT, _s(item.get("text")), completed, ts)
+                said = item.get("text")
+                said = said if type(said) is str else _s(said)
+                index = self._items.get(item_id)  # (_text_item, inline: a message is one line in ten)
+                if index is None:
+                    self._items[item_id] = self.log.add(ASSISTANT, said, ts)
+                elif completed and said and not self.log.streamed(index).equals(said):
+                    self.log.replace(index, content=said)
             case "reasoning":
                 parts = [_s(x) for x in (item.get("summary") or item.get("content") or [])]
                 self._text_item(item_id, THINKING, "\n\n".join(parts), completed, ts)
