@@ -13,8 +13,9 @@ Facts this relies on (codex-cli 0.169.0, fixtures/codex-app-server, protocols/co
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, ClassVar
 
 from ..entries import (
     NO_EXIT_CODE,
@@ -37,7 +38,7 @@ from ..wire.framing import DEFAULT_MAX_LINE_BYTES
 from ..wire.lines import WireLine
 from ..wire.notes import Approval, Note
 from .actions import describe
-from .base import DEFAULT_WINDOW, OPEN_STATUSES, LineNormalizer, Stream
+from .base import DEFAULT_WINDOW, OPEN_STATUSES, SHARED_NOTES, LineNormalizer, Stream
 from .built import tool_call, tool_result, tool_use, turn_usage, usage_entry
 from .codex_items import display_command, file_change
 from .compiled import mypyc_attr
@@ -77,13 +78,14 @@ _SILENT = {
     "thread/goal/updated",
     "thread/goal/cleared",
 }
-_TOKEN_FIELDS = ("inputTokens", "outputTokens", "cachedInputTokens", "cacheWriteInputTokens")
+# A turn's counts, from the thread's running totals (``inputTokens``, ``outputTokens``,
+# ``cachedInputTokens``, ``cacheWriteInputTokens``, read in that order where they are used).
 _USAGE_FIELDS = (
     "input_tokens",
     "output_tokens",
     "cache_read_tokens",
     "cache_write_tokens",
-)  # (the same order)
+)
 _DECISIONS: dict[str, tuple[ApprovalOutcome, ToolStatus]] = {
     "accept": ("approved", "running"),
     "acceptForSession": ("approved", "running"),
@@ -135,23 +137,54 @@ class CodexAppServerNormalizer(LineNormalizer):
     # --- dispatch -----------------------------------------------------------------------------
 
     def feed_line(self, wire: WireLine) -> None:
-        stream, ts = wire.stream, wire.ts
+        stream = wire.stream
         if stream == "stderr":
             return  # tracing output, never protocol (protocols/codex.md §6)
         obj = wire.object
         if obj is None:
             if stream == "stdout":
-                self.not_json("The agent", wire.text, ts)
+                self.not_json("The agent", wire.text, wire.ts)
             return
-        method, has_id = obj.get("method"), "id" in obj
-        if has_id and rpc_id(obj["id"]) is None:
+        method = obj.get("method")
+        if "id" in obj:
+            self._message(wire, obj, method, stream)
+            return
+        # A notification, the agent's (nine lines in ten) or ours (stdin: none acts on anything).
+        # (``type(...) is str``: orjson makes exact strings and dicts, where isinstance costs more.)
+        if method == "thread/status/changed":
+            params = obj.get("params")
+            status = _dict((params if type(params) is dict else {}).get("status"))
+            self._waiting = "waitingOnApproval" in (status.get("activeFlags") or [])
+            return  # (a tenth of the lines: a notification shown as nothing, see _SILENT)
+        if stream != "stdout":
+            return
+        if self._starting and method not in _APPROVAL_METHODS and method not in _SILENT:
+            self._promote()  # (a line after an item's start that is not its approval: it runs)
+        if type(method) is str:
+            # One lookup for every method (a silent one, a third of the lines, finds None), where a
+            # ``match`` compared the method with each case in turn.
+            handle = _NOTIFICATIONS.get(method, _other_notification)
+            if handle is not None:
+                params = obj.get("params")
+                handle(self, method, params if type(params) is dict else {}, wire.ts)
+        else:
+            self.log.error(
+                "The agent sent a JSON-RPC message of no known shape",
+                "protocol_error",
+                wire.ts,
+                content=wire.text,
+            )
+
+    def _message(self, wire: WireLine, obj: dict[str, Any], method: Any, stream: Stream) -> None:
+        """A request or a response, either way (a line with an id)."""
+        ts = wire.ts
+        request_id = obj["id"]
+        if type(request_id) is not int and type(request_id) is not str and rpc_id(request_id) is None:
             self.invalid_rpc_id(wire.text, stream, ts)
             return
         if method == "thread/status/changed":
             status = _dict(_dict(obj.get("params")).get("status"))
             self._waiting = "waitingOnApproval" in (status.get("activeFlags") or [])
-            if stream == "stdout" and not has_id:
-                return  # (a tenth of the lines: a notification shown as nothing, see _SILENT)
         elif (
             self._starting
             and stream == "stdout"
@@ -160,21 +193,16 @@ class CodexAppServerNormalizer(LineNormalizer):
         ):
             self._promote()  # (a line after an item's start that is not its approval: it runs)
         if stream == "stdin":
-            if isinstance(method, str) and has_id:
-                self._our_requests[obj["id"]] = method
-                self._client_request(method, _dict(obj.get("params")), ts)
-            elif not isinstance(method, str) and has_id:
-                self._client_answer(obj["id"], obj.get("result"), obj.get("error"))
-        elif isinstance(method, str) and has_id:
-            self._server_request(obj["id"], method, _dict(obj.get("params")), ts)
-        elif isinstance(method, str):
-            self._notification(method, _dict(obj.get("params")), ts)
-        elif has_id:
-            self._response(obj["id"], obj.get("result"), obj.get("error"), ts)
+            if type(method) is str:
+                self._our_requests[request_id] = method
+                if method == "turn/interrupt":  # (the one request of ours shown)
+                    self.log.add(SYSTEM, "Interrupt requested", ts)
+            else:
+                self._client_answer(request_id, obj.get("result"), obj.get("error"))
+        elif type(method) is str:
+            self._server_request(request_id, method, _dict(obj.get("params")), ts)
         else:
-            self.log.error(
-                "The agent sent a JSON-RPC message of no known shape", "protocol_error", ts, content=wire.text
-            )
+            self._response(request_id, obj.get("result"), obj.get("error"), ts)
 
     def chunk_done(self, stream: Stream) -> None:
         if self._starting and stream == "stdout":
@@ -198,46 +226,50 @@ class CodexAppServerNormalizer(LineNormalizer):
             if tool is not None and index is not None and tool.status == "created":
                 self.log.update_tool(index, status="running")
 
-    def _notification(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
-        if method in _SILENT:
-            return  # (a third of the lines: before the cases, each a string comparison)
-        match method:
-            case "item/started" | "item/completed":
-                self._item(_dict(p.get("item")), method == "item/completed", ts)
-            case "item/agentMessage/delta" | "item/reasoning/summaryTextDelta" | "item/reasoning/textDelta":
-                self._delta(_s(p.get("itemId")), _s(p.get("delta")))
-            case "item/commandExecution/outputDelta":
-                self._output_delta(_s(p.get("itemId")), _s(p.get("delta")))
-            case "turn/started":
-                self._baseline = dict(self._total)
-            case "serverRequest/resolved":
-                self._request_resolved(p.get("requestId"))
-            case "turn/completed":
-                self._turn_completed(_dict(p.get("turn")), ts)
-            case "thread/tokenUsage/updated":
-                usage = _dict(p.get("tokenUsage"))
-                total = _dict(usage.get("total"))
-                self._total = {k: count(total.get(k)) for k in _TOKEN_FIELDS}
-                self._window = usage.get("modelContextWindow") or self._window
-            case "turn/diff/updated":
-                self._turn_diff(_s(p.get("turnId")), _s(p.get("diff")), ts)
-            case "turn/plan/updated":
-                self._plan(_s(p.get("turnId")), p, ts)
-            case "error":
-                self._error(p, ts)
-            case "configWarning" | "warning" | "deprecationNotice" | "guardianWarning":
-                text = _s(p.get("summary") or p.get("message") or p.get("details")) or method
-                self.log.add(SYSTEM, text, ts, notice=method)
-            case "thread/compacted":
-                self.log.add(SYSTEM, "Conversation compacted", ts)
-            case _:
-                self.log.add(SYSTEM, f"`{method}` notification", ts, raw={"method": method, "params": p})
+    # --- notifications, each one's handler (see _NOTIFICATIONS) -----------------------------------
+
+    def _on_delta(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        # (A fifth of the lines: the two fields read as _s would, a string as it is.)
+        item_id, delta = p.get("itemId"), p.get("delta")
+        index = self._items.get(item_id if type(item_id) is str else _s(item_id))
+        if index is not None:
+            if type(delta) is not str:
+                delta = _s(delta)
+            if delta:
+                self.log.append_text(index, delta)
+
+    def _on_token_usage(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        usage = _dict(p.get("tokenUsage"))
+        get = _dict(usage.get("total")).get
+        a, b, c, d = (
+            get("inputTokens"),
+            get("outputTokens"),
+            get("cachedInputTokens"),
+            get("cacheWriteInputTokens"),
+        )
+        # (Each an exact int as it is, anything else through count: no call per field.)
+        self._total = {
+            "inputTokens": a if type(a) is int else count(a),
+            "outputTokens": b if type(b) is int else count(b),
+            "cachedInputTokens": c if type(c) is int else count(c),
+            "cacheWriteInputTokens": d if type(d) is int else count(d),
+        }
+        self._window = usage.get("modelContextWindow") or self._window
+
+    def _on_turn_started(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        self._baseline = self._total  # (replaced whole, never changed in place: shared)
+
+    def _on_warning(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        text = _s(p.get("summary") or p.get("message") or p.get("details")) or method
+        self.log.add(SYSTEM, text, ts, notice=method)
+
+    def _on_compacted(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        self.log.add(SYSTEM, "Conversation compacted", ts)
+
+    def _on_other(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        self.log.add(SYSTEM, f"`{method}` notification", ts, raw={"method": method, "params": p})
 
     # --- responses to our requests, and our answers to the agent's ------------------------------
-
-    def _client_request(self, method: str, params: dict[str, Any], ts: datetime | None) -> None:
-        if method == "turn/interrupt":
-            self.log.add(SYSTEM, "Interrupt requested", ts)
 
     def _response(self, request_id: Any, result: Any, error: Any, ts: datetime | None) -> None:
         if request_id not in self._our_requests:
@@ -287,7 +319,8 @@ class CodexAppServerNormalizer(LineNormalizer):
         approval = make(ApprovalInfo, request_id=str(request_id), reason=_s(p.get("reason")) or None)
         self.log.update_tool(index, status="pending_approval", approval=approval)
 
-    def _request_resolved(self, request_id: Any) -> None:
+    def _request_resolved(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        request_id = p.get("requestId")
         # Sent after our answer (nothing left to do then); before it, the server settled the
         # request itself (an interrupted turn), and the question we were asking was taken back.
         item_id = self._server_requests.pop(_request_key(request_id), None)
@@ -327,6 +360,9 @@ class CodexAppServerNormalizer(LineNormalizer):
             index, status=status if tool.status in OPEN_STATUSES else tool.status, approval=approval
         )
 
+    # (A replay's note of another kind, the agent's exit in every run, is then not read at all.)
+    notes_read: ClassVar[frozenset[str] | None] = SHARED_NOTES | {Approval.kind}
+
     def on_note(self, event: Note, ts: datetime | None) -> None:
         if not isinstance(event, Approval):
             super().on_note(event, ts)
@@ -350,17 +386,30 @@ class CodexAppServerNormalizer(LineNormalizer):
 
     # --- items --------------------------------------------------------------------------------
 
-    def _item(self, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
-        item_id, kind = _s(item.get("id")), _s(item.get("type"))
+    def _item(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        item, completed = p.get("item"), method == "item/completed"
+        if type(item) is not dict:
+            item = {}
+        item_id, kind = item.get("id"), item.get("type")
+        if type(item_id) is not str:  # (read as _s would: a string as it is, without a call)
+            item_id = _s(item_id)
+        if type(kind) is not str:
+            kind = _s(kind)
         match kind:
             case "userMessage":
                 if not completed:
                     text = "\n".join(
-                        _s(c.get("text")) for c in item.get("content") or [] if isinstance(c, dict)
+                        [_s(c.get("text")) for c in item.get("content") or [] if type(c) is dict]
                     )
                     self._items[item_id] = self.log.add(USER, text, ts)
             case "agentMessage":
-                self._text_item(item_id, ASSISTANT, _s(item.get("text")), completed, ts)
+                said = item.get("text")
+                said = said if type(said) is str else _s(said)
+                index = self._items.get(item_id)  # (_text_item, inline: a message is one line in ten)
+                if index is None:
+                    self._items[item_id] = self.log.add(ASSISTANT, said, ts)
+                elif completed and said and not self.log.streamed(index).equals(said):
+                    self.log.replace(index, content=said)
             case "reasoning":
                 parts = [_s(x) for x in (item.get("summary") or item.get("content") or [])]
                 self._text_item(item_id, THINKING, "\n\n".join(parts), completed, ts)
@@ -430,12 +479,6 @@ class CodexAppServerNormalizer(LineNormalizer):
         elif completed and text and not self.log.streamed(index).equals(text):
             self.log.replace(index, content=text)
 
-    def _delta(self, item_id: str, delta: str) -> None:
-        index = self._items.get(item_id)
-        if index is None or not delta:
-            return
-        self.log.append_text(index, delta)
-
     def _command(self, item_id: str, item: dict[str, Any], completed: bool, ts: datetime | None) -> None:
         command = display_command(_s(item.get("command")))
         index = self._items.get(item_id)
@@ -478,7 +521,8 @@ class CodexAppServerNormalizer(LineNormalizer):
             index, status=new, action=make(CommandRun, command=command, result=result), result=outcome
         )
 
-    def _output_delta(self, item_id: str, delta: str) -> None:
+    def _output_delta(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        item_id, delta = _s(p.get("itemId")), _s(p.get("delta"))
         index = self._items.get(item_id)
         tool = self.log.tool(index) if index is not None else None
         if tool is None or index is None or not isinstance(tool.action, CommandRun):
@@ -579,12 +623,20 @@ class CodexAppServerNormalizer(LineNormalizer):
 
     # --- turns --------------------------------------------------------------------------------
 
-    def _turn_completed(self, turn: dict[str, Any], ts: datetime | None) -> None:
-        status = _s(turn.get("status")) or "completed"
+    def _turn_completed(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        turn = _dict(p.get("turn"))
+        status = turn.get("status")
+        status = (status if type(status) is str else _s(status)) or "completed"
         self.turn_statuses.append(status)
         total, base = self._total, self._baseline
-        counts = [total.get(k, 0) - base.get(k, 0) for k in _TOKEN_FIELDS]
-        self._baseline = dict(total)
+        # (The totals are replaced whole, never changed in place: the baseline shares their dict.)
+        self._baseline = total
+        counts = (
+            total.get("inputTokens", 0) - base.get("inputTokens", 0),
+            total.get("outputTokens", 0) - base.get("outputTokens", 0),
+            total.get("cachedInputTokens", 0) - base.get("cachedInputTokens", 0),
+            total.get("cacheWriteInputTokens", 0) - base.get("cacheWriteInputTokens", 0),
+        )  # (spelled out: no comprehension's frame per turn)
         # Built as it is when every value is an int (the counts always are); the context window
         # is the agent's own value, validated (coerced or refused) when it is anything else.
         window = self._window
@@ -600,17 +652,17 @@ class CodexAppServerNormalizer(LineNormalizer):
             turn_id=turn.get("id"),
             duration_ms=turn.get("durationMs"),
         )
-        error = _s(_dict(turn.get("error")).get("message"))
         if status == "interrupted":
             self.log.error("The turn was interrupted", "interrupted", ts)
             self.log.close_open_tools("cancelled")
         elif status == "failed":
+            error = _s(_dict(turn.get("error")).get("message"))
             if error != self._shown_error:
                 self.log.error(error or "the turn failed", "agent_error", ts)
             self.log.close_open_tools("cancelled")
         self._shown_error = None
 
-    def _error(self, p: dict[str, Any], ts: datetime | None) -> None:
+    def _error(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
         error = _dict(p.get("error"))
         message = _s(error.get("message")) or "error"
         if p.get("willRetry"):
@@ -625,7 +677,8 @@ class CodexAppServerNormalizer(LineNormalizer):
             codex_error=error.get("codexErrorInfo"),
         )
 
-    def _turn_diff(self, turn_id: str, diff: str, ts: datetime | None) -> None:
+    def _turn_diff(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        turn_id, diff = _s(p.get("turnId")), _s(p.get("diff"))
         # The turn's whole diff repeats the file changes' own diffs: named here, kept whole in the
         # metadata (``turnDiff``), never shown twice as text.
         files = sorted({line[6:] for line in diff.splitlines() if line.startswith("+++ b/")})
@@ -637,7 +690,8 @@ class CodexAppServerNormalizer(LineNormalizer):
         else:
             self.log.replace(index, content=content, metadata=self.log.metadata(turn_diff=diff))
 
-    def _plan(self, turn_id: str, p: dict[str, Any], ts: datetime | None) -> None:
+    def _plan(self, method: str, p: dict[str, Any], ts: datetime | None) -> None:
+        turn_id = _s(p.get("turnId"))
         statuses = {"pending": "pending", "inProgress": "in_progress", "completed": "completed"}
         items = tuple(
             make(PlanItem, content=_s(s.get("step")), status=statuses.get(_s(s.get("status")), "pending"))
@@ -669,6 +723,32 @@ class CodexAppServerNormalizer(LineNormalizer):
 
     def close(self, ts: datetime | None) -> None:
         self.log.close_open_tools("cancelled")
+
+
+_Handler = Callable[[CodexAppServerNormalizer, str, dict[str, Any], "datetime | None"], None]
+_other_notification: _Handler = CodexAppServerNormalizer._on_other
+_NOTIFICATIONS: dict[str, _Handler | None] = {
+    **dict.fromkeys(_SILENT),  # (None: shown as nothing)
+    "item/agentMessage/delta": CodexAppServerNormalizer._on_delta,
+    "item/reasoning/summaryTextDelta": CodexAppServerNormalizer._on_delta,
+    "item/reasoning/textDelta": CodexAppServerNormalizer._on_delta,
+    "item/started": CodexAppServerNormalizer._item,
+    "item/completed": CodexAppServerNormalizer._item,
+    "thread/tokenUsage/updated": CodexAppServerNormalizer._on_token_usage,
+    "turn/started": CodexAppServerNormalizer._on_turn_started,
+    "turn/completed": CodexAppServerNormalizer._turn_completed,
+    "configWarning": CodexAppServerNormalizer._on_warning,
+    "warning": CodexAppServerNormalizer._on_warning,
+    "deprecationNotice": CodexAppServerNormalizer._on_warning,
+    "guardianWarning": CodexAppServerNormalizer._on_warning,
+    "serverRequest/resolved": CodexAppServerNormalizer._request_resolved,
+    "turn/diff/updated": CodexAppServerNormalizer._turn_diff,
+    "item/commandExecution/outputDelta": CodexAppServerNormalizer._output_delta,
+    "turn/plan/updated": CodexAppServerNormalizer._plan,
+    "error": CodexAppServerNormalizer._error,
+    "thread/compacted": CodexAppServerNormalizer._on_compacted,
+}
+"""A notification's handler by its method; a method not here is shown as what it is (_on_other)."""
 
 
 def _content_items(items: list[Any]) -> str | list[Any]:
