@@ -24,6 +24,7 @@ with the answer it got.
 
 from __future__ import annotations
 
+import operator
 import re
 import shlex
 from datetime import datetime
@@ -93,6 +94,8 @@ _ELICITATION_ANSWERS = {"accept": "answered", "decline": "declined", "cancel": "
 # Agents that send their todo list as a tool call, not a `plan` update (OpenCode 1.18.33 `todowrite`):
 # it is shown as the plan it is, as Claude's TodoWrite is.
 _TODO_TOOLS = {"todowrite", "todo_write", "write_todos"}
+_NAME = operator.itemgetter("name")
+_IS_STR = str.__instancecheck__
 # The actions the log reshapes (their paths made relative to the working directory): by exact
 # class, as shape.py tells them apart.  (_action makes no FileWrite: the shaping does.)
 _SHAPED = frozenset({FileRead, FileEdit, Search})
@@ -201,9 +204,7 @@ class AcpNormalizer(LineNormalizer):
             case "plan":
                 self._plan_update(update, ts)
             case "available_commands_update":
-                names = [
-                    text(c.get("name")) for c in update.get("availableCommands") or [] if isinstance(c, dict)
-                ]
+                names = _command_names(update.get("availableCommands") or [])
                 # (", /".join: one join over the names, not a string formatted per name)
                 content = f"{len(names)} commands available: " + ("/" + ", /".join(names) if names else "")
                 if self._commands is None:  # (it can arrive mid-message: the text goes on after it)
@@ -698,6 +699,21 @@ def _answered_method(result: Any) -> str | None:
 
 
 # --- tool calls as actions -------------------------------------------------------------------
+
+
+def _command_names(commands: Any) -> list[str]:
+    """The names of the commands an agent lists: the ``name`` of each object in the list (as a
+    string), objects only.  (Gemini lists twenty in every session: when each is an object with a
+    string name, they are read in C, by ``map``, with no Python step per command.)"""
+    if type(commands) is list:
+        try:
+            names = list(map(_NAME, commands))  # (KeyError, TypeError: not that shape)
+        except (KeyError, TypeError):
+            pass
+        else:
+            if all(map(_IS_STR, names)):
+                return names
+    return [text(c.get("name")) for c in commands if isinstance(c, dict)]
 
 
 def _name(call: dict[str, Any]) -> str:
