@@ -77,6 +77,22 @@ def test_deltas_then_the_whole_message_are_shown_once() -> None:
     assert texts(n, "assistant_message") == ["Hello"]
 
 
+def test_a_piece_as_long_as_the_text_so_far_is_a_copy_only_when_it_is_the_same_text() -> None:
+    # (the normalizer keeps the open message's length: a piece of that length is compared, text
+    # and all; a quiet update in between neither splits the message nor counts in its length)
+    t = Talk().prompt()
+    for piece in ("Hé", "l", "lo"):
+        t.chunk(piece, messageId="m1")
+    t.update("current_mode_update", currentModeId="plan")
+    n = t.chunk("Hellö", messageId="m1").chunk("HélloHellö", messageId="m1").done().finish()
+    assert texts(n, "assistant_message") == ["HélloHellö"]
+    t = Talk().prompt()
+    for piece in ("Hé", "l", "lo"):
+        t.chunk(piece, messageId="m1")
+    n = t.chunk("Héllo", messageId="m1").done().finish()
+    assert texts(n, "assistant_message") == ["Héllo"]
+
+
 def test_a_single_chunk_repeated_is_text_not_a_copy() -> None:
     # "ha" then "ha" is "haha": only a copy of what two or more deltas built is taken as the whole.
     n = Talk().prompt().chunk("ha").chunk("ha").done().finish()

@@ -112,9 +112,12 @@ class AcpNormalizer(LineNormalizer):
         self._raw_input: dict[str, dict[str, Any]] = {}
         # tool id -> (the action last given to the log, unshaped; the cwd and work_dir then)
         self._shaped: dict[str, tuple[ActionType, str | None, str | None]] = {}
-        self._open: tuple[str, int] | None = None  # the text entry chunks are flowing into
-        self._open_message: Any = None  # its messageId, where the agent gives one
+        # The text entry chunks are flowing into: (their kind, its index, their messageId where the
+        # agent gives one).  (One attribute for the three: at 30 attributes an instance's
+        # __dict__ stops sharing its class's keys, and every attribute read slows down.)
+        self._open: tuple[str, int, Any] | None = None
         self._open_pieces = 0
+        self._open_length = 0  # its length in characters
         self._quiet: dict[str, int] = {}  # mode, config, session info: one entry each, revised
         self._history: int | None = None  # the entry a loaded session's replay goes into
         self._replaying = False
@@ -150,18 +153,21 @@ class AcpNormalizer(LineNormalizer):
     framed: ClassVar[frozenset[Stream]] = frozenset(("stdout", "stdin"))
 
     def feed_line(self, wire: WireLine) -> None:
-        stream = wire.stream
         msg = wire.object
         if msg is None:
-            if stream == "stdout":
+            if wire.stream == "stdout":
                 self.not_json("The agent", wire.text, wire.ts)
             return
         method = msg.get("method")
         if "id" not in msg:
+            stream = wire.stream
             if stream == "stdin":
                 self._client(msg, method, False, wire.ts)
             elif method == "session/update":  # (most lines: each piece the agent streams)
-                self._update(obj(obj(msg.get("params")).get("update")), wire.ts)
+                # (obj's two checks inline: a call less, twice, on most lines)
+                params = msg.get("params")
+                update = params.get("update") if isinstance(params, dict) else None
+                self._update(update if isinstance(update, dict) else {}, wire.ts)
             elif isinstance(method, str):
                 self._notification(method, obj(msg.get("params")), wire.ts)
             else:
@@ -173,7 +179,9 @@ class AcpNormalizer(LineNormalizer):
                 )
             return
         request_id = msg["id"]
-        if rpc_id(request_id) is None:
+        stream = wire.stream
+        # (rpc_id's answer for the usual ids, an int or a string, without the call)
+        if type(request_id) is not int and type(request_id) is not str and rpc_id(request_id) is None:
             self.invalid_rpc_id(wire.text, stream, wire.ts)
         elif stream == "stdin":
             self._client(msg, method, True, wire.ts)
@@ -192,7 +200,9 @@ class AcpNormalizer(LineNormalizer):
     # --- session/update -----------------------------------------------------------------------
 
     def _update(self, update: dict[str, Any], ts: datetime | None) -> None:
-        kind = text(update.get("sessionUpdate"))
+        kind = update.get("sessionUpdate")
+        if not isinstance(kind, str):  # (text's check inline: a call less per line)
+            kind = text(kind)
         if self._replaying and kind in _REPLAYED:
             self._replayed(kind, update, ts)
             return
@@ -230,29 +240,44 @@ class AcpNormalizer(LineNormalizer):
             for key, value in usage.items():  # Qwen: one usage report per model call, on an empty chunk
                 if isinstance(value, int):
                     self._usage[key] = self._usage.get(key, 0) + value
-        content = obj(update.get("content"))
-        chunk = (
-            text(content.get("text")) if content.get("type", "text") == "text" else f"[{content.get('type')}]"
-        )
+        # (obj's and text's checks inline: a chunk is the most frequent line)
+        content = update.get("content")
+        if not isinstance(content, dict):
+            content = {}
+        if content.get("type", "text") == "text":
+            chunk = content.get("text")
+            if not isinstance(chunk, str):
+                chunk = text(chunk)
+        else:
+            chunk = f"[{content.get('type')}]"
         if not chunk:
             return
-        if kind == "agent_message_chunk" and chunk.startswith(_MODE_MARK):
-            self._quiet_entry("mode", f"Mode: {chunk[len(_MODE_MARK) :].strip()}", ts)
-            return
-        if self._open is None and kind == "agent_message_chunk" and _RETRY_NOTICE.match(chunk):
-            # Copilot 1.0.102 tells of a retried model call as a chunk of its own: a retry, not text.
-            self.log.error(chunk.removeprefix("Info: ").strip(), "api_retry", ts)
-            return
-        message = update.get("messageId")
         open_ = self._open
-        if open_ is not None and open_[0] == kind and message == self._open_message:
-            if self._open_pieces > 1 and self.log.streamed(open_[1]).equals(chunk):
+        if kind == "agent_message_chunk":
+            if chunk.startswith(_MODE_MARK):
+                self._quiet_entry("mode", f"Mode: {chunk[len(_MODE_MARK) :].strip()}", ts)
+                return
+            if open_ is None and _RETRY_NOTICE.match(chunk):
+                # Copilot 1.0.102 tells of a retried model call as a chunk of its own: a retry, not text.
+                self.log.error(chunk.removeprefix("Info: ").strip(), "api_retry", ts)
+                return
+        message = update.get("messageId")
+        if open_ is not None and open_[0] == kind and message == open_[2]:
+            length = len(chunk)
+            # (the text so far is asked only when the piece is as long as it: its length is kept
+            # here, as the pieces were appended; the open entry changes no other way)
+            if (
+                self._open_pieces > 1
+                and length == self._open_length
+                and self.log.streamed(open_[1]).equals(chunk)
+            ):
                 return  # the message again, whole, after its deltas: shown once
             self.log.append_text(open_[1], chunk)
             self._open_pieces += 1
+            self._open_length += length
             return
-        self._open = (kind, self.log.add(_CHUNK_TYPES.get(kind, USER), chunk, ts))
-        self._open_message, self._open_pieces = message, 1
+        self._open = (kind, self.log.add(_CHUNK_TYPES.get(kind, USER), chunk, ts), message)
+        self._open_pieces, self._open_length = 1, len(chunk)
 
     def _system(self, content: str, ts: datetime | None, *, breaks_text: bool = True, **extra: Any) -> int:
         if breaks_text:
