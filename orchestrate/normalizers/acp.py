@@ -218,7 +218,7 @@ class AcpNormalizer(LineNormalizer):
                 # (", /".join: one join over the names, not a string formatted per name)
                 content = f"{len(names)} commands available: " + ("/" + ", /".join(names) if names else "")
                 if self._commands is None:  # (it can arrive mid-message: the text goes on after it)
-                    self._commands = self._system(content, ts, breaks_text=False, commands=names)
+                    self._commands = self.log.add(SYSTEM, content, ts, commands=names)
                 else:
                     self.log.replace(self._commands, content=content)
             case "current_mode_update":
@@ -280,9 +280,14 @@ class AcpNormalizer(LineNormalizer):
         self._open_pieces, self._open_length = 1, len(chunk)
 
     def _system(self, content: str, ts: datetime | None, *, breaks_text: bool = True, **extra: Any) -> int:
+        """A system entry; it ends the message chunks flow into, unless ``breaks_text`` is False.
+        (The entries of every run, the agent's, the session's and the command list's, are added
+        by their handlers themselves: the metadata keywords packed once, not twice.)"""
         if breaks_text:
             self._open = None
-        return self.log.add(SYSTEM, content, ts, **extra)
+        if extra:
+            return self.log.add(SYSTEM, content, ts, **extra)
+        return self.log.add(SYSTEM, content, ts)
 
     def _quiet_entry(self, key: str, content: str, ts: datetime | None) -> None:
         """A state the agent reports (its mode, its config, the session's title): one entry per
@@ -628,7 +633,9 @@ class AcpNormalizer(LineNormalizer):
             case "initialize":
                 info = obj(res.get("agentInfo"))
                 name = text(info.get("title") or info.get("name")) or "the agent"
-                self._system(
+                self._open = None
+                self.log.add(
+                    SYSTEM,
                     f"Connected to {name} {text(info.get('version'))}".rstrip(),
                     ts,
                     capabilities=res.get("agentCapabilities"),
@@ -650,7 +657,8 @@ class AcpNormalizer(LineNormalizer):
         if model:
             shown.append(f"model {model}")
         details = f" ({', '.join(shown)})" if shown else ""
-        self._system(f"Session `{self.log.session_id}` {verb}{details}", ts, cwd=self._cwd)
+        self._open = None
+        self.log.add(SYSTEM, f"Session `{self.log.session_id}` {verb}{details}", ts, cwd=self._cwd)
 
     def _turn_end(self, res: dict[str, Any], ts: datetime | None) -> None:
         self._open = None
