@@ -167,7 +167,13 @@ class AcpNormalizer(LineNormalizer):
                 # (obj's two checks inline: a call less, twice, on most lines)
                 params = msg.get("params")
                 update = params.get("update") if isinstance(params, dict) else None
-                self._update(update if isinstance(update, dict) else {}, wire.ts)
+                if not isinstance(update, dict):
+                    update = {}
+                kind = update.get("sessionUpdate")
+                if kind == "agent_message_chunk" and not self._replaying:
+                    self._chunk(kind, update, wire.ts)  # (what _update does with it, a call less)
+                else:
+                    self._update(update, wire.ts)
             elif isinstance(method, str):
                 self._notification(method, obj(msg.get("params")), wire.ts)
             else:
