@@ -691,10 +691,17 @@ class AcpNormalizer(LineNormalizer):
             self._system(f"The turn stopped early: {stop}", ts)
 
     def _turn_usage(self, res: dict[str, Any]) -> TokenUsage:
-        quota = obj(obj(obj(res.get("_meta")).get("quota")).get("token_count"))  # Gemini
+        # Gemini's, in _meta.quota.token_count (obj's and count's checks inline: once a turn, but
+        # a turn of Gemini's captures is a dozen lines)
+        meta = res.get("_meta")
+        quota = meta.get("quota") if isinstance(meta, dict) else None
+        tokens = quota.get("token_count") if isinstance(quota, dict) else None
+        if isinstance(tokens, dict) and tokens:
+            sent, got = tokens.get("input_tokens"), tokens.get("output_tokens")
+            return turn_usage(
+                sent if type(sent) is int else count(sent), got if type(got) is int else count(got), 0, 0
+            )
         usage = obj(res.get("usage"))  # the protocol's own field, where agents send it
-        if quota:
-            return turn_usage(count(quota.get("input_tokens")), count(quota.get("output_tokens")), 0, 0)
         if usage:
             return turn_usage(
                 count(usage.get("inputTokens")),
