@@ -52,7 +52,7 @@ from ..wire.lines import Stream, WireLine
 from ..wire.notes import Approval, Note, Stopped
 from .acp_output import Terminals, advance, command_result, content_text, shows_progress
 from .actions import describe
-from .base import OPEN_STATUSES, LineNormalizer
+from .base import DEFAULT_WINDOW, OPEN_STATUSES, LineNormalizer
 from .built import command_run, tool_result, tool_use, turn_usage, usage_entry
 from .claude_tools import plan_items
 from .codex_items import display_command
@@ -134,6 +134,12 @@ class AcpNormalizer(LineNormalizer):
         self._cwd: str | None = None
         self._saw_client = False  # any line of ours (stdin): else this is a capture of stdout alone
         self._terminals = Terminals()  # commands run in our terminals: their output, by tool call
+
+    def bound(self, window: int = DEFAULT_WINDOW) -> None:
+        super().bound(window)
+        # (Only a bounded log sweeps its tables: tracked when bound.  The hook ties the log and
+        # this normalizer in a cycle, which an unbounded one, made per run, should not pay: it
+        # would wait for the garbage collector instead of going when its run is dropped.)
         self.log.track(self._tools)
         self.log.after_sweep(self._forget)
 
