@@ -24,6 +24,7 @@ with the answer it got.
 
 from __future__ import annotations
 
+import operator
 import re
 import shlex
 from datetime import datetime
@@ -51,7 +52,7 @@ from ..wire.lines import Stream, WireLine
 from ..wire.notes import Approval, Note, Stopped
 from .acp_output import Terminals, advance, command_result, content_text, shows_progress
 from .actions import describe
-from .base import OPEN_STATUSES, LineNormalizer
+from .base import DEFAULT_WINDOW, OPEN_STATUSES, LineNormalizer
 from .built import command_run, tool_result, tool_use, turn_usage, usage_entry
 from .claude_tools import plan_items
 from .codex_items import display_command
@@ -93,6 +94,8 @@ _ELICITATION_ANSWERS = {"accept": "answered", "decline": "declined", "cancel": "
 # Agents that send their todo list as a tool call, not a `plan` update (OpenCode 1.18.33 `todowrite`):
 # it is shown as the plan it is, as Claude's TodoWrite is.
 _TODO_TOOLS = {"todowrite", "todo_write", "write_todos"}
+_NAME = operator.itemgetter("name")
+_IS_STR = str.__instancecheck__
 # The actions the log reshapes (their paths made relative to the working directory): by exact
 # class, as shape.py tells them apart.  (_action makes no FileWrite: the shaping does.)
 _SHAPED = frozenset({FileRead, FileEdit, Search})
@@ -109,9 +112,12 @@ class AcpNormalizer(LineNormalizer):
         self._raw_input: dict[str, dict[str, Any]] = {}
         # tool id -> (the action last given to the log, unshaped; the cwd and work_dir then)
         self._shaped: dict[str, tuple[ActionType, str | None, str | None]] = {}
-        self._open: tuple[str, int] | None = None  # the text entry chunks are flowing into
-        self._open_message: Any = None  # its messageId, where the agent gives one
+        # The text entry chunks are flowing into: (their kind, its index, their messageId where the
+        # agent gives one).  (One attribute for the three: at 30 attributes an instance's
+        # __dict__ stops sharing its class's keys, and every attribute read slows down.)
+        self._open: tuple[str, int, Any] | None = None
         self._open_pieces = 0
+        self._open_length = 0  # its length in characters
         self._quiet: dict[str, int] = {}  # mode, config, session info: one entry each, revised
         self._history: int | None = None  # the entry a loaded session's replay goes into
         self._replaying = False
@@ -128,6 +134,12 @@ class AcpNormalizer(LineNormalizer):
         self._cwd: str | None = None
         self._saw_client = False  # any line of ours (stdin): else this is a capture of stdout alone
         self._terminals = Terminals()  # commands run in our terminals: their output, by tool call
+
+    def bound(self, window: int = DEFAULT_WINDOW) -> None:
+        super().bound(window)
+        # (Only a bounded log sweeps its tables: tracked when bound.  The hook ties the log and
+        # this normalizer in a cycle, which an unbounded one, made per run, should not pay: it
+        # would wait for the garbage collector instead of going when its run is dropped.)
         self.log.track(self._tools)
         self.log.after_sweep(self._forget)
 
@@ -147,18 +159,27 @@ class AcpNormalizer(LineNormalizer):
     framed: ClassVar[frozenset[Stream]] = frozenset(("stdout", "stdin"))
 
     def feed_line(self, wire: WireLine) -> None:
-        stream = wire.stream
         msg = wire.object
         if msg is None:
-            if stream == "stdout":
+            if wire.stream == "stdout":
                 self.not_json("The agent", wire.text, wire.ts)
             return
         method = msg.get("method")
         if "id" not in msg:
+            stream = wire.stream
             if stream == "stdin":
                 self._client(msg, method, False, wire.ts)
             elif method == "session/update":  # (most lines: each piece the agent streams)
-                self._update(obj(obj(msg.get("params")).get("update")), wire.ts)
+                # (obj's two checks inline: a call less, twice, on most lines)
+                params = msg.get("params")
+                update = params.get("update") if isinstance(params, dict) else None
+                if not isinstance(update, dict):
+                    update = {}
+                kind = update.get("sessionUpdate")
+                if kind == "agent_message_chunk" and not self._replaying:
+                    self._chunk(kind, update, wire.ts)  # (what _update does with it, a call less)
+                else:
+                    self._update(update, wire.ts)
             elif isinstance(method, str):
                 self._notification(method, obj(msg.get("params")), wire.ts)
             else:
@@ -170,7 +191,9 @@ class AcpNormalizer(LineNormalizer):
                 )
             return
         request_id = msg["id"]
-        if rpc_id(request_id) is None:
+        stream = wire.stream
+        # (rpc_id's answer for the usual ids, an int or a string, without the call)
+        if type(request_id) is not int and type(request_id) is not str and rpc_id(request_id) is None:
             self.invalid_rpc_id(wire.text, stream, wire.ts)
         elif stream == "stdin":
             self._client(msg, method, True, wire.ts)
@@ -189,7 +212,9 @@ class AcpNormalizer(LineNormalizer):
     # --- session/update -----------------------------------------------------------------------
 
     def _update(self, update: dict[str, Any], ts: datetime | None) -> None:
-        kind = text(update.get("sessionUpdate"))
+        kind = update.get("sessionUpdate")
+        if not isinstance(kind, str):  # (text's check inline: a call less per line)
+            kind = text(kind)
         if self._replaying and kind in _REPLAYED:
             self._replayed(kind, update, ts)
             return
@@ -201,13 +226,11 @@ class AcpNormalizer(LineNormalizer):
             case "plan":
                 self._plan_update(update, ts)
             case "available_commands_update":
-                names = [
-                    text(c.get("name")) for c in update.get("availableCommands") or [] if isinstance(c, dict)
-                ]
+                names = _command_names(update.get("availableCommands") or [])
                 # (", /".join: one join over the names, not a string formatted per name)
                 content = f"{len(names)} commands available: " + ("/" + ", /".join(names) if names else "")
                 if self._commands is None:  # (it can arrive mid-message: the text goes on after it)
-                    self._commands = self._system(content, ts, breaks_text=False, commands=names)
+                    self._commands = self.log.add(SYSTEM, content, ts, commands=names)
                 else:
                     self.log.replace(self._commands, content=content)
             case "current_mode_update":
@@ -229,34 +252,54 @@ class AcpNormalizer(LineNormalizer):
             for key, value in usage.items():  # Qwen: one usage report per model call, on an empty chunk
                 if isinstance(value, int):
                     self._usage[key] = self._usage.get(key, 0) + value
-        content = obj(update.get("content"))
-        chunk = (
-            text(content.get("text")) if content.get("type", "text") == "text" else f"[{content.get('type')}]"
-        )
+        # (obj's and text's checks inline: a chunk is the most frequent line)
+        content = update.get("content")
+        if not isinstance(content, dict):
+            content = {}
+        if content.get("type", "text") == "text":
+            chunk = content.get("text")
+            if not isinstance(chunk, str):
+                chunk = text(chunk)
+        else:
+            chunk = f"[{content.get('type')}]"
         if not chunk:
             return
-        if kind == "agent_message_chunk" and chunk.startswith(_MODE_MARK):
-            self._quiet_entry("mode", f"Mode: {chunk[len(_MODE_MARK) :].strip()}", ts)
-            return
-        if self._open is None and kind == "agent_message_chunk" and _RETRY_NOTICE.match(chunk):
-            # Copilot 1.0.102 tells of a retried model call as a chunk of its own: a retry, not text.
-            self.log.error(chunk.removeprefix("Info: ").strip(), "api_retry", ts)
-            return
-        message = update.get("messageId")
         open_ = self._open
-        if open_ is not None and open_[0] == kind and message == self._open_message:
-            if self._open_pieces > 1 and self.log.streamed(open_[1]).equals(chunk):
+        if kind == "agent_message_chunk":
+            if chunk.startswith(_MODE_MARK):
+                self._quiet_entry("mode", f"Mode: {chunk[len(_MODE_MARK) :].strip()}", ts)
+                return
+            if open_ is None and _RETRY_NOTICE.match(chunk):
+                # Copilot 1.0.102 tells of a retried model call as a chunk of its own: a retry, not text.
+                self.log.error(chunk.removeprefix("Info: ").strip(), "api_retry", ts)
+                return
+        message = update.get("messageId")
+        if open_ is not None and open_[0] == kind and message == open_[2]:
+            length = len(chunk)
+            # (the text so far is asked only when the piece is as long as it: its length is kept
+            # here, as the pieces were appended; the open entry changes no other way)
+            if (
+                self._open_pieces > 1
+                and length == self._open_length
+                and self.log.streamed(open_[1]).equals(chunk)
+            ):
                 return  # the message again, whole, after its deltas: shown once
             self.log.append_text(open_[1], chunk)
             self._open_pieces += 1
+            self._open_length += length
             return
-        self._open = (kind, self.log.add(_CHUNK_TYPES.get(kind, USER), chunk, ts))
-        self._open_message, self._open_pieces = message, 1
+        self._open = (kind, self.log.add(_CHUNK_TYPES.get(kind, USER), chunk, ts), message)
+        self._open_pieces, self._open_length = 1, len(chunk)
 
     def _system(self, content: str, ts: datetime | None, *, breaks_text: bool = True, **extra: Any) -> int:
+        """A system entry; it ends the message chunks flow into, unless ``breaks_text`` is False.
+        (The entries of every run, the agent's, the session's and the command list's, are added
+        by their handlers themselves: the metadata keywords packed once, not twice.)"""
         if breaks_text:
             self._open = None
-        return self.log.add(SYSTEM, content, ts, **extra)
+        if extra:
+            return self.log.add(SYSTEM, content, ts, **extra)
+        return self.log.add(SYSTEM, content, ts)
 
     def _quiet_entry(self, key: str, content: str, ts: datetime | None) -> None:
         """A state the agent reports (its mode, its config, the session's title): one entry per
@@ -602,7 +645,9 @@ class AcpNormalizer(LineNormalizer):
             case "initialize":
                 info = obj(res.get("agentInfo"))
                 name = text(info.get("title") or info.get("name")) or "the agent"
-                self._system(
+                self._open = None
+                self.log.add(
+                    SYSTEM,
                     f"Connected to {name} {text(info.get('version'))}".rstrip(),
                     ts,
                     capabilities=res.get("agentCapabilities"),
@@ -624,7 +669,8 @@ class AcpNormalizer(LineNormalizer):
         if model:
             shown.append(f"model {model}")
         details = f" ({', '.join(shown)})" if shown else ""
-        self._system(f"Session `{self.log.session_id}` {verb}{details}", ts, cwd=self._cwd)
+        self._open = None
+        self.log.add(SYSTEM, f"Session `{self.log.session_id}` {verb}{details}", ts, cwd=self._cwd)
 
     def _turn_end(self, res: dict[str, Any], ts: datetime | None) -> None:
         self._open = None
@@ -651,10 +697,17 @@ class AcpNormalizer(LineNormalizer):
             self._system(f"The turn stopped early: {stop}", ts)
 
     def _turn_usage(self, res: dict[str, Any]) -> TokenUsage:
-        quota = obj(obj(obj(res.get("_meta")).get("quota")).get("token_count"))  # Gemini
+        # Gemini's, in _meta.quota.token_count (obj's and count's checks inline: once a turn, but
+        # a turn of Gemini's captures is a dozen lines)
+        meta = res.get("_meta")
+        quota = meta.get("quota") if isinstance(meta, dict) else None
+        tokens = quota.get("token_count") if isinstance(quota, dict) else None
+        if isinstance(tokens, dict) and tokens:
+            sent, got = tokens.get("input_tokens"), tokens.get("output_tokens")
+            return turn_usage(
+                sent if type(sent) is int else count(sent), got if type(got) is int else count(got), 0, 0
+            )
         usage = obj(res.get("usage"))  # the protocol's own field, where agents send it
-        if quota:
-            return turn_usage(count(quota.get("input_tokens")), count(quota.get("output_tokens")), 0, 0)
         if usage:
             return turn_usage(
                 count(usage.get("inputTokens")),
@@ -698,6 +751,21 @@ def _answered_method(result: Any) -> str | None:
 
 
 # --- tool calls as actions -------------------------------------------------------------------
+
+
+def _command_names(commands: Any) -> list[str]:
+    """The names of the commands an agent lists: the ``name`` of each object in the list (as a
+    string), objects only.  (Gemini lists twenty in every session: when each is an object with a
+    string name, they are read in C, by ``map``, with no Python step per command.)"""
+    if type(commands) is list:
+        try:
+            names = list(map(_NAME, commands))  # (KeyError, TypeError: not that shape)
+        except (KeyError, TypeError):
+            pass
+        else:
+            if all(map(_IS_STR, names)):
+                return names
+    return [text(c.get("name")) for c in commands if isinstance(c, dict)]
 
 
 def _name(call: dict[str, Any]) -> str:
