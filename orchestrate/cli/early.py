@@ -32,9 +32,10 @@ waits, unanswered, for the run's approval pipeline.  It is not the default: meas
 the run writes the prompt before Claude Code is ready to read it), and the trade rests on knowing
 everything that lets the CLI act unasked.
 
-A handshake that carries no prompt is written by default: Codex's app-server answers nothing before
-``initialize`` (the client's name, nothing to be done), so it is sent right after the spawn, by the
-driver's own code, and answered while the run loads (run/early_opening.py).  ``ORCHESTRATE_EARLY=1``
+A handshake that carries no prompt is written by default: Codex's app-server and every ACP agent
+answer nothing before ``initialize`` (the client's name and capabilities, nothing to be done), so
+it is sent right after the spawn, by the driver's own code, and answered while the run loads
+(run/early_opening.py).  ``ORCHESTRATE_EARLY=1``
 (the default, and any value not named here) starts the agent early and writes only that;
 ``ORCHESTRATE_EARLY=spawn`` writes nothing at all; ``0`` (or ``off``, ``false``, ``no``) turns the
 early start off.
@@ -383,9 +384,9 @@ def begin(args: list[str]) -> Prestarted | None:
 
 
 def _write_first(started: Prestarted, executor: Executor, prompt: str, with_prompt: bool) -> None:
-    """Send the agent its handshake now, if it takes one (Codex's app-server); or, ``with_prompt``,
-    its first message, if it asks before every tool that changes anything (run/early_opening.py):
-    the lines the run's driver would write first, made by its code."""
+    """Send the agent its handshake now, if it takes one (Codex's app-server, an ACP agent); or,
+    ``with_prompt``, its first message, if it asks before every tool that changes anything
+    (run/early_opening.py): the lines the run's driver would write first, made by its code."""
     if not with_prompt and (executor.driver or executor.protocol) not in _HANDSHAKE_PROTOCOLS:
         return  # (nothing to write: a Claude run does not even load the module that decides)
     try:
