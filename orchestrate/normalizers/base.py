@@ -28,7 +28,7 @@ from ..wire.lines import JsonLinesWire, LineDropped, Stream, WireEvent, WireLine
 from ..wire.notes import Note, Restart, RunError, parse_note
 from .built import error_entry
 from .compiled import mypyc_attr
-from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private, build, evolve, evolve_with
+from .evolve import _new, _set_dict, _set_extra, _set_fields_set, _set_private, evolve, evolve_with
 from .shape import PLAIN_ACTIONS, shape_action, shape_content, shape_tool
 from .text import TextBuffer
 
@@ -69,11 +69,13 @@ class EntryReleased(LookupError):
 _METADATA_FIELDS = {"session_id", "model", "extra"}
 
 
-def _shared_metadata(session_id: str | None, model: str | None) -> EntryMetadata:
-    """The shared metadata of entries with no extra keys (made again when the session's id or
-    model changes, twice in most runs): as :func:`_patch`."""
+def _shared_metadata(
+    session_id: str | None, model: str | None, extra: dict[str, Any] | None = None
+) -> EntryMetadata:
+    """The shared metadata of entries with no ``extra`` keys (made again when the session's id or
+    model changes, twice in most runs), or an entry's own with its keys: as :func:`_patch`."""
     new = _new(EntryMetadata)
-    _set_dict(new, {"session_id": session_id, "model": model, "extra": None})
+    _set_dict(new, {"session_id": session_id, "model": model, "extra": extra})
     _set_fields_set(new, _METADATA_FIELDS)
     _set_extra(new, None)
     _set_private(new, None)
@@ -189,8 +191,9 @@ class EntryLog:
             return self.metadata()
         # Built, not validated: the id and model are strings (the normalizers set them with
         # ``text``), the keys are camelCase already, and ``extra`` holds any value by design;
-        # the constructor would only run its JSON-form hook and copy the dict.
-        return build(EntryMetadata, session_id=self.session_id, model=self.model, extra=keys)
+        # the constructor would only run its JSON-form hook and copy the dict.  (Not through
+        # ``build``: its keywords were packed once more for every entry with keys.)
+        return _shared_metadata(self.session_id, self.model, keys)
 
     def add(self, type_: EntryType, content: str = "", ts: datetime | None = None, **extra: Any) -> int:
         index = self._count
