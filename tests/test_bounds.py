@@ -10,6 +10,7 @@ the time of 2000).
 
 from __future__ import annotations
 
+import gc
 import time
 from datetime import datetime
 from typing import Any
@@ -162,14 +163,22 @@ def _normalize(traffic: list[tuple[str, Any]]) -> float:
     n = AcpNormalizer()
     n.strict = True
     ts = datetime(2026, 1, 1)
-    started = time.perf_counter()
-    for stream, message in traffic:
-        if stream == "note":
-            n.note(message, ts)
-        else:
-            n.feed(orjson.dumps(message) + b"\n", stream, ts)
-    n.finish(ts)
-    return time.perf_counter() - started
+    # This process's CPU (other work on the machine counts less), the cyclic collector paused: its
+    # passes walk every object alive, which grows with the requests kept (bench/README.md,
+    # Scaling), and this is about the normalizer's own work.
+    gc.collect()
+    gc.disable()
+    try:
+        started = time.process_time()
+        for stream, message in traffic:
+            if stream == "note":
+                n.note(message, ts)
+            else:
+                n.feed(orjson.dumps(message) + b"\n", stream, ts)
+        n.finish(ts)
+        return time.process_time() - started
+    finally:
+        gc.enable()
 
 
 def test_handling_requests_is_linear_in_their_number() -> None:
@@ -177,5 +186,7 @@ def test_handling_requests_is_linear_in_their_number() -> None:
     once scanned every pending request: a hundred times)."""
     small, big = _permission_traffic(500), _permission_traffic(5000)
     _normalize(small)  # warm up
-    ratio = _normalize(big) / _normalize(small)
+    # The best of three rounds each: a loaded CI machine (two test workers) once made one round of
+    # the big side 27x the small one's; a quadratic handler is 100x.
+    ratio = min(_normalize(big) for _ in range(3)) / min(_normalize(small) for _ in range(3))
     assert ratio < 25, ratio
