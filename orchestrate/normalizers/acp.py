@@ -183,12 +183,7 @@ class AcpNormalizer(LineNormalizer):
             elif isinstance(method, str):
                 self._notification(method, obj(msg.get("params")), wire.ts)
             else:
-                self.log.error(
-                    "The agent sent a JSON-RPC message of no known shape",
-                    "protocol_error",
-                    wire.ts,
-                    content=wire.text,
-                )
+                self.shapeless_message(wire.text, wire.ts)
             return
         request_id = msg["id"]
         stream = wire.stream

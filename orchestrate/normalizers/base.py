@@ -699,6 +699,12 @@ class LineNormalizer(Normalizer):
         """A line where the protocol wants a JSON object: shown as a protocol error."""
         self.log.protocol_error(f"{who} printed a line that is not a JSON object", line, ts)
 
+    def shapeless_message(self, line: str, ts: datetime | None) -> None:
+        """A JSON-RPC message of the agent's that is no request, answer or notification (a
+        ``method`` that is not a string, no ``id``): shown as what it is."""
+        message = "The agent sent a JSON-RPC message of no known shape"
+        self.log.error(message, "protocol_error", ts, content=line)
+
     def invalid_rpc_id(self, line: str, stream: Stream, ts: datetime | None) -> None:
         """A JSON-RPC message whose id is neither a string nor an integer.  From the agent it is a
         protocol error (a request gets its -32600 answer from the peer); on our side it is that

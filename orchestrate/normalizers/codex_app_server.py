@@ -168,12 +168,7 @@ class CodexAppServerNormalizer(LineNormalizer):
                 params = obj.get("params")
                 handle(self, method, params if type(params) is dict else {}, wire.ts)
         else:
-            self.log.error(
-                "The agent sent a JSON-RPC message of no known shape",
-                "protocol_error",
-                wire.ts,
-                content=wire.text,
-            )
+            self.shapeless_message(wire.text, wire.ts)
 
     def _message(self, wire: WireLine, obj: dict[str, Any], method: Any, stream: Stream) -> None:
         """A request or a response, either way (a line with an id)."""
