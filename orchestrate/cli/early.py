@@ -47,7 +47,7 @@ import os
 import sys
 
 from ..process.record import Record
-from . import pause_collector, resume_collector
+from . import code_cache, pause_collector, resume_collector
 
 # Neither typing nor pathlib (with re, fnmatch, urllib.parse, ipaddress) before the spawn: ~3 and
 # ~5 ms of every start; os.path does what this module needs.  mypy takes any TYPE_CHECKING as true.
@@ -378,6 +378,7 @@ def begin(args: list[str]) -> Prestarted | None:
     _standing.remove(waiting)
     if started is None:
         return None
+    code_cache.install()  # (now that the agent is on its way: it loads dataclasses and typing)
     if mode != "spawn":
         _write_first(started, executor, prompt, mode == "write")
     return started
@@ -442,6 +443,7 @@ def main() -> None:
     pause_collector()  # while the command loads (cli/__init__.py), resumed by the run or below
     try:
         begin(sys.argv[1:])
+        code_cache.install()
         from .main import main as cli
 
         cli()

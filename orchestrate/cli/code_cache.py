@@ -1,0 +1,203 @@
+"""The code that Python compiles again at every start of the command, kept from one start to the next.
+
+Two kinds of source text are compiled at run time, not read from bytecode files, on the way to an
+agent's first entry: :mod:`dataclasses` writes each class's ``__init__``, ``__repr__``, ``__eq__``
+(and for frozen ones ``__setattr__``, ``__delattr__``, ``__hash__``) as text and ``exec``-s it, ~450
+functions for the ~100 dataclasses of pydantic, annotated_types, anyio and ours; and :mod:`typing`
+compiles each string annotation pydantic evaluates (a ``ForwardRef`` each, ~900 with
+``from __future__ import annotations``).  Measured with callgrind, to a Codex run's first entry:
+~250 M instructions of ~930 M, some 60 ms of CPU beside the agent's own start on a 2-core machine.
+The texts are the same at every start of the same install, and so are their code objects: this
+keeps them, by their exact text, in a file beside this package's bytecode, the way the import system
+keeps a module's, and hands them back instead of compiling.
+
+How: the two modules' own ``exec`` and ``compile`` (module globals, which shadow the builtins for
+their code only) become this module's :func:`_exec` and :func:`_compile`, which look the text up
+first.  Nothing else changes: the same text compiled with the same flags (those modules use no
+``from __future__`` import, checked before either is touched: then ``dont_inherit`` is exact) and
+the same file name (``<string>``) gives the same code object; anything but a plain string, another
+file name, flags or optimization level goes to the builtin as it came.
+
+The file (``cli/__pycache__/code_cache.<tag>.codes``, under ``sys.pycache_prefix`` when it is set)
+is trusted as the ``.pyc`` files beside it are: whoever can write it can write those.  It starts with
+the interpreter's bytecode magic number (another version's is ignored), it is read whole and once,
+anything unreadable in it is ignored (the texts are compiled, as before), and it is written only by
+the process that installed this, at its exit, when something new was compiled, and not at all under
+``PYTHONDONTWRITEBYTECODE`` (the import system's rule for ``.pyc`` files too): to a temporary file
+renamed over it, so a reader never sees half of one.  It keeps at most :data:`MAX_CODES` texts.
+"""
+
+# No `from __future__ import annotations` here: nothing this module compiles should even seem to
+# depend on its own future flags (it passes dont_inherit anyway).  os, not pathlib: as the rest of
+# what runs this early (cli/early.py, cli/pydantic_plugins.py).
+# ruff: noqa: PTH103, PTH105, PTH108, PTH118, PTH120, PTH123
+
+import builtins
+import marshal
+import os
+import sys
+
+TYPE_CHECKING = False  # (typing is not loaded yet when the command installs this)
+if TYPE_CHECKING:
+    from types import CodeType
+    from typing import Any
+
+__all__ = ["MAX_CODES", "cache_path", "install", "stats"]
+
+MAX_CODES = 8192
+"""Texts kept at most (the command compiles ~1,400); past it, only those this process used."""
+_FORMAT = b"oc1\n"  # this file's own layout, after the interpreter's magic number
+_code_type = type(compile("", "<string>", "exec"))
+_builtin_exec = builtins.exec
+_builtin_compile = builtins.compile
+
+_codes: "dict[tuple[str, str], CodeType]" = {}  # (mode, text) -> its code, as read from the file
+_new: "dict[tuple[str, str], CodeType]" = {}  # compiled by this process
+_used: "set[tuple[str, str]]" = set()
+_installed: "list[int]" = []  # the pid of the process that installed this, once it has
+_counts = {"hits": 0, "misses": 0}
+
+
+def cache_path() -> "str | None":
+    """Where the codes are kept for this interpreter (None: it keeps no bytecode files at all)."""
+    external = sys.modules["_frozen_importlib_external"]
+    try:
+        pyc: str = external.cache_from_source(__file__)
+    except (NotImplementedError, ValueError):  # (sys.implementation.cache_tag is None)
+        return None
+    return os.path.join(os.path.dirname(pyc), f"code_cache.{sys.implementation.cache_tag}.codes")
+
+
+def install() -> None:
+    """Load the kept codes and stand in for ``exec`` in :mod:`dataclasses` and ``compile`` in
+    :mod:`typing` (importing them: call this when they are about to be loaded anyway).  Once per
+    process; a module compiled with a future flag is left alone."""
+    if _installed:
+        return
+    _installed.append(os.getpid())
+    import __future__
+
+    import dataclasses
+    import typing
+
+    features = {name: getattr(__future__, name) for name in __future__.all_feature_names}
+    patched = False
+    for module, name, stand_in in ((dataclasses, "exec", _exec), (typing, "compile", _compile)):
+        if any(module.__dict__.get(feature) is value for feature, value in features.items()):
+            continue
+        if name in module.__dict__:  # its own already: not ours to replace
+            continue
+        setattr(module, name, stand_in)
+        patched = True
+    if not patched:
+        return
+    path = cache_path()
+    if path is not None:
+        _codes.update(_read(path))
+        import atexit
+
+        atexit.register(_save, path)
+
+
+def stats() -> "dict[str, int]":
+    """Texts found kept (``hits``) and compiled (``misses``) by this process so far."""
+    return dict(_counts)
+
+
+def _code(text: str, mode: str) -> "CodeType":
+    key = (mode, text)
+    code = _codes.get(key)
+    if code is None:
+        code = _new.get(key)
+        if code is None:
+            _counts["misses"] += 1
+            code = _new[key] = _builtin_compile(text, "<string>", mode, 0, True)
+            return code
+    _counts["hits"] += 1
+    _used.add(key)
+    return code
+
+
+def _exec(source: "Any", globals: "Any" = None, locals: "Any" = None, /, **kwargs: "Any") -> None:
+    """``exec`` for :mod:`dataclasses`: a string is looked up first; the rest as the builtin does."""
+    if type(source) is str:
+        source = _code(source, "exec")
+    if globals is None:  # the caller's namespaces, as the builtin would take them (not ours)
+        frame = sys._getframe(1)
+        globals = frame.f_globals
+        if locals is None:
+            locals = frame.f_locals
+    _builtin_exec(source, globals, locals, **kwargs)
+
+
+def _compile(
+    source: "Any",
+    filename: "Any",
+    mode: str,
+    flags: int = 0,
+    dont_inherit: bool = False,
+    optimize: int = -1,
+    **kwargs: "Any",
+) -> "Any":
+    """``compile`` for :mod:`typing`: a plain expression or module text is looked up first."""
+    plain = not flags and optimize == -1 and not kwargs
+    if plain and type(source) is str and filename == "<string>" and mode in ("eval", "exec"):
+        return _code(source, mode)
+    # (dont_inherit: the caller's module has no future flag, checked by install; this one's don't count)
+    return _builtin_compile(source, filename, mode, flags, True, optimize, **kwargs)
+
+
+def _read(path: str) -> "dict[tuple[str, str], CodeType]":
+    """The codes kept in ``path``: nothing if it is missing, another version's or damaged."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return {}
+    header = _header()
+    if not data.startswith(header):
+        return {}
+    try:
+        loaded = marshal.loads(memoryview(data)[len(header) :])
+    except Exception:  # (marshal raises EOFError, ValueError, TypeError ... on a damaged file)
+        return {}
+    if type(loaded) is not dict:
+        return {}
+    return {
+        key: code
+        for key, code in loaded.items()
+        if type(key) is tuple
+        and len(key) == 2
+        and key[0] in ("eval", "exec")
+        and type(key[1]) is str
+        and type(code) is _code_type
+    }
+
+
+def _save(path: str) -> None:
+    """Keep what this process compiled, with what was kept before (at its exit)."""
+    if not _new or not _installed or _installed[0] != os.getpid() or sys.dont_write_bytecode:
+        return
+    kept = {**_codes, **_new}
+    if len(kept) > MAX_CODES:
+        kept = {key: code for key, code in kept.items() if key in _used or key in _new}
+        if len(kept) > MAX_CODES:
+            kept = dict(list(kept.items())[:MAX_CODES])
+    temporary = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(temporary, "wb") as f:
+            f.write(_header() + marshal.dumps(kept))
+        os.replace(temporary, path)
+    except (OSError, ValueError):  # a read-only install, a full disk: the next start compiles
+        try:  # noqa: SIM105 - (contextlib is not loaded by then in every command)
+            os.unlink(temporary)
+        except OSError:
+            pass
+    else:
+        _new.clear()
+
+
+def _header() -> bytes:
+    magic: bytes = sys.modules["_frozen_importlib_external"].MAGIC_NUMBER
+    return magic + _FORMAT
