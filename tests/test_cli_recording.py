@@ -5,6 +5,8 @@ cannot open loses the run nothing, and the thread waits for the agent's first en
 from __future__ import annotations
 
 import ast
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +122,104 @@ def test_the_recorder_opens_the_store_without_sqlalchemys_orm(tmp_path: Path) ->
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert ast.literal_eval(done.stdout) == []
+
+
+# An agent busy starting up: it waits while two processes it started burn CPU (its tree's time is
+# what counts, not its own).
+BUSY = [
+    sys.executable,
+    "-c",
+    "import os, time\nfor _ in range(2):\n    os.fork() or exec('while True: pass')\ntime.sleep(600)",
+]
+
+
+@pytest.fixture
+def quick_waits(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(recording_module, "_FIRST_WAIT", 0.2)
+    monkeypatch.setattr(recording_module, "_BUSY_WAIT", 60.0)
+
+
+def agent_run(tmp_path: Path, argv: list[str]) -> tuple[Run, subprocess.Popen[bytes]]:
+    agent = subprocess.Popen(argv, start_new_session=True)
+    run = stand_in_run(tmp_path)
+    run.pids.append(agent.pid)
+    return run, agent
+
+
+def end(agent: subprocess.Popen[bytes]) -> None:
+    os.killpg(agent.pid, signal.SIGKILL)
+    agent.wait(10)
+
+
+def opened_within(rec: Recording, seconds: float) -> bool:
+    assert rec._opener is not None
+    rec._opener.join(seconds)
+    return not rec._opener.is_alive() and rec._recorder is not None
+
+
+@pytest.mark.usefixtures("quick_waits")
+def test_the_store_waits_while_the_agent_is_busy_starting_up(tmp_path: Path) -> None:
+    """No first entry, past the first wait, and the agent's processes burn CPU: the store's opening
+    would take a core from them.  Once they stop (stopped by a signal here: its start is over), it
+    opens; and its first entry opens it at once."""
+    run, agent = agent_run(tmp_path, BUSY)
+    try:
+        rec = Recording()
+        sink = rec.sink(lambda p: None)
+        rec.open("claude-code", ExecutorOptions(), run, None)
+        sink(patch(0))  # the run's own prompt
+        assert not opened_within(rec, 2.0), "opened while the agent was busy"
+        os.killpg(agent.pid, signal.SIGSTOP)  # its start-up is over: it waits
+        assert opened_within(rec, 30), "not opened once the agent was idle"
+        assert not rec._go.is_set()
+        ids = rec.ids
+        assert ids is not None
+        rec.finish(None)
+    finally:
+        end(agent)
+
+
+@pytest.mark.usefixtures("quick_waits")
+def test_a_busy_agents_first_entry_opens_the_store_at_once(tmp_path: Path) -> None:
+    run, agent = agent_run(tmp_path, BUSY)
+    try:
+        rec = Recording()
+        sink = rec.sink(lambda p: None)
+        rec.open("claude-code", ExecutorOptions(), run, None)
+        sink(patch(0))
+        assert not opened_within(rec, 1.0)
+        sink(patch(1))  # the agent's first entry
+        assert opened_within(rec, 30)
+        rec.finish(None)
+    finally:
+        end(agent)
+
+
+@pytest.mark.usefixtures("quick_waits")
+def test_an_idle_agent_gets_the_store_opened_after_the_first_wait(tmp_path: Path) -> None:
+    run, agent = agent_run(tmp_path, ["sleep", "60"])
+    try:
+        rec = Recording()
+        rec.sink(lambda p: None)(patch(0))
+        rec.open("claude-code", ExecutorOptions(), run, None)
+        assert opened_within(rec, 30)
+        assert not rec._go.is_set()
+        rec.finish(None)
+    finally:
+        end(agent)
+
+
+def test_a_busy_agent_waits_the_store_no_longer_than_the_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(recording_module, "_FIRST_WAIT", 0.2)
+    monkeypatch.setattr(recording_module, "_BUSY_WAIT", 1.0)
+    run, agent = agent_run(tmp_path, BUSY)
+    try:
+        rec = Recording()
+        rec.open("claude-code", ExecutorOptions(), run, None)
+        assert opened_within(rec, 30)
+        assert not rec._go.is_set()
+        rec.finish(None)
+    finally:
+        end(agent)

@@ -3,8 +3,10 @@
 Opening the store costs more than starting most agents (importing SQLAlchemy alone is a few hundred
 milliseconds, a first start also migrates), and a person watching a run waits for its first entry,
 not for the bookkeeping.  So the store is opened on a thread once the agent's first entry is out
-(or a few seconds after the start, for an agent slow to say anything): before that, the thread
-would take the interpreter's lock and a core from the agent's start-up and from the first entry.
+(or a few seconds after the start, for an agent slow to say anything, unless it is still busy
+starting up: then once it is not, or its first entry is out, within a bound): before that, the
+thread would take the interpreter's lock and a core from the agent's start-up and from the first
+entry.
 The patches that come before the store is open wait in a bounded list and are stored when it is.
 This module imports nothing of the store itself: that happens on the thread.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -36,7 +39,13 @@ _MAX_EARLY = 10_000
 """Patches kept while the store opens; past that they are left to the raw log, which the recorder
 stores whole at the end (entries can be rebuilt from it)."""
 _FIRST_WAIT = 3.0
-"""How long the thread waits for the agent's first entry before opening the store anyway."""
+"""How long the thread waits for the agent's first entry before opening the store anyway ..."""
+_BUSY_WAIT = 12.0
+"""... and how much longer at most while the agent is still busy starting up: its processes' CPU
+time growing by at least a quarter of the time that passes (a Node CLI loading its code: Qwen Code
+takes 3-5 s on a 2-core machine before its first entry).  The store's opening, ~0.4 s of CPU, would
+take a core from it; an agent that waits (on its model, say) costs nothing to open beside."""
+_SAMPLE = 0.25
 _OPEN_WAIT = 30.0
 """How long the end of a run waits for a store that is still opening (a first start migrates)."""
 
@@ -90,8 +99,10 @@ class Recording:
         """Open the store and record ``run`` on a thread; returns at once."""
 
         def opening() -> None:
-            self._go.wait(_FIRST_WAIT)
+            spoke = self._go.wait(_FIRST_WAIT)
             resume_collector()  # (no first entry within _FIRST_WAIT: the collector waits no longer)
+            if not spoke:
+                _while_starting(run, self._go)
             try:
                 from ..engine.record import RunRecorder
 
@@ -134,6 +145,21 @@ class Recording:
                 # The run is over; the thread dies with the process and the lease it took lapses
                 # (the next worker marks that run lost), so nothing stays "running".
                 self.problem = f"the store did not open within {_OPEN_WAIT:.0f} s: the run is not recorded"
+
+
+def _while_starting(run: Run, go: threading.Event) -> None:
+    """Wait for ``go`` while the agent is busy starting up (see _BUSY_WAIT), at most _BUSY_WAIT."""
+    from ..process.usage import tree_cpu_seconds
+
+    deadline = time.monotonic() + _BUSY_WAIT
+    while time.monotonic() < deadline:
+        pid = run.pids[-1] if run.pids else None  # (the agent's, once the run has it)
+        before = tree_cpu_seconds(pid) if pid is not None else None
+        if before is None or go.wait(_SAMPLE):
+            return
+        after = tree_cpu_seconds(pid) if pid is not None else None
+        if after is None or after - before < _SAMPLE / 4:
+            return
 
 
 @contextmanager
