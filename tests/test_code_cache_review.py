@@ -21,6 +21,7 @@ a test that failed before its fix.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -145,21 +146,28 @@ def test_the_file_has_the_mode_a_pyc_would_have(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == (source_mode | 0o200) & 0o666
 
 
-def test_an_interrupt_while_writing_leaves_no_temporary_file(
-    tmp_path: Path, fresh: None, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("failure", [KeyboardInterrupt(), OSError(errno.ENOSPC, "No space left on device")])
+def test_a_write_that_fails_leaves_no_temporary_file(
+    tmp_path: Path, fresh: None, monkeypatch: pytest.MonkeyPatch, failure: BaseException
 ) -> None:
+    """A full disk is taken quietly (the next start compiles); Ctrl-C at exit goes on as an
+    interrupt: neither leaves the temporary file (an interrupt did, for good)."""
     path = tmp_path / "codes"
 
-    class Interrupted:
+    class Failing:
         @staticmethod
         def dumps(_: object) -> bytes:
-            raise KeyboardInterrupt
+            raise failure
 
     code_cache._code("x = 1", "exec")
-    monkeypatch.setattr(code_cache, "marshal", Interrupted)
-    with pytest.raises(KeyboardInterrupt):
+    monkeypatch.setattr(code_cache, "marshal", Failing)
+    if isinstance(failure, OSError):
         code_cache._save(str(path))
+    else:
+        with pytest.raises(KeyboardInterrupt):
+            code_cache._save(str(path))
     assert list(tmp_path.iterdir()) == []
+    assert code_cache._new  # still to be written
 
 
 def test_a_long_life_keeps_at_most_the_bound_of_new_texts(
