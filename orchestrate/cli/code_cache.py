@@ -219,8 +219,12 @@ def _save(path: str) -> None:
 
 
 def _temporary(path: str) -> str:
-    """A name of this write's own beside ``path`` (a pid alone is the same in every container)."""
-    return f"{path}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
+    """A name of this write's own beside ``path`` (a pid alone is the same in every container, and
+    a stale file of a killed write would stop every later one).  The clock, not os.urandom: that
+    may block until the kernel's pool is ready, early in a boot; O_EXCL makes any name safe."""
+    import time
+
+    return f"{path}.{os.getpid()}.{time.time_ns():x}.tmp"
 
 
 def _mode() -> int:
