@@ -15,6 +15,8 @@ a test that failed before its fix.
   cache at its exit.  Only the command (``early.main``) installs them now.
 - A long-lived process (``serve``) kept every text it compiled, and its code, for its whole life:
   the texts kept for the file are bounded as the file is.
+- Texts no start used any more (an upgrade's leftovers) were kept up to MAX_CODES, read at every
+  start: now only while they are fewer than those used.
 - ``exec`` of a string with ``closure=`` is refused by the builtin; the stand-in compiled the string
   first and let the builtin say something else.
 """
@@ -232,3 +234,28 @@ def test_the_command_installs_them_before_its_first_write(tmp_path: Path) -> Non
     env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "prefix")
     assert json.loads(run_python(script, *args, env=env)) == [True, True]  # the early write, the CLI
     assert json.loads(run_python(script, "--version", env=env)) == [True]  # no early start: the CLI
+
+
+def test_texts_nobody_uses_any_more_never_outweigh_those_used(tmp_path: Path, fresh: None) -> None:
+    """Each upgrade of pydantic (or of us) leaves texts no start asks for again: read at every
+    start and never used, they piled up to MAX_CODES (8192, ~9x the command's own ~900), where
+    reading them all cost about what compiling the used ones did (a tenth each).  A write keeps
+    the unused ones only while they are fewer than those used."""
+    path = tmp_path / "codes"
+    code_cache._codes.update(
+        {("exec", f"x = {i}"): compile(f"x = {i}", "<string>", "exec") for i in range(50)}
+    )
+    for i in range(5):
+        code_cache._code(f"x = {i}", "exec")
+    code_cache._code("x = 'new'", "exec")
+    code_cache._save(str(path))
+    assert set(code_cache._read(str(path))) == {("exec", f"x = {i}") for i in [0, 1, 2, 3, 4, "'new'"]}
+
+    code_cache._codes.update(
+        {("exec", f"x = {i}"): compile(f"x = {i}", "<string>", "exec") for i in range(50)}
+    )
+    for i in range(30):  # most used: the few others stay (another command's, maybe)
+        code_cache._code(f"x = {i}", "exec")
+    code_cache._code("x = 'newer'", "exec")
+    code_cache._save(str(path))
+    assert len(code_cache._read(str(path))) == 51
