@@ -18,8 +18,10 @@ first.  Nothing else changes: the same text compiled with the same flags (those 
 the same file name (``<string>``) gives the same code object; anything but a plain string, another
 file name, flags or optimization level goes to the builtin as it came.
 
-The file (``cli/__pycache__/code_cache.<tag>.codes``, under ``sys.pycache_prefix`` when it is set)
-is trusted as the ``.pyc`` files beside it are: whoever can write it can write those.  It starts with
+The file (``cli/__pycache__/code_cache.<tag>.codes``, ``.opt-1.codes`` under ``-O`` as a ``.pyc``
+is named, under ``sys.pycache_prefix`` when it is set) is trusted as the ``.pyc`` files beside it
+are: whoever can write it can write those, and it is written as they are (the source's mode, a
+temporary file made exclusively, never through a link planted at its name).  It starts with
 the interpreter's bytecode magic number (another version's is ignored), it is read whole and once,
 anything unreadable in it is ignored (the texts are compiled, as before), and it is written only by
 the process that installed this, at its exit, when something new was compiled, and not at all under
@@ -30,7 +32,7 @@ renamed over it, so a reader never sees half of one.  It keeps at most :data:`MA
 # No `from __future__ import annotations` here: nothing this module compiles should even seem to
 # depend on its own future flags (it passes dont_inherit anyway).  os, not pathlib: as the rest of
 # what runs this early (cli/early.py, cli/pydantic_plugins.py).
-# ruff: noqa: PTH103, PTH105, PTH108, PTH118, PTH120, PTH123
+# ruff: noqa: PTH103, PTH105, PTH108, PTH116, PTH118, PTH120, PTH123
 
 import builtins
 import marshal
@@ -45,7 +47,8 @@ if TYPE_CHECKING:
 __all__ = ["MAX_CODES", "cache_path", "install", "stats"]
 
 MAX_CODES = 8192
-"""Texts kept at most (the command compiles ~1,400); past it, only those this process used."""
+"""Texts kept at most (the command compiles ~1,400); past it, only those this process used (and
+new ones), as when more of those read were unused than used."""
 _FORMAT = b"oc1\n"  # this file's own layout, after the interpreter's magic number
 _code_type = type(compile("", "<string>", "exec"))
 _builtin_exec = builtins.exec
@@ -59,13 +62,19 @@ _counts = {"hits": 0, "misses": 0}
 
 
 def cache_path() -> "str | None":
-    """Where the codes are kept for this interpreter (None: it keeps no bytecode files at all)."""
+    """Where the codes are kept for this interpreter (None: it keeps no bytecode files at all).
+
+    One file per optimization level, as the import system keeps one ``.pyc`` per level: ``-O``
+    compiles ``__debug__`` to False and drops asserts (``-OO`` docstrings too), so a code compiled
+    at one level is not the code of the same text at another."""
     external = sys.modules["_frozen_importlib_external"]
     try:
         pyc: str = external.cache_from_source(__file__)
     except (NotImplementedError, ValueError):  # (sys.implementation.cache_tag is None)
         return None
-    return os.path.join(os.path.dirname(pyc), f"code_cache.{sys.implementation.cache_tag}.codes")
+    level = sys.flags.optimize  # (what compile's optimize=-1 means, and cache_from_source's names)
+    name = f"code_cache.{sys.implementation.cache_tag}{f'.opt-{level}' if level else ''}.codes"
+    return os.path.join(os.path.dirname(pyc), name)
 
 
 def install() -> None:
@@ -111,7 +120,9 @@ def _code(text: str, mode: str) -> "CodeType":
         code = _new.get(key)
         if code is None:
             _counts["misses"] += 1
-            code = _new[key] = _builtin_compile(text, "<string>", mode, 0, True)
+            code = _builtin_compile(text, "<string>", mode, 0, True)
+            if len(_new) < MAX_CODES:  # (serve lives for days: no more than the file would keep)
+                _new[key] = code
             return code
     _counts["hits"] += 1
     _used.add(key)
@@ -120,7 +131,7 @@ def _code(text: str, mode: str) -> "CodeType":
 
 def _exec(source: "Any", globals: "Any" = None, locals: "Any" = None, /, **kwargs: "Any") -> None:
     """``exec`` for :mod:`dataclasses`: a string is looked up first; the rest as the builtin does."""
-    if type(source) is str:
+    if type(source) is str and not kwargs:  # (closure= with a string: the builtin's own refusal)
         source = _code(source, "exec")
     if globals is None:  # the caller's namespaces, as the builtin would take them (not ours)
         frame = sys._getframe(1)
@@ -179,23 +190,58 @@ def _save(path: str) -> None:
     if not _new or not _installed or _installed[0] != os.getpid() or sys.dont_write_bytecode:
         return
     kept = {**_codes, **_new}
-    if len(kept) > MAX_CODES:
-        kept = {key: code for key, code in kept.items() if key in _used or key in _new}
+    # Texts this process did not ask for (another command's, or an old pydantic's that no start
+    # asks for again) are read at every start: kept while they are fewer than those it used, so an
+    # upgrade's leftovers never cost more to read than what the file saves (a code is read in about
+    # a tenth of the time it is compiled in: 887 texts, timed alternately at load 4-6).  The
+    # commands' sets are nearly one (every command loads the CLI): none drops another's.
+    live = {key: code for key, code in kept.items() if key in _used or key in _new}
+    if len(kept) > MAX_CODES or len(kept) - len(live) > len(live):
+        kept = live
         if len(kept) > MAX_CODES:
             kept = dict(list(kept.items())[:MAX_CODES])
-    temporary = f"{path}.{os.getpid()}.tmp"
+    # Made as the import system makes a .pyc's temporary file: exclusively (never through a link
+    # planted at its name, never into another writer's file: two containers sharing a volume are
+    # each their own pid 1), with the source's mode.  Before the codes are marshalled: a read-only
+    # install (root's, run by a user) costs no more than the failed open at every exit.
+    temporary = _temporary(path)
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(temporary, "wb") as f:
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _mode())
+    except OSError:  # a read-only install, a name taken: the next start compiles
+        return
+    try:
+        with open(fd, "wb") as f:
             f.write(_header() + marshal.dumps(kept))
         os.replace(temporary, path)
-    except (OSError, ValueError):  # a read-only install, a full disk: the next start compiles
+    except BaseException as exc:  # a full disk, a directory in its place, Ctrl-C at exit
         try:  # noqa: SIM105 - (contextlib is not loaded by then in every command)
             os.unlink(temporary)
         except OSError:
             pass
+        if not isinstance(exc, (OSError, ValueError)):
+            raise
     else:
         _new.clear()
+
+
+def _temporary(path: str) -> str:
+    """A name of this write's own beside ``path`` (a pid alone is the same in every container, and
+    a stale file of a killed write would stop every later one).  The clock, not os.urandom: that
+    may block until the kernel's pool is ready, early in a boot; O_EXCL makes any name safe."""
+    import time
+
+    return f"{path}.{os.getpid()}.{time.time_ns():x}.tmp"
+
+
+def _mode() -> int:
+    """The mode a .pyc of this module gets (importlib's ``_calc_mode``): the source's, and the
+    owner's write; the umask applies as well."""
+    try:
+        mode = os.stat(__file__).st_mode | 0o200
+    except OSError:
+        mode = 0o666
+    return mode & 0o666
 
 
 def _header() -> bytes:

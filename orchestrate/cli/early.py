@@ -336,8 +336,11 @@ _OFF = frozenset(("0", "off", "false", "no", "none"))
 _HANDSHAKE_PROTOCOLS = frozenset(("acp", "jsonrpc"))
 
 
-def begin(args: list[str]) -> Prestarted | None:
+def begin(args: list[str], *, keep_code: bool = False) -> Prestarted | None:
     """Start the agent of ``orchestrate ARGS...`` now, if the early start applies.
+
+    ``keep_code``: the command's own process (:func:`main`) installs cli/code_cache.py once the
+    agent is on its way; a caller of this in its own process (tests do) keeps its exec and compile.
 
     Its supervisor is spawned first, as soon as the arguments read as a ``run`` that may start
     early and before the executor's code is even loaded: its interpreter starts while we build the
@@ -378,7 +381,8 @@ def begin(args: list[str]) -> Prestarted | None:
     _standing.remove(waiting)
     if started is None:
         return None
-    code_cache.install()  # (now that the agent is on its way: it loads dataclasses and typing)
+    if keep_code:  # (now that the agent is on its way: it loads dataclasses and typing)
+        code_cache.install()
     if mode != "spawn":
         _write_first(started, executor, prompt, mode == "write")
     return started
@@ -442,7 +446,7 @@ def main() -> None:
     """``orchestrate``: the early start, then the click command."""
     pause_collector()  # while the command loads (cli/__init__.py), resumed by the run or below
     try:
-        begin(sys.argv[1:])
+        begin(sys.argv[1:], keep_code=True)
         code_cache.install()
         from .main import main as cli
 
