@@ -23,6 +23,17 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ORCHESTRATE_HOME", str(tmp_path / "orchestrate-home"))
 
 
+@pytest.fixture(autouse=True)
+def _no_code_cache_in_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The command's stand-ins for dataclasses' exec and typing's compile (cli/code_cache.py) are
+    # for the command's process: tests that call cli/early.py's main() in this one would install
+    # them for the whole session and, at its exit, write the test classes' codes to the checkout's
+    # cache in place of the command's.  tests/test_code_cache*.py try them in fresh interpreters.
+    from orchestrate.cli import code_cache
+
+    monkeypatch.setattr(code_cache, "install", lambda: None)
+
+
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"

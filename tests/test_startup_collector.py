@@ -146,7 +146,7 @@ def test_an_agent_that_says_nothing_gets_it_back_within_the_wait(
         monkeypatch.setenv(recording.STORE_ENV, f"sqlite:///{tmp_path / 'store.db'}")
     gc.enable()
     pause_collector()
-    run: Any = SimpleNamespace(task=None)
+    run: Any = SimpleNamespace(task=None, pids=[])  # (no agent: nothing busy to wait for)
     with recording.record_run("claude-code", ExecutorOptions(), run, "jsonl"):
         deadline = time.monotonic() + 5
         while not gc.isenabled() and time.monotonic() < deadline:
