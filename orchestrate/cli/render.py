@@ -13,7 +13,7 @@ says ``[red]`` shows ``[red]``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from rich.console import Console, RenderableType
 from rich.text import Text
@@ -32,6 +32,7 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..run.tally import is_reported  # (one definition: the run's result counts by it too)
 from .names import display_name
 
 __all__ = [
@@ -39,7 +40,6 @@ __all__ = [
     "TextRenderer",
     "fold",
     "noise_summary",
-    "reported_usage",
     "retry_summary",
     "tool_details",
     "tool_head",
@@ -159,25 +159,6 @@ def retry_summary(entry: NormalizedEntry) -> str | None:
         why = f"API error {status}" if status is not None else str(raw.get("error") or "no answer")
         return f"retrying (attempt {raw['attempt']}{of}{wait}): {why}"
     return f"retrying: {t.error.message}"
-
-
-def is_reported(usage: TokenUsage) -> bool:
-    """Whether ``usage`` says anything.  An agent that reports no usage still ends its turns (the ACP
-    normalizer writes a usage entry per turn, zero when the agent sent none): all zeros and no cost
-    is that, not a report, and is shown as "not reported" rather than ``0 in, 0 out``."""
-    counts = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
-    return any(counts) or usage.total_cost_usd is not None
-
-
-def reported_usage(entries: Iterable[NormalizedEntry]) -> TokenUsage | None:
-    """The usage the agent reported over ``entries``, all turns together; None if it reported none."""
-    total = None
-    window = None
-    for entry in entries:
-        if isinstance(entry.type, TokenUsageEntry) and is_reported(entry.type.usage):
-            total = add_usage(total, entry.type.usage)
-            window = entry.type.usage.context_window or window
-    return total.model_copy(update={"context_window": window}) if total is not None else None
 
 
 def usage_summary(usage: TokenUsage | None) -> str:
