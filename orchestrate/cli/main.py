@@ -868,13 +868,16 @@ def _view(output: str, verbose: bool, asker: TerminalPrompt | None = None) -> Vi
         return JsonlWriter()
     from rich.console import Console
 
+    from ..normalizers.base import DEFAULT_WINDOW  # (loaded with the run's normalizer by now)
     from .live import LiveView
     from .render import TextRenderer
 
     console = Console(highlight=False)
+    # The runs of the commands that make a view stream (Run(..., streaming=True)): the view
+    # forgets entries as their normalizer does.
     if not console.is_interactive:
-        return TextRenderer(console, verbose)
-    view = LiveView(console, verbose)
+        return TextRenderer(console, verbose, DEFAULT_WINDOW)
+    view = LiveView(console, verbose, window=DEFAULT_WINDOW)
     if isinstance(asker, ViewPrompt):
         asker.view = view  # its questions hold the view still
     return view
@@ -1013,6 +1016,7 @@ def replay_cmd(
     from rich.console import Console
 
     from ..entries import ErrorEntry
+    from ..normalizers.base import DEFAULT_WINDOW
     from ..process.rawlog import DAMAGED, read_raw_log
     from ..replay import normalizer_for_file, replay
     from .render import TextRenderer
@@ -1024,7 +1028,9 @@ def replay_cmd(
         if not isinstance(name, str):
             raise CliError(f"{file} is a plain capture with no header: say whose with --executor", EXIT_USAGE)
         normalizer = normalizer_for_file(file, default_registry.get(name)())
-        view: View = JsonlWriter() if output == "jsonl" else TextRenderer(Console(highlight=False), verbose)
+        view: View = JsonlWriter()
+        if output != "jsonl":  # (a streaming replay: its normalizer keeps the default window)
+            view = TextRenderer(Console(highlight=False), verbose, DEFAULT_WINDOW)
         damaged: set[int] = set()  # the damage notes, counted as they pass (no entry is kept)
         for patch in replay(file, normalizer, streaming=True):
             view.on_patch(patch)
