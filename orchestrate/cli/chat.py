@@ -128,7 +128,7 @@ async def converse_by_resume(
                     raise  # nothing has run yet: the CLI's own error, as for `run`
                 tell(f"cannot start the next turn: {exc}")  # the conversation so far still ends well
                 break
-            offset += len(result.entries)
+            offset += result.entry_count  # (all it made: a streaming run keeps only the last)
             session = result.session_id or None
             known = session or known
             talk = Conversation(result, state.stopped_by, session_id=known)

@@ -43,9 +43,13 @@ class LiveView(TextRenderer):
     running beside it."""
 
     def __init__(
-        self, console: Console, verbose: bool = False, clock: Callable[[], float] = time.monotonic
+        self,
+        console: Console,
+        verbose: bool = False,
+        clock: Callable[[], float] = time.monotonic,
+        window: int | None = None,
     ) -> None:
-        super().__init__(console, verbose)
+        super().__init__(console, verbose, window)
         self._clock = clock
         self._began = clock()
         self._live: Live | None = None
@@ -213,6 +217,11 @@ class LiveView(TextRenderer):
         line.append(f" {_duration(self._clock() - since)}", style="dim")
         self.emit(line, *tool_details(tool, self.verbose))
         self._doing = "waiting for the model"
+
+    def _forget(self, below: int) -> None:
+        super()._forget(below)
+        for index in [i for i in self._since if i < below and i not in self._active]:
+            del self._since[index]
 
     def _block(self, entry: NormalizedEntry) -> None:
         if entry.type.kind == "token_usage":

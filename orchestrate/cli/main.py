@@ -387,7 +387,9 @@ def run(
 
             made = RunWorkspace.prepare(task)
             task = made.task
-        live = Run(executor, task, service)
+        # Streaming: every output prints (and the store records) each patch as it comes, so the
+        # run keeps a window of entries, not all of them; the result's figures are the whole run's.
+        live = Run(executor, task, service, streaming=True)
         from .early import prompted, take
 
         early = take()  # the agent cli/early.py started, if it did: adopted if it is this run's
@@ -516,7 +518,7 @@ def _follow_up(executor: Executor, service: ApprovalService) -> Callable[[Run, s
 
     def follow(previous: Run, message: str, session: str | None) -> Run:
         update = {"prompt": message, "resume": session, "fork": False, "raw_log": None}
-        return Run(executor, previous.task.model_copy(update=update), service)
+        return Run(executor, previous.task.model_copy(update=update), service, streaming=True)
 
     return follow
 
@@ -623,8 +625,7 @@ def _exit_code(result: RunResult, asker: TerminalPrompt | None = None) -> int:
     if result.outcome != "success":
         return _signal_exit_code() or result.cli_exit_code
     code = result.cli_exit_code
-    timed_out = any(t.approval and t.approval.decision == "timed_out" for t in result.tool_results)
-    if code == 0 and ((asker is not None and asker.unanswered) or timed_out):
+    if code == 0 and ((asker is not None and asker.unanswered) or result.approvals_timed_out):
         return EXIT_UNANSWERED
     return code
 
@@ -804,9 +805,8 @@ def result_line(
     ``error`` is why it failed in one line, and ``errorKind`` which of the reasons a person can act
     on it is (``model_unreachable``, ``rate_limited``, ``auth_required``, ``cli_missing``) or null."""
     from .failure import classify
-    from .render import reported_usage
 
-    usage = reported_usage(result.entries)
+    usage = result.reported_usage
     failure = classify(result)
     return {
         "type": "result",
@@ -868,13 +868,16 @@ def _view(output: str, verbose: bool, asker: TerminalPrompt | None = None) -> Vi
         return JsonlWriter()
     from rich.console import Console
 
+    from ..normalizers.base import DEFAULT_WINDOW  # (loaded with the run's normalizer by now)
     from .live import LiveView
     from .render import TextRenderer
 
     console = Console(highlight=False)
+    # The runs of the commands that make a view stream (Run(..., streaming=True)): the view
+    # forgets entries as their normalizer does.
     if not console.is_interactive:
-        return TextRenderer(console, verbose)
-    view = LiveView(console, verbose)
+        return TextRenderer(console, verbose, DEFAULT_WINDOW)
+    view = LiveView(console, verbose, window=DEFAULT_WINDOW)
     if isinstance(asker, ViewPrompt):
         asker.view = view  # its questions hold the view still
     return view
@@ -901,12 +904,12 @@ def _summary(result: RunResult) -> None:
     from rich.text import Text
 
     from .failure import classify
-    from .render import reported_usage, usage_summary
+    from .render import usage_summary
 
     console = Console(stderr=True, highlight=False)
     style = {"success": "green", "interrupted": "yellow", "cancelled": "yellow"}.get(result.outcome, "red")
     line = Text.assemble("\n", (result.outcome, style), f"  session {result.session_id or '-'}")
-    line.append(f"  {usage_summary(reported_usage(result.entries))}")
+    line.append(f"  {usage_summary(result.reported_usage)}")
     line.append(f"  raw log {result.raw_log}")
     console.print(line, soft_wrap=True)
     failure = classify(result)
@@ -932,7 +935,7 @@ def demo(approvals: str, output: str, verbose: bool) -> None:
 
         with demo_task() as task:
             view = _view_maker(output, verbose, asker)
-            result = anyio.run(_run_live, Run(executor, task, service), view, asker)
+            result = anyio.run(_run_live, Run(executor, task, service, streaming=True), view, asker)
     except OrchestrateError as exc:
         raise _translate(exc) from exc
     finally:
@@ -1013,6 +1016,7 @@ def replay_cmd(
     from rich.console import Console
 
     from ..entries import ErrorEntry
+    from ..normalizers.base import DEFAULT_WINDOW
     from ..process.rawlog import DAMAGED, read_raw_log
     from ..replay import normalizer_for_file, replay
     from .render import TextRenderer
@@ -1024,7 +1028,9 @@ def replay_cmd(
         if not isinstance(name, str):
             raise CliError(f"{file} is a plain capture with no header: say whose with --executor", EXIT_USAGE)
         normalizer = normalizer_for_file(file, default_registry.get(name)())
-        view: View = JsonlWriter() if output == "jsonl" else TextRenderer(Console(highlight=False), verbose)
+        view: View = JsonlWriter()
+        if output != "jsonl":  # (a streaming replay: its normalizer keeps the default window)
+            view = TextRenderer(Console(highlight=False), verbose, DEFAULT_WINDOW)
         damaged: set[int] = set()  # the damage notes, counted as they pass (no entry is kept)
         for patch in replay(file, normalizer, streaming=True):
             view.on_patch(patch)

@@ -122,6 +122,13 @@ class Recording:
         self._opener = threading.Thread(target=opening, name="orchestrate-store-open", daemon=True)
         self._opener.start()
 
+    def unrecorded(self) -> None:
+        """The store is off: the patches are shown, not kept for a store that will not open (a
+        long run's first :data:`_MAX_EARLY` patches were kept for nothing, and it warned that the
+        store opened late)."""
+        with self._lock:
+            self._early = None
+
     def record_workspace(self, info: dict[str, Any], start: int | None, end: int | None) -> None:
         """Store the run's workspace and the checkpoints its turn started and ended on."""
         self._wait_open()
@@ -172,6 +179,7 @@ def record_run(executor: str, options: ExecutorOptions, run: Run, output: str) -
     if url != "off":
         recording.open(executor, options, run, url)  # (its thread resumes the collector in time)
     else:
+        recording.unrecorded()
         resume = threading.Timer(_FIRST_WAIT, resume_collector)
         resume.daemon = True
         resume.start()

@@ -13,7 +13,7 @@ says ``[red]`` shows ``[red]``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from rich.console import Console, RenderableType
 from rich.text import Text
@@ -32,6 +32,7 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
+from ..run.tally import is_reported  # (one definition: the run's result counts by it too)
 from .names import display_name
 
 __all__ = [
@@ -39,7 +40,6 @@ __all__ = [
     "TextRenderer",
     "fold",
     "noise_summary",
-    "reported_usage",
     "retry_summary",
     "tool_details",
     "tool_head",
@@ -161,25 +161,6 @@ def retry_summary(entry: NormalizedEntry) -> str | None:
     return f"retrying: {t.error.message}"
 
 
-def is_reported(usage: TokenUsage) -> bool:
-    """Whether ``usage`` says anything.  An agent that reports no usage still ends its turns (the ACP
-    normalizer writes a usage entry per turn, zero when the agent sent none): all zeros and no cost
-    is that, not a report, and is shown as "not reported" rather than ``0 in, 0 out``."""
-    counts = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens, usage.cache_write_tokens)
-    return any(counts) or usage.total_cost_usd is not None
-
-
-def reported_usage(entries: Iterable[NormalizedEntry]) -> TokenUsage | None:
-    """The usage the agent reported over ``entries``, all turns together; None if it reported none."""
-    total = None
-    window = None
-    for entry in entries:
-        if isinstance(entry.type, TokenUsageEntry) and is_reported(entry.type.usage):
-            total = add_usage(total, entry.type.usage)
-            window = entry.type.usage.context_window or window
-    return total.model_copy(update={"context_window": window}) if total is not None else None
-
-
 def usage_summary(usage: TokenUsage | None) -> str:
     if usage is None:
         return "tokens: not reported"
@@ -205,11 +186,22 @@ def add_usage(total: TokenUsage | None, usage: TokenUsage) -> TokenUsage:
 
 class TextRenderer:
     """Prints each entry as it comes.  ``verbose``: whole outputs, the agent's own tool names, and
-    every system message on its own line instead of the noise folded into one."""
+    every system message on its own line instead of the noise folded into one.
 
-    def __init__(self, console: Console, verbose: bool = False) -> None:
+    ``window``: the patches come from a streaming run or replay whose normalizer keeps that many
+    entries (``Run(..., streaming=True)``): no patch comes for an entry that far behind the newest
+    but for a tool call still open, so what the view remembers of older entries is let go of
+    (their text as printed, their tool states, plans and usage), and its memory stays flat in the
+    number of entries as the run's does.  None: it remembers every entry (patches of any source)."""
+
+    def __init__(self, console: Console, verbose: bool = False, window: int | None = None) -> None:
         self.console = console
         self.verbose = verbose
+        self.window = window
+        self._newest = -1  # the highest index seen
+        self._kept_from = 0  # what is remembered of entries below this index was let go of
+        self._usage_before: TokenUsage | None = None  # the usage of entries let go of, added up
+        self._noise_before: dict[str, None] = {}  # the noise of entries let go of, not shown yet
         self._printed: dict[int, str] = {}  # streamed entry -> its text as printed so far
         self._open: int | None = None  # the entry whose text is mid-line
         self._tool_state: dict[int, str] = {}
@@ -219,6 +211,11 @@ class TextRenderer:
 
     def on_patch(self, patch: EntryPatch) -> None:
         entry = patch.entry
+        if entry.index > self._newest:
+            self._newest = entry.index
+            # Once per ``window`` new entries, not per patch: linear however long the run.
+            if self.window is not None and self._newest - self._kept_from >= 2 * self.window:
+                self._forget(self._newest - self.window)
         t = entry.type
         if t.kind in _STREAMED:
             self._stream(entry)
@@ -249,10 +246,27 @@ class TextRenderer:
     @property
     def usage(self) -> TokenUsage | None:
         """Tokens and cost reported so far, all turns together."""
-        total = None
+        total = self._usage_before
         for usage in self._usage.values():
             total = add_usage(total, usage)
         return total
+
+    def _forget(self, below: int) -> None:
+        """Let go of what is remembered of the entries below index ``below`` (see ``window``): no
+        patch will come for them, but for tool calls still open, whose state is kept."""
+        self._kept_from = below
+        for index in [i for i in self._printed if i < below]:
+            del self._printed[index]
+        for index in [i for i in self._plans if i < below]:
+            del self._plans[index]
+        # Noise waiting to be shown: each different text once (as it will be shown), and the older
+        # entries' first, as their places in the line are (entries are added in index order).
+        for index in [i for i in self._noise if i < below]:
+            self._noise_before[self._noise.pop(index)] = None
+        for index in [i for i in self._usage if i < below]:
+            self._usage_before = add_usage(self._usage_before, self._usage.pop(index))
+        for index in [i for i, state in self._tool_state.items() if i < below and state in SETTLED]:
+            del self._tool_state[index]
 
     # --- output: the live view overrides these -----------------------------------------------
 
@@ -295,9 +309,10 @@ class TextRenderer:
             self._open = None
 
     def _flush_noise(self) -> None:
-        if self._noise:
-            shown = " · ".join(dict.fromkeys(self._noise.values()))
+        if self._noise or self._noise_before:
+            shown = " · ".join(self._noise_before | dict.fromkeys(self._noise.values()))
             self._noise.clear()
+            self._noise_before = {}
             self.emit(Text("· " + shown, style="dim"))
 
     def _tool(self, entry: NormalizedEntry, tool: ToolUseEntry) -> None:

@@ -29,6 +29,13 @@ from .procinfo import HOST, start_time
 __all__ = ["RunRecorder"]
 
 _CANCEL_POLL = 0.5  # how soon a cancel asked from another process stops the run
+_MIRROR_STEP = 8 << 20
+"""Bytes of raw log put for the store before waiting for them to be written: the log is read no faster
+than the store takes it, so a long run's log is not held in memory whole on its way there (a line is
+a chunk read from the agent, up to a pipe's capacity: a count of lines would bound nothing)."""
+_MIRROR_WAIT = 10.0
+"""How long one step waits for the store; once a wait is over time (a locked store), the rest is put
+without waiting, and the writer's own bound applies."""
 
 
 class RunRecorder:
@@ -148,9 +155,13 @@ class RunRecorder:
     def _mirror(self, writer: EventWriter, log: Path, task_id: int, run_id: int) -> None:
         try:
             with log.open("rb") as f:
+                waiting, put = True, 0
                 for line in f:
                     if line.strip():
                         writer.put(task_id, run_id, "raw", line.rstrip(b"\n"))
+                        put += len(line)
+                        if waiting and put >= _MIRROR_STEP:
+                            waiting, put = writer.flush(_MIRROR_WAIT), 0
         except OSError as exc:
             self.problem = f"the raw log could not be stored: {exc}"
 

@@ -118,6 +118,7 @@ class EntryLog:
     _held: set[int]  # ... those held (made by :meth:`bound`)
     _settled: list[int]  # held ones whose tool closed since the last drain (made by :meth:`bound`)
     _released = 0  # since the tables were last swept
+    _on_release: Callable[[NormalizedEntry], None] | None = None  # told of each entry let go of
     _shaped_below = 0  # tool entries below this index were shaped for an earlier work_dir
     _tables: tuple[tuple[dict[Any, Any], Callable[[Any], bool] | None], ...] = ()
     _sweep_hooks: tuple[Callable[[], None], ...] = ()
@@ -140,12 +141,20 @@ class EntryLog:
 
         A later line that changes a released entry becomes an ``entry_released`` error entry
         (see :class:`EntryReleased`); one that names a forgotten id starts a fresh entry.  Once
-        bound, :attr:`entries` holds only the entries kept."""
+        bound, :attr:`entries` holds only the entries kept (see :meth:`on_release` for a caller
+        that needs a figure of them all)."""
         if window < 1:
             raise ValueError("window must be positive")
         if self._window is None:
             self._held, self._settled = set(), []
         self._window = window
+
+    def on_release(self, hook: Callable[[NormalizedEntry], None] | None) -> None:
+        """Have a bounded log call ``hook`` with each entry as it lets it go, in its last state
+        (an entry let go of never changes again): in index order, but for the tool calls held
+        while open, which go when they close.  What it has not let go of is in :attr:`entries`
+        at the end: the two together are every entry of the run, each once."""
+        self._on_release = hook
 
     def track(self, table: dict[Any, Any], alive: Callable[[Any], bool] | None = None) -> None:
         """A normalizer's table whose values are entry indexes (or, with ``alive``, hold them):
@@ -367,20 +376,25 @@ class EntryLog:
     def _release(self, window: int) -> None:
         """Let go of what a bounded log no longer needs (called after a drain: nothing pending)."""
         entries, texts, held, open_tools = self._entries, self._texts, self._held, self._open_tools
+        told = self._on_release
         released = 0
         limit = self._count - window
         for index in range(self._low, limit):
             if index in open_tools:
                 held.add(index)
             else:
-                entries.pop(index, None)
+                gone = entries.pop(index, None)
+                if told is not None and gone is not None:
+                    told(gone)
                 texts.pop(index, None)
                 released += 1
         self._low = max(self._low, limit)
         for index in self._settled:
             if index in held and index not in open_tools:
                 held.discard(index)
-                entries.pop(index, None)
+                gone = entries.pop(index, None)
+                if told is not None and gone is not None:
+                    told(gone)
                 texts.pop(index, None)
                 released += 1
         self._settled.clear()
@@ -499,7 +513,7 @@ class Normalizer(abc.ABC):
         """A line that changes an entry a bounded log let go of: an error entry saying so (the
         consumer holds the entry as it was last sent)."""
         self.log.error(
-            f"A late line changed entry {exc.index}, which streaming replay no longer holds; "
+            f"A late line changed entry {exc.index}, which a streaming run or replay no longer holds; "
             "the change is not shown",
             "entry_released",
             ts,

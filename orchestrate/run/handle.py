@@ -34,12 +34,13 @@ if TYPE_CHECKING:
     from anyio.streams.memory import MemoryObjectReceiveStream
 
     from ..approvals.base import ApprovalService
-    from ..entries import EntryPatch, NormalizedEntry, TokenUsage, ToolUseEntry
+    from ..entries import EntryPatch, NormalizedEntry, ToolUseEntry
     from ..normalizers.base import Normalizer
     from ..process.base import AgentIO
     from ..process.prestart import Prestarted
     from .driver import Driver
     from .result import Outcome, RunResult
+    from .tally import EntryTally
 
 __all__ = ["Run"]
 
@@ -54,7 +55,16 @@ _T = TypeVar("_T", WireLine, bytes)
 class Run:
     """A live run.  Use as ``async with executor_run(...) as run:``; iterate :meth:`patches`, call
     :meth:`send_message`, :meth:`interrupt` or :meth:`cancel`, and ``await run.wait()`` for the result.
-    Leaving the ``async with`` block stops the agent if it is still running; no process outlives it."""
+    Leaving the ``async with`` block stops the agent if it is still running; no process outlives it.
+
+    ``streaming``: the caller takes every patch as it comes and keeps what it needs itself (it
+    shows them, stores them), as ``replay(..., streaming=True)``: the run keeps only the last
+    ``window`` entries (:data:`~orchestrate.normalizers.base.DEFAULT_WINDOW` when not given) and
+    the tool calls still open, so its memory stays flat however many entries the agent makes.
+    The result's figures are still the whole run's; its ``entries``, ``tool_results`` and
+    :attr:`entries` are only what is kept (see :class:`RunResult`).  A line that changes an entry
+    older than the window which is not an open tool call (rare) is an ``entry_released`` error
+    entry instead.  By default every entry is kept."""
 
     def __init__(
         self,
@@ -62,6 +72,9 @@ class Run:
         task: Task,
         approvals: ApprovalService | None = None,
         shutdown: ShutdownPolicy | None = None,
+        *,
+        streaming: bool = False,
+        window: int | None = None,
     ) -> None:
         if task.workspace != "here":  # silently running in cwd would defeat the point of asking
             raise ConfigError(
@@ -74,6 +87,11 @@ class Run:
         self.approvals: ApprovalService = ApprovalPipeline.around(approvals or AutoDeny())
         self.shutdown_policy = shutdown or ShutdownPolicy()
         self._normalizer: Normalizer | None = None  # made just after the spawn (see normalizer)
+        self._tally: EntryTally | None = None  # ... with it: the result's figures of every entry
+        if window is not None and window < 1:
+            raise ValueError("window must be positive")
+        self._window = window if streaming else None
+        self.streaming = streaming
         self._prestarted: Prestarted | None = None
         self._opening: object = None  # what an adopted process was sent early (see adopt)
         self._written: list[tuple[bytes, float]] = []
@@ -232,12 +250,29 @@ class Run:
     def normalizer(self) -> Normalizer:
         """The executor's normalizer for this run (made once, just after the agent is spawned)."""
         if self._normalizer is None:
-            self._normalizer = self.executor.create_normalizer()
-            self._normalizer.work_dir = str(self.task.cwd)  # tool paths are shown relative to it
+            normalizer = self.executor.create_normalizer()
+            normalizer.work_dir = str(self.task.cwd)  # tool paths are shown relative to it
+            if self.streaming:  # each entry let go of is counted in the figures as it goes
+                normalizer.bound(*(() if self._window is None else (self._window,)))
+                normalizer.log.on_release(self._released)
+            self._normalizer = normalizer
         return self._normalizer
+
+    def _figures(self) -> EntryTally:
+        """The tally of the result's figures (made when first needed: the first entry let go of,
+        or the end)."""
+        if self._tally is None:
+            from .tally import EntryTally
+
+            self._tally = EntryTally()
+        return self._tally
+
+    def _released(self, entry: NormalizedEntry) -> None:
+        self._figures().see(entry)
 
     @property
     def entries(self) -> list[NormalizedEntry]:
+        """The entries so far: every one, or, streaming, those still kept (see the class)."""
         return list(self.normalizer.entries)
 
     async def send_message(self, text: str) -> None:
@@ -552,43 +587,43 @@ class Run:
     _stderr_tail: str = ""
 
     def _should_fall_back(self) -> bool:
-        from ..entries import ErrorEntry
-
-        entries = self.normalizer.entries
-        return bool(
-            self.task.resume
-            and self.task.resume_fallback
-            and self._stop_reason is None
-            and any(isinstance(e.type, ErrorEntry) and e.type.error.code == "resume_failed" for e in entries)
+        if not (self.task.resume and self.task.resume_fallback and self._stop_reason is None):
+            return False
+        # (the entries a streaming run let go of were told to the tally; the rest are here)
+        released = self._tally is not None and self._tally.resume_failed
+        return released or any(
+            e.type.kind == "error" and e.type.error.code == "resume_failed" for e in self.normalizer.entries
         )
 
     def _make_result(self) -> RunResult:
         from .result import RunResult
 
         entries = list(self.normalizer.entries)
+        tally = self._figures()
         # One pass, by each entry's kind (its discriminator): an isinstance check against a model
-        # class goes through pydantic's metaclass, 0.3 us an entry, three passes over every entry.
+        # class goes through pydantic's metaclass, 0.3 us an entry.  The tally has seen the entries
+        # a streaming run let go of already; these are the rest.
         tools: list[ToolUseEntry] = []
-        usages: list[TokenUsage] = []
-        error: str | None = None
         for entry in entries:
+            tally.see(entry)
             of = entry.type
             if of.kind == "tool_use":
                 tools.append(of.tool)
-            elif of.kind == "token_usage":
-                usages.append(of.usage)
-            elif of.kind == "error":
-                error = of.error.message  # (the last one's)
+        outcome = self._outcome()
         return RunResult(
-            outcome=self._outcome(),
+            outcome=outcome,
             exit_code=self._exit_code,
             session_id=self.normalizer.log.session_id,
             entries=entries,
             tool_results=tools,
-            token_usage=_total_usage(usages),
+            token_usage=tally.token_usage(),
             raw_log=self.raw_log_path if self._rawlog is not None and self._rawlog.opened else None,
             stderr_tail=self._stderr_tail,
-            error=error,
+            error=tally.error,
+            entry_count=tally.count,
+            reported_usage=tally.reported_usage(),
+            approvals_timed_out=tally.approvals_timed_out,
+            failure=tally.failure(outcome, self._stderr_tail),
         )
 
     def _outcome(self) -> Outcome:
@@ -611,17 +646,3 @@ def _log_name(executor: str) -> str:
 def _last_line(text: str) -> str:
     lines = [line for line in text.strip().splitlines() if line.strip()]
     return lines[-1][:300] if lines else ""
-
-
-def _total_usage(usages: list[TokenUsage]) -> TokenUsage:
-    from ..entries import TokenUsage
-
-    costs = [u.total_cost_usd for u in usages if u.total_cost_usd is not None]
-    return TokenUsage(
-        input_tokens=sum(u.input_tokens for u in usages),
-        output_tokens=sum(u.output_tokens for u in usages),
-        cache_read_tokens=sum(u.cache_read_tokens for u in usages),
-        cache_write_tokens=sum(u.cache_write_tokens for u in usages),
-        total_cost_usd=sum(costs) if costs else None,
-        context_window=next((u.context_window for u in reversed(usages) if u.context_window), None),
-    )
