@@ -35,6 +35,23 @@ def _no_code_cache_in_here(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
+def fresh_code_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """cli/code_cache.py's state as if this process had installed it, empty (install() itself is
+    never called in here: see above), for the tests that drive its functions directly."""
+    import os
+    import sys
+
+    from orchestrate.cli import code_cache
+
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(code_cache, "_installed", [os.getpid()])
+    monkeypatch.setattr(code_cache, "_codes", {})
+    monkeypatch.setattr(code_cache, "_new", {})
+    monkeypatch.setattr(code_cache, "_used", set())
+    monkeypatch.setattr(code_cache, "_counts", {"hits": 0, "misses": 0})
+
+
+@pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
 

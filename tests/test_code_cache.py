@@ -246,17 +246,12 @@ def test_a_forked_child_does_not_write(tmp_path: Path) -> None:
     assert not cache_file(prefix).exists()
 
 
+@pytest.mark.usefixtures("fresh_code_cache")
 def test_the_file_keeps_at_most_its_bound(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """More texts than MAX_CODES: what this process used or compiled is kept first, and never more
     than the bound.  (The module's state is driven directly: install() is not called in here.)"""
     path = tmp_path / "codes"
     monkeypatch.setattr(code_cache, "MAX_CODES", 10)
-    monkeypatch.setattr(sys, "dont_write_bytecode", False)
-    monkeypatch.setattr(code_cache, "_installed", [os.getpid()])
-    monkeypatch.setattr(code_cache, "_codes", {})
-    monkeypatch.setattr(code_cache, "_new", {})
-    monkeypatch.setattr(code_cache, "_used", set())
-    monkeypatch.setattr(code_cache, "_counts", {"hits": 0, "misses": 0})
     for i in range(8):
         code_cache._code(f"x = {i}", "exec")
     code_cache._save(str(path))

@@ -54,18 +54,6 @@ def run_python(
     return done.stdout
 
 
-@pytest.fixture
-def fresh(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The module's state as if this process had installed it (install() itself is never called
-    in here: it would stand in for exec and compile for the rest of the session)."""
-    monkeypatch.setattr(sys, "dont_write_bytecode", False)
-    monkeypatch.setattr(code_cache, "_installed", [os.getpid()])
-    monkeypatch.setattr(code_cache, "_codes", {})
-    monkeypatch.setattr(code_cache, "_new", {})
-    monkeypatch.setattr(code_cache, "_used", set())
-    monkeypatch.setattr(code_cache, "_counts", {"hits": 0, "misses": 0})
-
-
 DEBUG = r"""
 import json, sys
 sys.pycache_prefix = sys.argv[1]
@@ -96,7 +84,7 @@ def test_a_code_is_not_shared_between_optimization_levels(tmp_path: Path) -> Non
 
 
 def test_a_link_planted_at_the_temporary_name_is_not_followed(
-    tmp_path: Path, fresh: None, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, fresh_code_cache: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Whoever may write the folder may replace the cache (the .pyc files too): that is the trust
     the file has.  Overwriting some other file of the user's through a link is more than that."""
@@ -114,7 +102,7 @@ def test_a_link_planted_at_the_temporary_name_is_not_followed(
     assert not path.exists()  # nothing written this time; the next start tries again
 
 
-def test_two_writers_never_share_a_temporary_file(tmp_path: Path, fresh: None) -> None:
+def test_two_writers_never_share_a_temporary_file(tmp_path: Path, fresh_code_cache: None) -> None:
     """Two processes of the same pid (two containers, each its own pid 1, sharing a volume) wrote
     through one temporary name, each truncating the other's: the file renamed in could be a
     splice of two.  Each write now goes to a name of its own, created exclusively."""
@@ -150,7 +138,7 @@ def test_the_file_has_the_mode_a_pyc_would_have(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("failure", [KeyboardInterrupt(), OSError(errno.ENOSPC, "No space left on device")])
 def test_a_write_that_fails_leaves_no_temporary_file(
-    tmp_path: Path, fresh: None, monkeypatch: pytest.MonkeyPatch, failure: BaseException
+    tmp_path: Path, fresh_code_cache: None, monkeypatch: pytest.MonkeyPatch, failure: BaseException
 ) -> None:
     """A full disk is taken quietly (the next start compiles); Ctrl-C at exit goes on as an
     interrupt: neither leaves the temporary file (an interrupt did, for good)."""
@@ -173,7 +161,7 @@ def test_a_write_that_fails_leaves_no_temporary_file(
 
 
 def test_a_long_life_keeps_at_most_the_bound_of_new_texts(
-    fresh: None, monkeypatch: pytest.MonkeyPatch
+    fresh_code_cache: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``serve`` lives for days: a text compiled once (a class or annotation made at run time, from
     data) was kept, with its code, until the process ended, whatever their number."""
@@ -236,7 +224,7 @@ def test_the_command_installs_them_before_its_first_write(tmp_path: Path) -> Non
     assert json.loads(run_python(script, "--version", env=env)) == [True]  # no early start: the CLI
 
 
-def test_texts_nobody_uses_any_more_never_outweigh_those_used(tmp_path: Path, fresh: None) -> None:
+def test_texts_nobody_uses_any_more_never_outweigh_those_used(tmp_path: Path, fresh_code_cache: None) -> None:
     """Each upgrade of pydantic (or of us) leaves texts no start asks for again: read at every
     start and never used, they piled up to MAX_CODES (8192, ~9x the command's own ~900), where
     reading them all cost about what compiling the used ones did (a tenth each).  A write keeps
