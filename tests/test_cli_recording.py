@@ -195,16 +195,21 @@ def test_a_busy_agents_first_entry_opens_the_store_at_once(tmp_path: Path) -> No
         end(agent)
 
 
+def opens_without_a_first_entry(run: Run) -> None:
+    """The store opens for ``run`` though only the run's own prompt came (no first entry)."""
+    rec = Recording()
+    rec.sink(lambda p: None)(patch(0))
+    rec.open("claude-code", ExecutorOptions(), run, None)
+    assert opened_within(rec, 30)
+    assert not rec._go.is_set()
+    rec.finish(None)
+
+
 @pytest.mark.usefixtures("quick_waits")
 def test_an_idle_agent_gets_the_store_opened_after_the_first_wait(tmp_path: Path) -> None:
     run, agent = agent_run(tmp_path, ["sleep", "60"])
     try:
-        rec = Recording()
-        rec.sink(lambda p: None)(patch(0))
-        rec.open("claude-code", ExecutorOptions(), run, None)
-        assert opened_within(rec, 30)
-        assert not rec._go.is_set()
-        rec.finish(None)
+        opens_without_a_first_entry(run)
     finally:
         end(agent)
 
@@ -216,10 +221,6 @@ def test_a_busy_agent_waits_the_store_no_longer_than_the_bound(
     monkeypatch.setattr(recording_module, "_BUSY_WAIT", 1.0)
     run, agent = agent_run(tmp_path, BUSY)
     try:
-        rec = Recording()
-        rec.open("claude-code", ExecutorOptions(), run, None)
-        assert opened_within(rec, 30)
-        assert not rec._go.is_set()
-        rec.finish(None)
+        opens_without_a_first_entry(run)
     finally:
         end(agent)

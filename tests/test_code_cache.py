@@ -95,17 +95,25 @@ print(json.dumps(out))
 """
 
 
-def fingerprint(prefix: Path, mode: str, **env: str) -> dict[str, Any]:
+def run_python(
+    script: str, *args: str, flags: tuple[str, ...] = (), env: dict[str, str] | None = None
+) -> str:
+    """``python FLAGS -c SCRIPT ARGS`` with this checkout first on the path and bytecode written
+    (unless ``env`` says otherwise); it must succeed.  Its stdout."""
     done = subprocess.run(
-        [sys.executable, "-c", FINGERPRINT, str(prefix), mode],
+        [sys.executable, *flags, "-c", script, *args],
         capture_output=True,
         text=True,
         timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "", **(env or {})},
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    got: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return done.stdout
+
+
+def fingerprint(prefix: Path, mode: str, **env: str) -> dict[str, Any]:
+    got: dict[str, Any] = json.loads(run_python(FINGERPRINT, str(prefix), mode, env=env).splitlines()[-1])
     return got
 
 
@@ -239,9 +247,7 @@ def test_a_forked_child_does_not_write(tmp_path: Path) -> None:
         "os.waitpid(pid, 0)\n"
         f"assert not os.path.exists({str(cache_file(prefix))!r}), 'the child wrote'\n"
     )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": ""}
-    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
+    run_python(script)
     # The parent compiled nothing new itself (install() made no dataclass): no file at all.
     assert not cache_file(prefix).exists()
 

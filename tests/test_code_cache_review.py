@@ -27,7 +27,6 @@ import errno
 import json
 import os
 import stat
-import subprocess
 import sys
 from pathlib import Path
 
@@ -35,24 +34,8 @@ import pytest
 
 from orchestrate.cli import code_cache
 
-from .helpers import FAKE_CODEX, ROOT
-
-
-def run_python(
-    script: str, *args: str, flags: tuple[str, ...] = (), env: dict[str, str] | None = None
-) -> str:
-    """``python FLAGS -c SCRIPT ARGS`` with this checkout first on the path; its stdout."""
-    done = subprocess.run(
-        [sys.executable, *flags, "-c", script, *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "", **(env or {})},
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-3000:]
-    return done.stdout
-
+from .helpers import FAKE_CODEX
+from .test_code_cache import run_python
 
 DEBUG = r"""
 import json, sys
@@ -180,6 +163,14 @@ def test_exec_of_a_string_with_a_closure_is_refused_as_the_builtin_refuses_it() 
     assert str(stand_in.value) == str(builtin.value)
 
 
+def early_codex_run(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    """The arguments and environment of an `orchestrate run` that starts the fake app-server early."""
+    (tmp_path / "work").mkdir()
+    args = ["run", "-e", "codex", "--cwd", str(tmp_path / "work"), "--approvals", "deny"]
+    args += ["--base-command", f"{sys.executable} {FAKE_CODEX}", "hello"]
+    return args, {"ORCHESTRATE_HOME": str(tmp_path / "home"), "ORCHESTRATE_STORE": "off"}
+
+
 def test_an_early_start_alone_does_not_install_the_stand_ins(tmp_path: Path) -> None:
     """Tests call ``early.begin`` in their own process: only the command (``early.main``) takes
     over dataclasses' exec and typing's compile (and writes the file at its exit)."""
@@ -190,10 +181,7 @@ def test_an_early_start_alone_does_not_install_the_stand_ins(tmp_path: Path) -> 
         "early.discard()\n"
         "print(json.dumps([started is not None, 'exec' in vars(dataclasses), 'compile' in vars(typing)]))\n"
     )
-    (tmp_path / "work").mkdir()
-    args = ["run", "-e", "codex", "--cwd", str(tmp_path / "work"), "--approvals", "deny"]
-    args += ["--base-command", f"{sys.executable} {FAKE_CODEX}", "hello"]
-    env = {"ORCHESTRATE_HOME": str(tmp_path / "home"), "ORCHESTRATE_STORE": "off"}
+    args, env = early_codex_run(tmp_path)
     got = json.loads(run_python(script, *args, env=env))
     assert got == [True, False, False]
 
@@ -215,10 +203,7 @@ def test_the_command_installs_them_before_its_first_write(tmp_path: Path) -> Non
         "early.main()\n"
         "print(json.dumps(seen))\n"
     )
-    (tmp_path / "work").mkdir()
-    args = ["run", "-e", "codex", "--cwd", str(tmp_path / "work"), "--approvals", "deny"]
-    args += ["--base-command", f"{sys.executable} {FAKE_CODEX}", "hello"]
-    env = {"ORCHESTRATE_HOME": str(tmp_path / "home"), "ORCHESTRATE_STORE": "off"}
+    args, env = early_codex_run(tmp_path)
     env["PYTHONPYCACHEPREFIX"] = str(tmp_path / "prefix")
     assert json.loads(run_python(script, *args, env=env)) == [True, True]  # the early write, the CLI
     assert json.loads(run_python(script, "--version", env=env)) == [True]  # no early start: the CLI
