@@ -307,6 +307,11 @@ def main() -> None:
         "(repeatable; default: this one)",
     )
     parser.add_argument(
+        "--warm",
+        action="store_true",
+        help="also time each checkout's runs handed to its own `orchestrate warm` server",
+    )
+    parser.add_argument(
         "--script",
         action="store_true",
         help="run the `orchestrate` command beside each interpreter, not `python -m orchestrate`",
@@ -342,18 +347,24 @@ def main() -> None:
         alone_entry: list[float] = []
         judge = makes_entry(args.executor)
         modes = ("1", "write", "0") if args.late else ("1",)
+        if args.warm:
+            modes = (*modes, "warm")
         # (by rank: the same checkout may come twice, with two interpreters)
         variants = [(i, early) for i in range(len(checkouts)) for early in modes]
         through: dict[tuple[int, str], list[tuple[float, float]]] = {v: [] for v in variants}
         with tempfile.TemporaryDirectory() as home, tempfile.TemporaryDirectory() as caches:
 
             def env_of(index: int, early: str) -> dict[str, str]:
+                warm = {"ORCHESTRATE_WARM": "0"}  # a server the user runs is not ours to time
+                if early == "warm":
+                    warm = {"ORCHESTRATE_WARM_SOCKET": str(Path(caches, f"warm{index}", "warm.sock"))}
                 return {
                     **_bytecode_env(None if args.as_is else Path(caches, str(index))),
                     **agent_env,
                     "ORCHESTRATE_HOME": home,
                     "PYTHONPATH": str(checkouts[index]),
-                    "ORCHESTRATE_EARLY": early,
+                    "ORCHESTRATE_EARLY": "1" if early == "warm" else early,
+                    **warm,
                 }
 
             # Each checkout's caches filled by one whole run, untimed: its bytecode, and the code
@@ -363,6 +374,10 @@ def main() -> None:
                 for index in range(1 if args.as_is else len(checkouts))
             ]
             stdin: bytes | Conversation = message if message is not None else learned[0]
+            servers = [
+                _warm_server(ours(index)[0], env_of(index, "warm"), args.script)
+                for index in (range(len(checkouts)) if args.warm else ())
+            ]
             load_before = os.getloadavg()[0]
             for _ in range(args.rounds):
                 (took, took_entry), _ = _first_lines(argv, env, scratch.work, stdin, lambda _: False, judge)
@@ -372,6 +387,9 @@ def main() -> None:
                     through[index, early].append(
                         first_line(ours(index), env_of(index, early), scratch.work, None, _OWN_PROMPT)
                     )
+            for server in servers:
+                server.terminate()
+                server.wait(30)
     first = statistics.median(alone)
     a = statistics.median(alone_entry)
     bytecode = "as the environment says" if args.as_is else "cached"
@@ -392,7 +410,10 @@ def main() -> None:
                 "1": " early start (the default: agent spawned early, prompt written by the run)",
                 "write": " early start with the early write (ORCHESTRATE_EARLY=write)",
                 "0": " early start off (ORCHESTRATE_EARLY=0)",
+                "warm": " handed to a warm server (orchestrate warm)",
             }[early]
+        elif early == "warm":
+            label += " handed to a warm server (orchestrate warm)"
         if label:
             print(f"{label.strip()}:")
         print(
@@ -403,6 +424,20 @@ def main() -> None:
             f"added: {(t - a) * 1000:+.0f} ms   ratio: {t / a:.2f}x   "
             f"(over the CLI's first line: {(t - first) * 1000:+.0f} ms)"
         )
+
+
+def _warm_server(command: str, env: dict[str, str], script: bool) -> subprocess.Popen[bytes]:
+    """``orchestrate warm`` on the socket ``env`` names, once it listens (its directory made 0700)."""
+    sock = Path(env["ORCHESTRATE_WARM_SOCKET"])
+    sock.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    argv = [command, "warm"] if script else [command, "-m", "orchestrate", "warm"]
+    server = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    assert server.stderr is not None
+    line = server.stderr.readline()  # "listening on ...", or why not
+    if b"listening" not in line:
+        server.kill()
+        raise SystemExit(f"orchestrate warm did not start: {line.decode(errors='replace')}")
+    return server
 
 
 if __name__ == "__main__":

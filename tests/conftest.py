@@ -24,6 +24,14 @@ def _isolated_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(autouse=True)
+def _no_warm_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A warm server someone runs on this machine (`orchestrate warm`, cli/warm.py) would be handed
+    # every `orchestrate run` the tests start: the code it loaded, not the checkout's.  The tests of
+    # the warm path (tests/test_warm.py) start their own, on a socket of their own.
+    monkeypatch.setenv("ORCHESTRATE_WARM", "0")
+
+
+@pytest.fixture(autouse=True)
 def _no_code_cache_in_here(monkeypatch: pytest.MonkeyPatch) -> None:
     # The command's stand-ins for dataclasses' exec and typing's compile (cli/code_cache.py) are
     # for the command's process: tests that call cli/early.py's main() in this one would install

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from ..process.spec import ProcessSpec
     from ..task import Task
 
-__all__ = ["EARLY_ENV", "KILLED_AFTER_WRITE", "discard", "early_spec", "main", "prompted", "take"]
+__all__ = ["EARLY_ENV", "KILLED_AFTER_WRITE", "command", "discard", "early_spec", "main", "prompted", "take"]
 
 EARLY_ENV = "ORCHESTRATE_EARLY"
 KILLED_AFTER_WRITE = (
@@ -247,7 +247,9 @@ def _has_terminal() -> bool:
     """Whether ``--approvals ask`` has a terminal to ask on, as the terminal prompt decides
     (approvals/prompt.py): ``/dev/tty`` opens, or stdin is a terminal."""
     try:
-        os.close(os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC))
+        from ..process.tty import open_terminal
+
+        os.close(open_terminal())
     except OSError:
         return os.isatty(0)
     return True
@@ -443,11 +445,23 @@ def say_killed(why: str) -> None:
 
 
 def main() -> None:
-    """``orchestrate``: the early start, then the click command."""
+    """``orchestrate``: handed to a warm server if one is there (cli/warm.py; it exits for us), else
+    the early start, then the click command."""
+    from .warm import hand_over
+
+    hand_over(sys.argv[1:])
+    command(sys.argv[1:], keep_code=True)
+
+
+def command(args: list[str], *, keep_code: bool) -> None:
+    """``orchestrate ARGS...`` in this process (``sys.argv`` says the same): the early start, then the
+    click command.  ``keep_code``: the compiled code is kept (cli/code_cache.py); not in a warm
+    server's run, which has everything loaded already."""
     pause_collector()  # while the command loads (cli/__init__.py), resumed by the run or below
     try:
-        begin(sys.argv[1:], keep_code=True)
-        code_cache.install()
+        begin(args, keep_code=keep_code)
+        if keep_code:
+            code_cache.install()
         from .main import main as cli
 
         cli()

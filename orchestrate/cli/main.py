@@ -1093,6 +1093,36 @@ def schema(contract: bool, typescript: bool) -> None:
 # --- the conformance lab: scripted model, recording, conformance ---------------------------------
 
 
+@main.command()
+@click.option(
+    "--socket",
+    "socket_file",
+    type=click.Path(dir_okay=False),
+    help="Listen here (default: $ORCHESTRATE_WARM_SOCKET, else orchestrate/warm.sock in "
+    "$XDG_RUNTIME_DIR or /tmp/orchestrate-UID).",
+)
+@click.option(
+    "--idle",
+    type=float,
+    default=3600.0,
+    show_default=True,
+    help="Stop after this many seconds without a run (0: never).",
+)
+def warm(socket_file: str | None, idle: float) -> None:
+    """Keep everything a run needs loaded: each `orchestrate run` then starts as a fork of this.
+
+    \b
+    The run's first entry comes as soon as the agent's: nothing is loaded after it starts.  Runs
+    are handed over by the command on its own (ORCHESTRATE_WARM=0: never); a changed installation
+    stops the server, and the commands run cold.  Stopped by Ctrl-C, SIGTERM or SIGHUP: running
+    runs get SIGTERM."""
+    from .warm import socket_path
+    from .warm_server import WarmServer
+
+    path = str(Path(socket_file).absolute()) if socket_file else socket_path()
+    sys.exit(WarmServer(path=path, idle=idle or None).run())
+
+
 @main.command(name="model-server")
 @click.option(
     "--scenario",

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..approvals.prompt import TerminalPrompt
+from ..process.tty import given
 
 if TYPE_CHECKING:
     from ..approvals.base import ApprovalDecision, ApprovalRequest
@@ -21,7 +22,8 @@ class ViewPrompt(TerminalPrompt):
     """The terminal prompt, holding the live view still while its question is on the terminal."""
 
     def __init__(self) -> None:
-        super().__init__()
+        terminal = given()  # a warm server's run asks on the terminal of the command it serves
+        super().__init__(terminal, terminal)
         self.view: LiveView | None = None
 
     async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:

@@ -61,6 +61,7 @@ __all__ = [
     "cgroup_sweep",
     "command",
     "decode",
+    "die_with_parent",
     "encode",
 ]
 
@@ -119,6 +120,12 @@ def _prctl(option: int, arg: int) -> None:
     if prctl(option, arg, 0, 0, 0) != 0:
         errno = _ctypes.get_errno()
         raise OSError(errno, os.strerror(errno))
+
+
+def die_with_parent(sig: int = _signal.SIGKILL) -> None:
+    """``PR_SET_PDEATHSIG``: this process gets ``sig`` when its parent thread ends (a warm server's
+    runs die with it: cli/warm_server.py)."""
+    _prctl(PR_SET_PDEATHSIG, sig)
 
 
 CLONE_INTO_CGROUP = 0x200000000

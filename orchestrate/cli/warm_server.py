@@ -1,0 +1,438 @@
+"""``orchestrate warm``: everything a run needs loaded once, each ``orchestrate run`` a fork of it.
+
+The command's side is cli/warm.py (read it first: what is handed over, and why it is safe).  Here,
+the server: it loads the CLI, every built-in executor with its driver and normalizer, the store and
+the entry models' validators (:func:`preload`), then waits on its socket (a directory of its own
+user, mode 0700).  For each command that connects it checks the peer is of its own user, that the
+command is of the same installation (interpreter, package directory, Python version), and that no
+module it loaded has changed on disk since (an upgrade, an edit: it then says no, so the command
+runs cold, and stops taking runs); then it forks.  The child becomes the run (:func:`_become`): the
+command's standard streams as 0, 1 and 2 and its terminal given to the approval prompt
+(process/tty.py), its directory, umask, environment and arguments, a session of its own (no
+controlling terminal), the signals as a fresh process has them; then ``orchestrate ARGS...`` as the
+command would have run it (cli/early.py's ``command``: the early start included).
+
+Process lifetime: each child has ``PR_SET_PDEATHSIG`` (the server's death kills it, and its
+supervisor then the agent's tree); the server watches each command's end of the socket and kills
+the child when it closes (the command was killed); SIGTERM, SIGINT or SIGHUP stop the server:
+it takes no more runs, passes SIGTERM to the running ones and waits for them (at most
+:data:`STOP_SECONDS`).  With no run for ``idle`` seconds it exits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import importlib
+import io
+import marshal
+import os
+import pkgutil
+import selectors
+import signal
+import socket
+import struct
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from ..process import supervisor
+from ..process.tty import give
+from .warm import PROTOCOL, package_dir, socket_path, trusted_directory
+
+__all__ = ["STOP_SECONDS", "WarmServer", "preload"]
+
+STOP_SECONDS = 10.0
+_MAX_REQUEST = 1 << 20  # arguments and environment; a bigger one is refused (the command goes cold)
+_REQUEST_SECONDS = 2.0  # the command sends its request right after connecting
+_FDS = 4  # stdin, stdout, stderr, and the terminal if there is one
+# Never loaded ahead: what `orchestrate run` does not use (the server, the Temporal workers, the
+# test kit) and would only make every fork's page tables larger.
+_SKIPPED = ("orchestrate.serve", "orchestrate.engine.temporal", "orchestrate.testing", "orchestrate.contract")
+
+
+def preload() -> list[str]:
+    """Import every module `orchestrate run` may need, for any executor, and build the entry models'
+    validators and serializers (built on first use otherwise: entries.py); the modules' names."""
+    import orchestrate
+
+    from .main import main as _cli  # noqa: F401  (the command itself, click and its options)
+
+    for module in pkgutil.walk_packages(orchestrate.__path__, "orchestrate."):
+        if module.name.startswith(_SKIPPED):
+            continue
+        with contextlib.suppress(ImportError):  # an optional extra that is not installed
+            importlib.import_module(module.name)
+    from .. import entries
+
+    for value in vars(entries).values():
+        if isinstance(value, type) and issubclass(value, entries.Model) and value is not entries.Model:
+            value.model_rebuild(force=True)
+    return sorted(name for name in sys.modules if name == "orchestrate" or name.startswith("orchestrate."))
+
+
+def _fingerprint(names: list[str]) -> dict[str, tuple[int, int]]:
+    """Each loaded module's source file, by its change time and size: an upgrade or an edit shows."""
+    seen: dict[str, tuple[int, int]] = {}
+    for name in names:
+        path = getattr(sys.modules.get(name), "__file__", None)
+        if path:
+            try:
+                info = Path(path).stat()
+            except OSError:
+                seen[path] = (-1, -1)
+            else:
+                seen[path] = (info.st_mtime_ns, info.st_size)
+    return seen
+
+
+@dataclass(eq=False)
+class _Request:
+    args: list[str]
+    cwd: str
+    env: dict[str, str]
+    umask: int
+    fds: list[int]  # ours now: closed by the server once the child has its copies
+    terminal: bool
+
+
+@dataclass(eq=False)
+class WarmServer:
+    """The listening socket and the runs forked from it (see the module's docstring)."""
+
+    path: str = field(default_factory=socket_path)
+    idle: float | None = 3600.0
+    said: Callable[[str], None] = field(default=lambda line: _say(line))
+    _children: dict[int, socket.socket] = field(default_factory=dict)
+    _stopping: float | None = None  # monotonic time the stop began
+    _loaded_names: list[str] = field(default_factory=list)
+    _selector: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
+    _inode: int = 0
+
+    def run(self) -> int:
+        """Serve until stopped or idle; the exit code."""
+        names = preload()
+        self._loaded_names = names
+        loaded = _fingerprint(names)
+        listener = self._listen()
+        wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        selector = self._selector
+        selector.register(listener, selectors.EVENT_READ, "listen")
+        selector.register(wake_r, selectors.EVENT_READ, "wake")
+        stop = [False]
+
+        def stop_now(sig: int, frame: object) -> None:
+            stop[0] = True
+
+        signal.set_wakeup_fd(wake_w, warn_on_full_buffer=False)
+        signal.signal(signal.SIGCHLD, lambda sig, frame: None)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, stop_now)
+        gc.collect()
+        gc.freeze()  # what the runs share with us stays shared: the collector never touches it
+        self.said(f"orchestrate warm: {len(names)} modules loaded, listening on {self.path}")
+        last = time.monotonic()
+        listening = True
+        try:
+            while True:
+                if stop[0] and listening:
+                    listening = self._close(selector, listener)
+                    self._stop_children()
+                if not listening and (not self._children or self._overdue()):
+                    return 0
+                timeout = 1.0 if not listening else self._idle_left(last)
+                if timeout is not None and timeout <= 0:
+                    self.said("orchestrate warm: idle, stopping")
+                    return 0
+                for key, _ in selector.select(timeout):
+                    if key.data == "wake":
+                        with contextlib.suppress(OSError):
+                            while os.read(wake_r, 512):
+                                pass
+                        self._reap()
+                    elif key.data == "listen":
+                        with contextlib.suppress(BlockingIOError, InterruptedError):
+                            conn, _ = listener.accept()
+                            last = time.monotonic()
+                            stale = self._serve(conn, selector, loaded, listener, wake_r, wake_w)
+                            if stale:
+                                self.said("orchestrate warm: the installation changed, stopping")
+                                stop[0] = True
+                    else:
+                        self._command_gone(key.fileobj, selector)  # type: ignore[arg-type]
+                if self._children:
+                    last = time.monotonic()
+        finally:
+            if listening:
+                self._close(selector, listener)
+            signal.set_wakeup_fd(-1)
+            os.close(wake_r)
+            os.close(wake_w)
+
+    # --- the socket ------------------------------------------------------------------------------
+
+    def _listen(self) -> socket.socket:
+        path = Path(self.path)
+        directory = path.parent
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if not trusted_directory(self.path):
+            raise SystemExit(
+                f"orchestrate warm: {directory} must be a directory of this user that nobody else "
+                f"may open (mode 0700); it is not"
+            )
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            probe.connect(self.path)
+        except OSError:
+            pass  # nobody listens: a socket left by a server that died is replaced below
+        else:
+            raise SystemExit(f"orchestrate warm: a server already listens on {self.path}")
+        finally:
+            probe.close()
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # Bound under a name of our own and renamed over the path: two servers starting at once
+        # cannot both unlink and bind, and a command never sees the path missing.
+        staging = path.with_name(f"{path.name}.{os.getpid()}")
+        staging.unlink(missing_ok=True)
+        listener.bind(str(staging))
+        staging.rename(path)
+        self._inode = path.stat().st_ino
+        listener.listen(64)
+        listener.setblocking(False)
+        return listener
+
+    def _close(self, selector: selectors.BaseSelector, listener: socket.socket) -> bool:
+        selector.unregister(listener)
+        listener.close()
+        with contextlib.suppress(OSError):
+            if Path(self.path).stat().st_ino == self._inode:  # not a newer server's socket
+                Path(self.path).unlink()
+        self._stopping = time.monotonic()
+        return False
+
+    def _idle_left(self, last: float) -> float | None:
+        if self.idle is None or self._children:
+            return None
+        return last + self.idle - time.monotonic()
+
+    def _overdue(self) -> bool:
+        return self._stopping is not None and time.monotonic() - self._stopping > STOP_SECONDS
+
+    # --- the runs --------------------------------------------------------------------------------
+
+    def _serve(
+        self,
+        conn: socket.socket,
+        selector: selectors.BaseSelector,
+        loaded: dict[str, tuple[int, int]],
+        listener: socket.socket,
+        *pipe: int,
+    ) -> bool:
+        """Take one command's request: fork its run, or say no.  True if we are out of date."""
+        request: _Request | None = None
+        try:
+            conn.setblocking(True)
+            conn.settimeout(_REQUEST_SECONDS)
+            request = self._read(conn)
+            if request is None:
+                conn.send(b"n")
+                return False
+            if _fingerprint(list(self._loaded_names)) != loaded:
+                conn.send(b"n")
+                return True
+            pid = os.fork()
+            if pid == 0:
+                self._become(conn, request, listener, selector, pipe)
+            self._children[pid] = conn
+            self.said(f"orchestrate warm: run {pid}")
+            conn.send(b"p" + pid.to_bytes(4, sys.byteorder, signed=True))
+            conn.setblocking(False)
+            selector.register(conn, selectors.EVENT_READ, "command")
+            conn = None  # type: ignore[assignment]  # kept until its child is reaped
+        except OSError:
+            pass  # the command went away, or the fork failed: it goes cold, or has ended
+        finally:
+            if request is not None:
+                for fd in request.fds:
+                    os.close(fd)
+            if conn is not None:
+                conn.close()
+        return False
+
+    def _read(self, conn: socket.socket) -> _Request | None:
+        """The command's request, if it is of our user and our installation."""
+        ucred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+        _, uid, _ = struct.unpack("3i", ucred)
+        data, ancillary, flags, _ = conn.recvmsg(_MAX_REQUEST, socket.CMSG_SPACE(_FDS * 4))
+        fds: list[int] = []
+        for level, kind, payload in ancillary:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                count = len(payload) // 4
+                fds.extend(struct.unpack(f"{count}i", payload[: count * 4]))
+        request = None
+        try:
+            if uid == os.getuid() and not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
+                request = _parse(marshal.loads(data), fds)
+        except (ValueError, EOFError, TypeError):
+            request = None
+        if request is None:
+            for fd in fds:
+                os.close(fd)
+        return request
+
+    def _command_gone(self, conn: socket.socket, selector: selectors.BaseSelector) -> None:
+        """The command's end closed (or it wrote, which it never does): it was killed, so is its run."""
+        selector.unregister(conn)
+        for pid, theirs in self._children.items():
+            if theirs is conn:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)  # its supervisor kills the agent's tree
+                break
+
+    def _reap(self) -> None:
+        while self._children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self._children.pop(pid, None)
+            if conn is None:
+                continue
+            if os.WIFSIGNALED(status):
+                reply = b"s" + os.WTERMSIG(status).to_bytes(4, sys.byteorder, signed=True)
+            else:
+                reply = b"x" + os.waitstatus_to_exitcode(status).to_bytes(4, sys.byteorder, signed=True)
+            with contextlib.suppress(OSError):
+                conn.send(reply)
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(conn)  # registered while the command is alive
+            conn.close()
+
+    def _stop_children(self) -> None:
+        for pid in self._children:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGTERM)
+
+    # --- the child: the run ------------------------------------------------------------------------
+
+    def _become(
+        self,
+        conn: socket.socket,
+        request: _Request,
+        listener: socket.socket,
+        selector: selectors.BaseSelector,
+        pipe: tuple[int, ...],
+    ) -> NoReturn:
+        code = 1
+        try:
+            server = os.getppid()
+            supervisor.die_with_parent()
+            if os.getppid() != server:  # the server died before the line above
+                os._exit(137)
+            signal.set_wakeup_fd(-1)
+            for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
+                signal.signal(sig, signal.SIG_DFL)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            for fd in pipe:
+                os.close(fd)
+            selector.close()
+            listener.close()
+            for other in self._children.values():
+                other.close()
+            conn.close()
+            os.setsid()  # no controlling terminal: the command's terminal is used as a plain file
+            _take_streams(request.fds, request.terminal)
+            os.chdir(request.cwd)
+            os.umask(request.umask)
+            os.environ.clear()
+            os.environ.update(request.env)
+            sys.argv = ["orchestrate", *request.args]
+            code = _command(request.args)
+        except BaseException:  # anything: said on the command's stderr, never back in the server
+            with contextlib.suppress(Exception):
+                traceback.print_exc()
+        finally:
+            with contextlib.suppress(Exception):
+                sys.stdout.flush()
+            with contextlib.suppress(Exception):
+                sys.stderr.flush()
+            os._exit(code)
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+def _command(args: list[str]) -> int:
+    """``orchestrate ARGS...`` as cli/early.py runs it; its exit code, as Python's own exit makes it."""
+    from .early import command
+
+    try:
+        command(args, keep_code=False)
+    except SystemExit as exit:
+        code = exit.code
+        if code is None:
+            return 0
+        if isinstance(code, int):
+            return code & 0xFF
+        sys.stderr.write(f"{code}\n")
+        return 1
+    return 0
+
+
+def _take_streams(fds: list[int], terminal: bool) -> None:
+    """The command's streams as 0, 1 and 2, its terminal (if any) given to the prompt, and Python's
+    ``sys.std*`` made anew over them (line-buffered on a terminal, as at a start)."""
+    high = [os.dup(fd) for fd in fds]  # above 2, so that no dup2 below overwrites one still needed
+    for fd in fds:
+        os.close(fd)
+    for number, fd in enumerate(high[:3]):
+        os.dup2(fd, number)
+        os.close(fd)
+    if terminal and len(high) > 3:
+        give(high[3])
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    sys.stdin = _text(0, "r", sys.stdin, unbuffered)
+    sys.stdout = _text(1, "w", sys.stdout, unbuffered)
+    sys.stderr = _text(2, "w", sys.stderr, True)
+
+
+def _text(fd: int, mode: str, before: Any, unbuffered: bool) -> Any:
+    tty = os.isatty(fd)
+    binary: Any = io.open(fd, mode + "b", buffering=0 if unbuffered and mode == "w" else -1, closefd=False)  # noqa: SIM115, UP020
+    return io.TextIOWrapper(
+        binary,
+        encoding=getattr(before, "encoding", None) or "utf-8",
+        errors=getattr(before, "errors", None) or "strict",
+        line_buffering=tty or (mode == "w" and fd == 2),
+        write_through=unbuffered and mode == "w",
+    )
+
+
+def _parse(request: object, fds: list[int]) -> _Request | None:
+    """The command's request (cli/warm.py's ``_start``), if it is well formed and of our installation."""
+    if not isinstance(request, tuple) or len(request) != 9:
+        return None
+    protocol, exe, package, version, args, cwd, env, umask, terminal = request
+    if (protocol, exe, package, version) != (PROTOCOL, sys.executable, package_dir(), sys.version):
+        return None
+    if not (
+        isinstance(args, list)
+        and all(isinstance(a, str) for a in args)
+        and isinstance(cwd, str)
+        and isinstance(env, dict)
+        and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+        and isinstance(umask, int)
+        and 0 <= umask <= 0o777
+        and isinstance(terminal, bool)
+        and len(fds) == 3 + terminal
+    ):
+        return None
+    return _Request(args, cwd, env, umask, fds, terminal)
