@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import marshal
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -183,6 +184,24 @@ def test_a_run_handed_over_prints_and_exits_as_a_cold_one_in_the_commands_place(
     assert {k: v for k, v in result_line(hot.stdout).items() if k not in ("durationMs", "rawLog")} == {
         k: v for k, v in result_line(cold.stdout).items() if k not in ("durationMs", "rawLog")
     }
+
+
+def test_the_commands_nice_value_and_resource_limits_are_the_runs(warm: Warm, tmp_path: Path) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    def lowered() -> None:  # in the command's process only: `nice -n 7`, `ulimit -Sn 700 -Hn 900`
+        os.nice(7)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(700, soft), min(900, hard)))
+
+    done = subprocess.run(
+        command("where"), env=environment(warm, tmp_path), cwd=tmp_path, stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=90, preexec_fn=lowered,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert warm.runs() == 1
+    seen = where(done.stdout)
+    assert seen["nice"] == os.getpriority(os.PRIO_PROCESS, 0) + 7
+    assert seen["nofile"] == [min(700, soft), min(900, hard)]
 
 
 def test_the_exit_code_and_stderr_are_the_runs(warm: Warm, tmp_path: Path) -> None:
@@ -393,7 +412,8 @@ def send(warm: Warm, payload: bytes, fds: list[int]) -> list[bytes]:
 
 
 def good_request(args: list[str], env: dict[str, str]) -> tuple[Any, ...]:
-    return (PROTOCOL, sys.executable, package_dir(), sys.version, args, "/", env, 0o22, False)
+    limits = {resource.RLIMIT_NOFILE: resource.getrlimit(resource.RLIMIT_NOFILE)}
+    return (PROTOCOL, sys.executable, package_dir(), sys.version, args, "/", env, 0o22, False, 0, limits)
 
 
 @pytest.mark.parametrize(
@@ -402,17 +422,28 @@ def good_request(args: list[str], env: dict[str, str]) -> tuple[Any, ...]:
         pytest.param(b"", id="empty"),
         pytest.param(b"\xff" * 100, id="garbage"),
         pytest.param(marshal.dumps([1, 2, 3]), id="a-list"),
-        pytest.param(marshal.dumps(good_request(["run"], {})[:8]), id="short"),
+        pytest.param(marshal.dumps(good_request(["run"], {})[:10]), id="short"),
         pytest.param(marshal.dumps((PROTOCOL + 1, *good_request(["run"], {})[1:])), id="protocol"),
-        pytest.param(marshal.dumps((*good_request([], {})[:4], "run", "/", {}, 18, False)), id="args-str"),
-        pytest.param(marshal.dumps((*good_request(["run"], {})[:6], {"A": 1}, 18, False)), id="env-int"),
-        pytest.param(marshal.dumps((*good_request(["run"], {})[:7], -1, False)), id="umask"),
-        pytest.param(marshal.dumps(good_request(["run"], {})), id="fds-missing"),
+        pytest.param(
+            marshal.dumps((*good_request([], {})[:4], "run", *good_request([], {})[5:])), id="args-str"
+        ),
+        pytest.param(
+            marshal.dumps((*good_request([], {})[:6], {"A": 1}, *good_request([], {})[7:])), id="env-int"
+        ),
+        pytest.param(marshal.dumps((*good_request([], {})[:7], -1, *good_request([], {})[8:])), id="umask"),
+        pytest.param(marshal.dumps((*good_request([], {})[:9], -40, *good_request([], {})[10:])), id="nice"),
+        pytest.param(marshal.dumps((*good_request([], {})[:10], {7: (1, "x")})), id="limits"),
+        pytest.param(marshal.dumps(good_request(["run"], {})), id="fds-missing"),  # two: below
     ],
 )
-def test_a_bad_request_forks_nothing_and_leaks_no_descriptor(warm: Warm, payload: bytes) -> None:
+def test_a_bad_request_forks_nothing_and_leaks_no_descriptor(
+    warm: Warm, payload: bytes, request: pytest.FixtureRequest
+) -> None:
     before = open_fds(warm.proc.pid)
-    fds = [os.open(os.devnull, os.O_RDWR) for _ in range(2)]  # too few for any request
+    # Three descriptors, as a command without a terminal sends: each request is refused for what
+    # it says, not for them (the last one's two are too few for it).
+    count = 2 if request.node.callspec.id == "fds-missing" else 3
+    fds = [os.open(os.devnull, os.O_RDWR) for _ in range(count)]
     try:
         assert send(warm, payload, fds) == [b"n"]
     finally:

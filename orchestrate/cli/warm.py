@@ -7,7 +7,8 @@ anyio, click, the run) before its first entry, and the agents that answer fastes
 app-server in ~180 ms, the Codex ACP adapter in ~40 ms) then wait for us.  ``orchestrate warm``
 (cli/warm_server.py) loads all of it once and waits on a Unix socket; this module, the first thing
 the command does, hands it the run: its arguments, working directory, environment, umask and its
-standard streams (and its terminal, if it has one) as file descriptors.  The server forks a child
+standard streams (and its terminal, if it has one) as file descriptors, its nice value and its
+resource limits.  The server forks a child
 that *is* the run, with those streams as its own: it prints straight to our stdout, reads our
 stdin, asks on our terminal.  We only wait: signals we get (Ctrl-C, SIGTERM, a window resize) are
 passed to the child, and its exit status becomes ours (the same code, or the same signal).
@@ -135,6 +136,12 @@ def _start(conn: _socket.socket, path: str, args: list[str]) -> int | None:
             fds.append(tty)
         umask = os.umask(0o22)
         os.umask(umask)
+        import resource  # here only: the cold path does not need it
+
+        limits = {
+            number: resource.getrlimit(number)
+            for number in {getattr(resource, name) for name in dir(resource) if name.startswith("RLIMIT_")}
+        }
         request = (
             PROTOCOL,
             sys.executable,
@@ -145,6 +152,8 @@ def _start(conn: _socket.socket, path: str, args: list[str]) -> int | None:
             dict(os.environ),
             umask,
             tty >= 0,
+            os.getpriority(os.PRIO_PROCESS, 0),
+            limits,
         )
         ints = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
         conn.sendmsg([marshal.dumps(request)], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, ints)])

@@ -4,11 +4,13 @@ The command's side is cli/warm.py (read it first: what is handed over, and why i
 the server: it loads the CLI, every built-in executor with its driver and normalizer, the store and
 the entry models' validators (:func:`preload`), then waits on its socket (a directory of its own
 user, mode 0700).  For each command that connects it checks the peer is of its own user, that the
-command is of the same installation (interpreter, package directory, Python version), and that no
-module it loaded has changed on disk since (an upgrade, an edit: it then says no, so the command
-runs cold, and stops taking runs); then it forks.  The child becomes the run (:func:`_become`): the
-command's standard streams as 0, 1 and 2 and its terminal given to the approval prompt
-(process/tty.py), its directory, umask, environment and arguments, a session of its own (no
+command is of the same installation (interpreter, package directory, Python version), that no
+source file of the package has changed on disk since it started (an upgrade, an edit: it then says
+no, so the command runs cold, and stops taking runs), and that a child of its can take the
+command's nice value and resource limits (only root raises them); then it forks.  The child
+becomes the run (:func:`_become`): the command's standard streams as 0, 1 and 2 and its terminal
+given to the approval prompt (process/tty.py), its directory, umask, nice value, resource limits,
+environment and arguments, a session of its own (no
 controlling terminal), the signals as a fresh process has them; then ``orchestrate ARGS...`` as the
 command would have run it (cli/early.py's ``command``: the early start included).
 
@@ -28,6 +30,7 @@ import io
 import marshal
 import os
 import pkgutil
+import resource
 import selectors
 import signal
 import socket
@@ -75,17 +78,19 @@ def preload() -> list[str]:
     return sorted(name for name in sys.modules if name == "orchestrate" or name.startswith("orchestrate."))
 
 
-def _fingerprint(names: list[str]) -> dict[str, tuple[int, int]]:
-    """Each loaded module's source file, by its change time and size: an upgrade or an edit shows."""
+def _fingerprint() -> dict[str, tuple[int, int]]:
+    """Every source file of the package, by its change time and size: an upgrade or an edit shows,
+    also of a module no run has loaded yet (a run would load it new beside the old ones)."""
     seen: dict[str, tuple[int, int]] = {}
-    for name in names:
-        path = getattr(sys.modules.get(name), "__file__", None)
-        if path:
-            try:
-                info = Path(path).stat()
-            except OSError:
-                seen[path] = (-1, -1)
-            else:
+    for directory, folders, files in os.walk(package_dir()):
+        folders[:] = sorted(f for f in folders if f != "__pycache__")
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(directory, name)  # noqa: PTH118  (a few hundred per request)
+                try:
+                    info = os.stat(path)  # noqa: PTH116
+                except OSError:
+                    continue
                 seen[path] = (info.st_mtime_ns, info.st_size)
     return seen
 
@@ -98,6 +103,8 @@ class _Request:
     umask: int
     fds: list[int]  # ours now: closed by the server once the child has its copies
     terminal: bool
+    nice: int
+    limits: dict[int, tuple[int, int]]
 
 
 @dataclass(eq=False)
@@ -109,15 +116,13 @@ class WarmServer:
     said: Callable[[str], None] = field(default=lambda line: _say(line))
     _children: dict[int, socket.socket] = field(default_factory=dict)
     _stopping: float | None = None  # monotonic time the stop began
-    _loaded_names: list[str] = field(default_factory=list)
     _selector: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
     _inode: int = 0
 
     def run(self) -> int:
         """Serve until stopped or idle; the exit code."""
         names = preload()
-        self._loaded_names = names
-        loaded = _fingerprint(names)
+        loaded = _fingerprint()
         listener = self._listen()
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         selector = self._selector
@@ -238,10 +243,10 @@ class WarmServer:
             conn.setblocking(True)
             conn.settimeout(_REQUEST_SECONDS)
             request = self._read(conn)
-            if request is None:
+            if request is None or not _can_become(request):
                 conn.send(b"n")
                 return False
-            if _fingerprint(list(self._loaded_names)) != loaded:
+            if _fingerprint() != loaded:
                 conn.send(b"n")
                 return True
             pid = os.fork()
@@ -350,6 +355,7 @@ class WarmServer:
             _take_streams(request.fds, request.terminal)
             os.chdir(request.cwd)
             os.umask(request.umask)
+            _limit(request)  # (the agent gets them from the run, as from a cold one)
             os.environ.clear()
             os.environ.update(request.env)
             sys.argv = ["orchestrate", *request.args]
@@ -416,11 +422,36 @@ def _text(fd: int, mode: str, before: Any, unbuffered: bool) -> Any:
     )
 
 
+def _can_become(request: _Request) -> bool:
+    """Whether a child of ours can take the command's nice value and resource limits: lowering is
+    always allowed, raising only to root (else the command runs cold, with its own)."""
+    if os.geteuid() == 0:
+        return True
+    if request.nice < os.getpriority(os.PRIO_PROCESS, 0):
+        return False
+    return all(
+        not _above(hard, resource.getrlimit(number)[1]) for number, (_, hard) in request.limits.items()
+    )
+
+
+def _above(limit: int, than: int) -> bool:
+    infinity = resource.RLIM_INFINITY
+    return limit != than and (limit == infinity or (than != infinity and limit > than))
+
+
+def _limit(request: _Request) -> None:
+    """The command's nice value and resource limits, as its own process had them."""
+    os.setpriority(os.PRIO_PROCESS, 0, request.nice)
+    for number, (soft, hard) in request.limits.items():
+        with contextlib.suppress(ValueError):  # a limit this kernel does not know
+            resource.setrlimit(number, (soft, hard))
+
+
 def _parse(request: object, fds: list[int]) -> _Request | None:
     """The command's request (cli/warm.py's ``_start``), if it is well formed and of our installation."""
-    if not isinstance(request, tuple) or len(request) != 9:
+    if not isinstance(request, tuple) or len(request) != 11:
         return None
-    protocol, exe, package, version, args, cwd, env, umask, terminal = request
+    protocol, exe, package, version, args, cwd, env, umask, terminal, nice, limits = request
     if (protocol, exe, package, version) != (PROTOCOL, sys.executable, package_dir(), sys.version):
         return None
     if not (
@@ -433,6 +464,20 @@ def _parse(request: object, fds: list[int]) -> _Request | None:
         and 0 <= umask <= 0o777
         and isinstance(terminal, bool)
         and len(fds) == 3 + terminal
+        and isinstance(nice, int)
+        and -20 <= nice <= 19
+        and isinstance(limits, dict)
+        and all(_is_limit(number, value) for number, value in limits.items())
     ):
         return None
-    return _Request(args, cwd, env, umask, fds, terminal)
+    return _Request(args, cwd, env, umask, fds, terminal, nice, limits)
+
+
+def _is_limit(number: object, value: object) -> bool:
+    return (
+        isinstance(number, int)
+        and 0 <= number < 64
+        and isinstance(value, tuple)
+        and len(value) == 2
+        and all(isinstance(v, int) and v >= -1 for v in value)
+    )
