@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from orchestrate.cli.warm import PROTOCOL, package_dir
+from orchestrate.process.supervisor import NAME as SUPERVISOR_NAME
 
 from .helpers import FIXTURES, ROOT, pid_alive
 
@@ -261,6 +262,10 @@ def where_from_proc(pid: int) -> list[int]:
 
 def test_a_command_killed_takes_its_run_and_agent_with_it(warm: Warm, tmp_path: Path) -> None:
     proc, agent, run_pid = hanging(warm, tmp_path)
+    # The run forked its supervisor, as a cold run does (the server vouched for the modules it
+    # loaded: process/prestart.py), rather than spawn an interpreter for it (`python -I -S`).
+    supervisor = where_from_proc(agent)[1]
+    assert Path(f"/proc/{supervisor}/comm").read_text().strip() == SUPERVISOR_NAME.decode()
     proc.kill()  # SIGKILL: the command can do nothing about it
     proc.communicate(timeout=WAIT)
     wait_for(lambda: not pid_alive(agent) and not pid_alive(run_pid), "the run and its agent end")

@@ -46,8 +46,12 @@ from __future__ import annotations
 import os
 import sys
 
-from ..process.record import Record
-from . import code_cache, pause_collector, resume_collector
+# What the interpreter had loaded when the command began (its site's doing: a sitecustomize, .pth
+# files): `orchestrate warm` vouches for every module loaded after, by us (cli/warm_server.py).
+AT_START = frozenset(sys.modules)
+
+from ..process.record import Record  # noqa: E402
+from . import code_cache, pause_collector, resume_collector  # noqa: E402
 
 # Neither typing nor pathlib (with re, fnmatch, urllib.parse, ipaddress) before the spawn: ~3 and
 # ~5 ms of every start; os.path does what this module needs.  mypy takes any TYPE_CHECKING as true.
@@ -61,7 +65,17 @@ if TYPE_CHECKING:
     from ..process.spec import ProcessSpec
     from ..task import Task
 
-__all__ = ["EARLY_ENV", "KILLED_AFTER_WRITE", "command", "discard", "early_spec", "main", "prompted", "take"]
+__all__ = [
+    "AT_START",
+    "EARLY_ENV",
+    "KILLED_AFTER_WRITE",
+    "command",
+    "discard",
+    "early_spec",
+    "main",
+    "prompted",
+    "take",
+]
 
 EARLY_ENV = "ORCHESTRATE_EARLY"
 KILLED_AFTER_WRITE = (

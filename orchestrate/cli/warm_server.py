@@ -44,7 +44,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ..process import supervisor
+from ..process.prestart import vouch
 from ..process.tty import give
+from .early import AT_START
 from .warm import PROTOCOL, package_dir, socket_path, trusted_directory
 
 __all__ = ["STOP_SECONDS", "WarmServer", "preload"]
@@ -53,29 +55,53 @@ STOP_SECONDS = 10.0
 _MAX_REQUEST = 1 << 20  # arguments and environment; a bigger one is refused (the command goes cold)
 _REQUEST_SECONDS = 2.0  # the command sends its request right after connecting
 _FDS = 4  # stdin, stdout, stderr, and the terminal if there is one
-# Never loaded ahead: what `orchestrate run` does not use (the server, the Temporal workers, the
-# test kit) and would only make every fork's page tables larger.
-_SKIPPED = ("orchestrate.serve", "orchestrate.engine.temporal", "orchestrate.testing", "orchestrate.contract")
+# Never loaded ahead: the command itself (`python -m orchestrate`: importing it runs the CLI), and
+# what `orchestrate run` does not use (the server, the Temporal workers, the test kit), which would
+# only make every fork's page tables larger.
+_SKIPPED = (
+    "orchestrate.__main__",
+    "orchestrate.serve",
+    "orchestrate.engine.temporal",
+    "orchestrate.testing",
+    "orchestrate.contract",
+)
 
 
 def preload() -> list[str]:
     """Import every module `orchestrate run` may need, for any executor, and build the entry models'
-    validators and serializers (built on first use otherwise: entries.py); the modules' names."""
+    validators and serializers (built on first use otherwise: entries.py); the modules' names.
+
+    Every module loaded since the command began is vouched for (process/prestart.py's ``vouch``):
+    our dependencies, so a run forks its supervisor as a cold run does; what the interpreter's site
+    loaded before stays foreign (then the supervisor is spawned, as in a cold run)."""
     import orchestrate
 
     from .main import main as _cli  # noqa: F401  (the command itself, click and its options)
 
-    for module in pkgutil.walk_packages(orchestrate.__path__, "orchestrate."):
-        if module.name.startswith(_SKIPPED):
-            continue
+    for name in _modules(orchestrate.__path__, "orchestrate."):
         with contextlib.suppress(ImportError):  # an optional extra that is not installed
-            importlib.import_module(module.name)
+            importlib.import_module(name)
     from .. import entries
 
     for value in vars(entries).values():
         if isinstance(value, type) and issubclass(value, entries.Model) and value is not entries.Model:
             value.model_rebuild(force=True)
+    vouch(set(sys.modules) - AT_START)
     return sorted(name for name in sys.modules if name == "orchestrate" or name.startswith("orchestrate."))
+
+
+def _modules(path: list[str], prefix: str) -> list[str]:
+    """The package's modules, found on disk (pkgutil.walk_packages would import every package to
+    look inside, the skipped ones too, and with them the Temporal SDK)."""
+    found = []
+    for module in pkgutil.iter_modules(path, prefix):
+        if module.name.startswith(_SKIPPED):
+            continue
+        found.append(module.name)
+        if module.ispkg:
+            inside = os.path.join(path[0], module.name.rpartition(".")[2])  # noqa: PTH118
+            found += _modules([inside], module.name + ".")
+    return found
 
 
 def _fingerprint() -> dict[str, tuple[int, int]]:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 else:
     import _signal as signal  # the C module: signal.py imports enum
 
-__all__ = ["Prestarted", "Spawned", "Standby", "prestart", "standby"]
+__all__ = ["Prestarted", "Spawned", "Standby", "prestart", "standby", "vouch"]
 
 _DISCARD_SECONDS = supervisor.KILL_SECONDS + 2.0  # the supervisor's own bound, and a margin
 
@@ -357,6 +357,16 @@ _OURS = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # 
 _SITE_DIRS = ("site-packages", "dist-packages")  # under the standard library's directory, not of it
 # Loaded by the .pth files of virtual environments themselves; they register no fork hook.
 _INERT = ("_distutils_hack", "_virtualenv", "__editable__")
+_vouched: set[str] = set()  # modules :func:`vouch` named: not foreign
+
+
+def vouch(names: set[str]) -> None:
+    """Count the modules ``names`` as ours: ``orchestrate warm`` (cli/warm_server.py) names those it
+    loaded itself, our dependencies (pydantic, anyio, click...), none of which registers a fork
+    hook, so its runs fork their supervisors as a cold run does, rather than spawn a new
+    interpreter for them (~20-40 ms before the agent could start).  What a site loaded before the
+    server's own imports (a sitecustomize's instrumentation) stays foreign."""
+    _vouched.update(names)
 
 
 def _foreign_modules() -> list[str]:
@@ -367,7 +377,7 @@ def _foreign_modules() -> list[str]:
         file = getattr(module, "__file__", None)
         if type(file) is not str:  # (not a path as an import sets it: judged foreign)
             file = None if file is None else "?"
-        if not file or name.startswith(_INERT) or file.startswith(_OURS):
+        if not file or name.startswith(_INERT) or file.startswith(_OURS) or name in _vouched:
             continue  # (no file: built in, frozen, or a namespace package, whose modules have one)
         if name == "__main__" and _installers_script(module):
             continue
