@@ -431,7 +431,10 @@ def _warm_server(command: str, env: dict[str, str], script: bool) -> subprocess.
     sock = Path(env["ORCHESTRATE_WARM_SOCKET"])
     sock.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     argv = [command, "warm"] if script else [command, "-m", "orchestrate", "warm"]
-    server = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    # (started in its socket's directory: `python -m` puts the working directory first on sys.path)
+    server = subprocess.Popen(
+        argv, env=env, cwd=sock.parent, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     assert server.stderr is not None
     line = server.stderr.readline()  # "listening on ...", or why not
     if b"listening" not in line:

@@ -187,6 +187,25 @@ def test_a_run_handed_over_prints_and_exits_as_a_cold_one_in_the_commands_place(
     }
 
 
+def test_what_a_run_loads_the_server_loads_for_the_next_ones(warm: Warm, tmp_path: Path) -> None:
+    # The text view (no --output) loads a few modules of rich's that the preload did not: the server
+    # hears of them at the run's end and loads them, so the same run again loads nothing itself.
+    argv = [a for a in command("where") if a not in ("--output", "jsonl")]
+    for _ in range(2):
+        done = subprocess.run(
+            argv, env=environment(warm, tmp_path), cwd=tmp_path, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    # A request refused: the server has been through its loop since the second run ended, and has
+    # read what that run said (its end of the pipe closes with it, before its exit is reaped).
+    assert send(warm, b"", []) == [b"n"]
+    said = warm.said().split("orchestrate warm: run ")
+    assert len(said) == 3
+    assert "more modules loaded, that a run needed" in said[1]  # the first run: rich's parts
+    assert "more modules loaded" not in said[2]  # the second run: nothing new
+
+
 def test_the_commands_nice_value_and_resource_limits_are_the_runs(warm: Warm, tmp_path: Path) -> None:
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 

@@ -51,7 +51,7 @@ import sys
 AT_START = frozenset(sys.modules)
 
 from ..process.record import Record  # noqa: E402
-from . import code_cache, pause_collector, resume_collector  # noqa: E402
+from . import pause_collector, resume_collector  # noqa: E402
 
 # Neither typing nor pathlib (with re, fnmatch, urllib.parse, ipaddress) before the spawn: ~3 and
 # ~5 ms of every start; os.path does what this module needs.  mypy takes any TYPE_CHECKING as true.
@@ -398,6 +398,8 @@ def begin(args: list[str], *, keep_code: bool = False) -> Prestarted | None:
     if started is None:
         return None
     if keep_code:  # (now that the agent is on its way: it loads dataclasses and typing)
+        from . import code_cache
+
         code_cache.install()
     if mode != "spawn":
         _write_first(started, executor, prompt, mode == "write")
@@ -475,6 +477,8 @@ def command(args: list[str], *, keep_code: bool) -> None:
     try:
         begin(args, keep_code=keep_code)
         if keep_code:
+            from . import code_cache  # (not before: ~3 ms a warm server's command does not spend)
+
             code_cache.install()
         from .main import main as cli
 

@@ -29,7 +29,6 @@ import importlib
 import io
 import marshal
 import os
-import pkgutil
 import resource
 import selectors
 import signal
@@ -55,11 +54,26 @@ STOP_SECONDS = 10.0
 _MAX_REQUEST = 1 << 20  # arguments and environment; a bigger one is refused (the command goes cold)
 _REQUEST_SECONDS = 2.0  # the command sends its request right after connecting
 _FDS = 4  # stdin, stdout, stderr, and the terminal if there is one
-# Never loaded ahead: the command itself (`python -m orchestrate`: importing it runs the CLI), and
+_MAX_LEARNED = 1 << 16  # bytes of module names a run reports (a pipe's buffer: never blocks)
+_VOUCHED_TOPS: set[str] = set()  # the distributions of the modules the preload loaded
+# Loaded lazily by every run (the event loop's backend, the store's SQLite dialect): loaded here too.
+_LAZY = (
+    "anyio._backends._asyncio",
+    "anyio.to_thread",
+    "anyio.streams.tls",
+    "anyio.streams.stapled",
+    "anyio.abc._testing",
+    "queue",
+    "sqlite3",
+    "sqlalchemy.dialects.sqlite.pysqlite",
+    "sqlalchemy.dialects.sqlite.aiosqlite",
+)
+# Never loaded ahead: the command itself (`python -m orchestrate`: importing it runs the CLI), scripts, and
 # what `orchestrate run` does not use (the server, the Temporal workers, the test kit), which would
 # only make every fork's page tables larger.
 _SKIPPED = (
     "orchestrate.__main__",
+    "orchestrate.store.migrations",  # Alembic's scripts, run by Alembic
     "orchestrate.serve",
     "orchestrate.engine.temporal",
     "orchestrate.testing",
@@ -78,7 +92,7 @@ def preload() -> list[str]:
 
     from .main import main as _cli  # noqa: F401  (the command itself, click and its options)
 
-    for name in _modules(orchestrate.__path__, "orchestrate."):
+    for name in [*_modules(orchestrate.__path__[0], "orchestrate."), *_LAZY]:
         with contextlib.suppress(ImportError):  # an optional extra that is not installed
             importlib.import_module(name)
     from .. import entries
@@ -86,21 +100,26 @@ def preload() -> list[str]:
     for value in vars(entries).values():
         if isinstance(value, type) and issubclass(value, entries.Model) and value is not entries.Model:
             value.model_rebuild(force=True)
-    vouch(set(sys.modules) - AT_START)
+    ours = set(sys.modules) - AT_START
+    vouch(ours)
+    _VOUCHED_TOPS.update(name.partition(".")[0] for name in ours)
     return sorted(name for name in sys.modules if name == "orchestrate" or name.startswith("orchestrate."))
 
 
-def _modules(path: list[str], prefix: str) -> list[str]:
-    """The package's modules, found on disk (pkgutil.walk_packages would import every package to
+def _modules(directory: str, prefix: str) -> list[str]:
+    """The package's modules, found on disk: every ``.py`` file, in every folder (some are namespace
+    packages, which pkgutil does not list; and pkgutil.walk_packages would import every package to
     look inside, the skipped ones too, and with them the Temporal SDK)."""
     found = []
-    for module in pkgutil.iter_modules(path, prefix):
-        if module.name.startswith(_SKIPPED):
-            continue
-        found.append(module.name)
-        if module.ispkg:
-            inside = os.path.join(path[0], module.name.rpartition(".")[2])  # noqa: PTH118
-            found += _modules([inside], module.name + ".")
+    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
+        if entry.is_dir() and entry.name.isidentifier():
+            name = prefix + entry.name
+            if not name.startswith(_SKIPPED):
+                found += _modules(entry.path, name + ".")
+        elif entry.name.endswith(".py") and entry.name != "__init__.py":
+            name = prefix + entry.name[:-3]
+            if _learnable(name):
+                found.append(name)
     return found
 
 
@@ -144,6 +163,7 @@ class WarmServer:
     _stopping: float | None = None  # monotonic time the stop began
     _selector: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
     _inode: int = 0
+    _learning: dict[int, bytearray] = field(default_factory=dict)  # a run's pipe -> what it said
 
     def run(self) -> int:
         """Serve until stopped or idle; the exit code."""
@@ -185,6 +205,10 @@ class WarmServer:
                             while os.read(wake_r, 512):
                                 pass
                         self._reap()
+                    elif key.data == "learn":
+                        if not self._learn(key.fd, selector):
+                            self.said("orchestrate warm: a module a run needed started a thread, stopping")
+                            stop[0] = True
                     elif key.data == "listen":
                         with contextlib.suppress(BlockingIOError, InterruptedError):
                             conn, _ = listener.accept()
@@ -275,9 +299,15 @@ class WarmServer:
             if _fingerprint() != loaded:
                 conn.send(b"n")
                 return True
+            learn, told = os.pipe2(os.O_CLOEXEC)
             pid = os.fork()
             if pid == 0:
-                self._become(conn, request, listener, selector, pipe)
+                os.close(learn)
+                self._become(conn, request, listener, selector, (*pipe, *self._learning), told)
+            os.close(told)
+            os.set_blocking(learn, False)
+            self._learning[learn] = bytearray()
+            selector.register(learn, selectors.EVENT_READ, "learn")
             self._children[pid] = conn
             self.said(f"orchestrate warm: run {pid}")
             conn.send(b"p" + pid.to_bytes(4, sys.byteorder, signed=True))
@@ -345,6 +375,33 @@ class WarmServer:
                 self._selector.unregister(conn)  # registered while the command is alive
             conn.close()
 
+    def _learn(self, fd: int, selector: selectors.BaseSelector) -> bool:
+        """Read what a run says it had to import (:func:`_become`); at its end, import those here,
+        so that the next runs find them loaded.  False if that started a thread (no fork is safe
+        then: the server stops)."""
+        heard = self._learning[fd]
+        try:
+            while chunk := os.read(fd, 65536):
+                heard += chunk
+                if len(heard) > _MAX_LEARNED:
+                    heard.clear()  # a run does not need that many: not a list of modules
+                    break
+            else:
+                raise EOFError
+        except BlockingIOError:
+            return True
+        except (EOFError, OSError):
+            pass
+        selector.unregister(fd)
+        os.close(fd)
+        del self._learning[fd]
+        names = [n for n in heard.decode(errors="replace").split() if _learnable(n)]
+        learned = [n for n in names if _import(n)]
+        if learned:
+            vouch({n for n in learned if _vouchable(n)})
+            self.said(f"orchestrate warm: {len(learned)} more modules loaded, that a run needed")
+        return len(os.listdir("/proc/self/task")) == 1  # noqa: PTH208
+
     def _stop_children(self) -> None:
         for pid in self._children:
             with contextlib.suppress(OSError):
@@ -359,8 +416,10 @@ class WarmServer:
         listener: socket.socket,
         selector: selectors.BaseSelector,
         pipe: tuple[int, ...],
+        told: int,
     ) -> NoReturn:
         code = 1
+        loaded = set(sys.modules)
         try:
             server = os.getppid()
             supervisor.die_with_parent()
@@ -390,11 +449,35 @@ class WarmServer:
             with contextlib.suppress(Exception):
                 traceback.print_exc()
         finally:
+            with contextlib.suppress(Exception):  # what the server may load for the next runs
+                os.set_blocking(told, False)
+                os.write(told, "\n".join(sorted(set(sys.modules) - loaded)).encode()[:_MAX_LEARNED])
             with contextlib.suppress(Exception):
                 sys.stdout.flush()
             with contextlib.suppress(Exception):
                 sys.stderr.flush()
             os._exit(code)
+
+
+def _learnable(name: str) -> bool:
+    return all(part.isidentifier() for part in name.split(".")) and not name.startswith(_SKIPPED)
+
+
+def _import(name: str) -> bool:
+    if name in sys.modules:
+        return False
+    try:
+        importlib.import_module(name)
+    except Exception:  # whatever it is, the run that needs it loads it itself
+        return False
+    return True
+
+
+def _vouchable(name: str) -> bool:
+    """A module of the standard library, ours, or of a distribution we already vouched for (anyio's
+    backend, sqlalchemy's SQLite dialect): what a site's instrumentation brings is not."""
+    top = name.partition(".")[0]
+    return top in sys.stdlib_module_names or top == "orchestrate" or top in _VOUCHED_TOPS
 
 
 def _say(line: str) -> None:

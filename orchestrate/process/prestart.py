@@ -374,10 +374,12 @@ def _foreign_modules() -> list[str]:
     have registered a fork hook)."""
     found = []
     for name, module in list(sys.modules.items()):
+        if name in _vouched:  # (first: a warm server's run has ~600 of them, ~8 ms to look at)
+            continue
         file = getattr(module, "__file__", None)
         if type(file) is not str:  # (not a path as an import sets it: judged foreign)
             file = None if file is None else "?"
-        if not file or name.startswith(_INERT) or file.startswith(_OURS) or name in _vouched:
+        if not file or name.startswith(_INERT) or file.startswith(_OURS):
             continue  # (no file: built in, frozen, or a namespace package, whose modules have one)
         if name == "__main__" and _installers_script(module):
             continue
