@@ -114,7 +114,7 @@ def environment(warm: Warm, tmp_path: Path, root: Path | None = None, **extra: s
     env.update(ORCHESTRATE_WARM="1", ORCHESTRATE_WARM_SOCKET=str(warm.socket))
     env["ORCHESTRATE_HOME"] = str(tmp_path / "home")
     env.update(extra)
-    return env
+    return {name: value for name, value in env.items() if value != ""}  # "": unset
 
 
 def run(
@@ -255,18 +255,22 @@ def test_the_prompt_is_read_from_the_commands_stdin(warm: Warm, tmp_path: Path) 
 # --- nothing outlives its run -----------------------------------------------------------------------
 
 
-def hanging(warm: Warm, tmp_path: Path) -> tuple[subprocess.Popen[str], int, int]:
+def hanging(warm: Warm, tmp_path: Path, **extra: str) -> tuple[subprocess.Popen[str], int, int]:
     """A handed-over run whose agent hangs: the command, the agent's pid, the run's pid."""
     pid_file = tmp_path / "agent.pid"
+    pid_file.unlink(missing_ok=True)
     proc = subprocess.Popen(
         command("where hang"),
-        env=environment(warm, tmp_path, FAKE_PID_FILE=str(pid_file)),
+        env=environment(warm, tmp_path, FAKE_PID_FILE=str(pid_file), **extra),
         cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     wait_for(lambda: pid_file.exists() and pid_file.read_text(), "the agent hangs")
     agent = int(pid_file.read_text())
     up = where_from_proc(agent)
     assert up[3] == warm.proc.pid  # agent <- supervisor <- run <- server
+    # The run forked its supervisor, as a cold run does (the server vouched for the modules it
+    # loaded: process/prestart.py), rather than spawn an interpreter for it (`python -I -S`).
+    assert Path(f"/proc/{up[1]}/comm").read_text().strip() == SUPERVISOR_NAME.decode()
     return proc, agent, up[2]
 
 
@@ -281,15 +285,23 @@ def where_from_proc(pid: int) -> list[int]:
 
 def test_a_command_killed_takes_its_run_and_agent_with_it(warm: Warm, tmp_path: Path) -> None:
     proc, agent, run_pid = hanging(warm, tmp_path)
-    # The run forked its supervisor, as a cold run does (the server vouched for the modules it
-    # loaded: process/prestart.py), rather than spawn an interpreter for it (`python -I -S`).
-    supervisor = where_from_proc(agent)[1]
-    assert Path(f"/proc/{supervisor}/comm").read_text().strip() == SUPERVISOR_NAME.decode()
     proc.kill()  # SIGKILL: the command can do nothing about it
     proc.communicate(timeout=WAIT)
     wait_for(lambda: not pid_alive(agent) and not pid_alive(run_pid), "the run and its agent end")
     assert warm.proc.poll() is None  # the server goes on
     assert run(warm, tmp_path, "text=1").returncode == 0
+
+
+def test_runs_recorded_in_a_new_store_fork_their_supervisors_too(warm: Warm, tmp_path: Path) -> None:
+    # The first run in a new home makes the store (SQLite, its migrations: alembic): the second
+    # must still fork (the server loads or learns only modules it can vouch for).
+    first = run(warm, tmp_path, "where", ORCHESTRATE_STORE="")
+    assert first.returncode == 0, first.stderr
+    assert list((tmp_path / "home").glob("*.db")), "the run made its store"
+    proc, agent, _ = hanging(warm, tmp_path, ORCHESTRATE_STORE="")  # its supervisor forked
+    proc.kill()
+    proc.communicate(timeout=WAIT)
+    wait_for(lambda: not pid_alive(agent), "the agent ends")
 
 
 def stopped_by_two_sigterms(env: dict[str, str], cwd: Path, pid_file: Path) -> tuple[int, str, str]:

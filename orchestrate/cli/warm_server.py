@@ -56,7 +56,8 @@ _REQUEST_SECONDS = 2.0  # the command sends its request right after connecting
 _FDS = 4  # stdin, stdout, stderr, and the terminal if there is one
 _MAX_LEARNED = 1 << 16  # bytes of module names a run reports (a pipe's buffer: never blocks)
 _VOUCHED_TOPS: set[str] = set()  # the distributions of the modules the preload loaded
-# Loaded lazily by every run (the event loop's backend, the store's SQLite dialect): loaded here too.
+# Loaded lazily by runs (the event loop's backend, the store's SQLite dialect and migrations): loaded
+# here too, so that the first runs find them (later ones would: see WarmServer._learn).
 _LAZY = (
     "anyio._backends._asyncio",
     "anyio.to_thread",
@@ -67,6 +68,8 @@ _LAZY = (
     "sqlite3",
     "sqlalchemy.dialects.sqlite.pysqlite",
     "sqlalchemy.dialects.sqlite.aiosqlite",
+    "alembic.command",  # a new store's (or an upgraded one's) migrations
+    "alembic.config",
 )
 # Never loaded ahead: the command itself (`python -m orchestrate`: importing it runs the CLI), scripts, and
 # what `orchestrate run` does not use (the server, the Temporal workers, the test kit), which would
