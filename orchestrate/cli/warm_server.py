@@ -379,9 +379,9 @@ class WarmServer:
             conn.close()
 
     def _learn(self, fd: int, selector: selectors.BaseSelector) -> bool:
-        """Read what a run says it had to import (:func:`_become`); at its end, import those here,
-        so that the next runs find them loaded.  False if that started a thread (no fork is safe
-        then: the server stops)."""
+        """Read what a run says it had to import (:func:`_become`); at its end, import here those we
+        can vouch for, so that the next runs find them loaded.  False if that started a thread (no
+        fork is safe then: the server stops)."""
         heard = self._learning[fd]
         try:
             while chunk := os.read(fd, 65536):
@@ -398,10 +398,14 @@ class WarmServer:
         selector.unregister(fd)
         os.close(fd)
         del self._learning[fd]
-        names = [n for n in heard.decode(errors="replace").split() if _learnable(n)]
+        # Only what we would have loaded ourselves (the standard library's, ours, our dependencies'),
+        # vouched for with all it loads, as the preload's: a module of anything else (a site's
+        # instrumentation, a plugin) stays out, so it never stops the runs forking their supervisors.
+        names = [n for n in heard.decode(errors="replace").split() if _learnable(n) and _vouchable(n)]
+        before = set(sys.modules)
         learned = [n for n in names if _import(n)]
         if learned:
-            vouch({n for n in learned if _vouchable(n)})
+            vouch(set(sys.modules) - before)
             self.said(f"orchestrate warm: {len(learned)} more modules loaded, that a run needed")
         return len(os.listdir("/proc/self/task")) == 1  # noqa: PTH208
 
