@@ -91,6 +91,15 @@ def warm(tmp_path: Path) -> Iterator[Warm]:
     stop_server(server)
 
 
+@pytest.fixture(scope="module")
+def steady(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Warm]:
+    """One server for the tests that neither stop it nor count its runs from zero (each counts
+    what it adds): a server start is ~1.5 s."""
+    server = start_server(tmp_path_factory.mktemp("steady") / "warm")
+    yield server
+    stop_server(server)
+
+
 def command(prompt: str) -> list[str]:
     return [
         sys.executable,
@@ -364,32 +373,35 @@ def test_a_stopped_server_ends_its_runs_removes_its_socket_and_commands_run_cold
 
 @pytest.mark.parametrize("mode", [0o755, 0o710, 0o701])
 def test_a_socket_in_a_directory_others_can_enter_is_never_used(
-    warm: Warm, tmp_path: Path, mode: int
+    steady: Warm, tmp_path: Path, mode: int
 ) -> None:
-    warm.socket.parent.chmod(mode)
+    runs = steady.runs()
+    steady.socket.parent.chmod(mode)
     try:
-        done = run(warm, tmp_path, "where")
+        done = run(steady, tmp_path, "where")
     finally:
-        warm.socket.parent.chmod(0o700)
+        steady.socket.parent.chmod(0o700)
     assert done.returncode == 0, done.stderr
-    assert warm.runs() == 0 and where(done.stdout)["up"][2] != warm.proc.pid
+    assert steady.runs() == runs and where(done.stdout)["up"][2] != steady.proc.pid
 
 
-def test_a_socket_behind_a_symlinked_directory_is_never_used(warm: Warm, tmp_path: Path) -> None:
+def test_a_socket_behind_a_symlinked_directory_is_never_used(steady: Warm, tmp_path: Path) -> None:
+    runs = steady.runs()
     link = tmp_path / "link"
-    link.symlink_to(warm.socket.parent)
-    done = run(warm, tmp_path, "where", ORCHESTRATE_WARM_SOCKET=str(link / "warm.sock"))
+    link.symlink_to(steady.socket.parent)
+    done = run(steady, tmp_path, "where", ORCHESTRATE_WARM_SOCKET=str(link / "warm.sock"))
     assert done.returncode == 0, done.stderr
-    assert warm.runs() == 0
+    assert steady.runs() == runs
 
 
-def test_only_run_is_handed_over(warm: Warm, tmp_path: Path) -> None:
+def test_only_run_is_handed_over(steady: Warm, tmp_path: Path) -> None:
+    runs = steady.runs()
     done = subprocess.run(
-        [sys.executable, "-m", "orchestrate", "executors"], env=environment(warm, tmp_path),
+        [sys.executable, "-m", "orchestrate", "executors"], env=environment(steady, tmp_path),
         capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
     )  # fmt: skip
     assert done.returncode == 0 and "claude-code" in done.stdout
-    assert warm.runs() == 0
+    assert steady.runs() == runs
 
 
 def copy_of_the_package(where: Path) -> Path:
@@ -415,11 +427,12 @@ def test_a_changed_installation_is_not_served_and_stops_the_server(tmp_path: Pat
         stop_server(server)
 
 
-def test_another_installation_is_not_served(warm: Warm, tmp_path: Path) -> None:
+def test_another_installation_is_not_served(steady: Warm, tmp_path: Path) -> None:
+    runs = steady.runs()
     other = copy_of_the_package(tmp_path / "other")
-    done = run(warm, tmp_path, "where", root=other)
+    done = run(steady, tmp_path, "where", root=other)
     assert done.returncode == 0, done.stderr
-    assert warm.runs() == 0 and warm.proc.poll() is None
+    assert steady.runs() == runs and steady.proc.poll() is None
 
 
 # --- what a peer sends ------------------------------------------------------------------------------
@@ -473,33 +486,35 @@ def good_request(args: list[str], env: dict[str, str]) -> tuple[Any, ...]:
     ],
 )
 def test_a_bad_request_forks_nothing_and_leaks_no_descriptor(
-    warm: Warm, payload: bytes, request: pytest.FixtureRequest
+    steady: Warm, payload: bytes, request: pytest.FixtureRequest
 ) -> None:
-    before = open_fds(warm.proc.pid)
+    runs = steady.runs()
+    before = open_fds(steady.proc.pid)
     # Three descriptors, as a command without a terminal sends: each request is refused for what
     # it says, not for them (the last one's two are too few for it).
     count = 2 if request.node.callspec.id == "fds-missing" else 3
     fds = [os.open(os.devnull, os.O_RDWR) for _ in range(count)]
     try:
-        assert send(warm, payload, fds) == [b"n"]
+        assert send(steady, payload, fds) == [b"n"]
     finally:
         for fd in fds:
             os.close(fd)
-    assert warm.runs() == 0 and warm.proc.poll() is None
-    wait_for(lambda: open_fds(warm.proc.pid) == before, "the server's descriptors back to what they were")
+    assert steady.runs() == runs and steady.proc.poll() is None
+    wait_for(lambda: open_fds(steady.proc.pid) == before, "the server's descriptors back to what they were")
 
 
-def test_too_many_descriptors_are_refused_and_closed(warm: Warm) -> None:
-    before = open_fds(warm.proc.pid)
+def test_too_many_descriptors_are_refused_and_closed(steady: Warm) -> None:
+    runs = steady.runs()
+    before = open_fds(steady.proc.pid)
     fds = [os.open(os.devnull, os.O_RDWR) for _ in range(4)]
     try:
         # Four is the most a command sends (a terminal), but then the request says so.
-        assert send(warm, marshal.dumps(good_request(["run"], {})), fds) == [b"n"]
+        assert send(steady, marshal.dumps(good_request(["run"], {})), fds) == [b"n"]
     finally:
         for fd in fds:
             os.close(fd)
-    assert warm.runs() == 0
-    wait_for(lambda: open_fds(warm.proc.pid) == before, "the server's descriptors back to what they were")
+    assert steady.runs() == runs
+    wait_for(lambda: open_fds(steady.proc.pid) == before, "the server's descriptors back to what they were")
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="needs another user to connect as")
