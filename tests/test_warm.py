@@ -14,6 +14,7 @@ import json
 import marshal
 import os
 import resource
+import shlex
 import shutil
 import signal
 import socket
@@ -26,12 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pexpect
 import pytest
 
 from orchestrate.cli.warm import PROTOCOL, package_dir
 from orchestrate.process.supervisor import NAME as SUPERVISOR_NAME
 
 from .helpers import FIXTURES, ROOT, pid_alive
+from .test_live_view import SCREENS, Terminal
+from .test_live_view import _steady as steady_screen
 
 FAKE = FIXTURES / "bin" / "fake_flood.py"
 AGENT = f"{sys.executable} {FAKE}"
@@ -213,6 +217,38 @@ def test_what_a_run_loads_the_server_loads_for_the_next_ones(warm: Warm, tmp_pat
     assert len(said) == 3
     assert "more modules loaded, that a run needed" in said[1]  # the first run: rich's parts
     assert "more modules loaded" not in said[2]  # the second run: nothing new
+
+
+def test_a_run_on_a_terminal_asks_there_and_draws_the_same_screen(warm: Warm, tmp_path: Path) -> None:
+    # The live view and the approval prompt on the command's terminal (a pty of its own, its
+    # controlling terminal): the run, in the server's session, is handed that terminal and asks on
+    # it; the screen is the one a cold run draws (fixtures/screens/run-with-approval.txt).
+    env = {"ORCHESTRATE_WARM": "1", "ORCHESTRATE_WARM_SOCKET": str(warm.socket)}
+    term = Terminal(tmp_path, "--approvals", "ask", "tool", env=env)
+    term.wait_for(r"  > ")
+    term.child.send("y\r")
+    screen = steady_screen(term.end(), tmp_path)
+    assert term.code == 0
+    assert warm.runs() == 1
+    assert screen == (SCREENS / "run-with-approval.txt").read_text()
+
+
+def test_a_run_whose_stdin_is_not_the_terminal_still_asks_on_the_terminal(warm: Warm, tmp_path: Path) -> None:
+    # stdin from /dev/null, the terminal only the command's /dev/tty: a cold run asks there, and a
+    # handed-over run, which has no /dev/tty of its own, on the terminal the command handed it.
+    asking = f"{sys.executable} {FIXTURES / 'bin' / 'fake_claude.py'}"  # asks before its Bash
+    command = f"{shlex.quote(sys.executable)} -m orchestrate run -e claude-code"
+    command += f" --base-command {shlex.quote(asking)} --approvals ask tool < /dev/null"
+    env = {**environment(warm, tmp_path), "TERM": "xterm-256color"}
+    child = pexpect.spawn("/bin/sh", ["-c", command], env=env, cwd=str(tmp_path), timeout=30)
+    child.expect(rb"Bash wants to run:")
+    child.expect(rb"\[n\] no")
+    child.send("y\r")
+    child.expect(pexpect.EOF)
+    child.close()
+    assert child.exitstatus == 0, child.before
+    assert b"success" in child.before
+    assert warm.runs() == 1
 
 
 def test_the_commands_nice_value_and_resource_limits_are_the_runs(warm: Warm, tmp_path: Path) -> None:
