@@ -404,6 +404,26 @@ def test_a_stopped_server_ends_its_runs_removes_its_socket_and_commands_run_cold
     assert cold.returncode == 0 and where(cold.stdout)["up"][2] != warm.proc.pid
 
 
+def test_status_and_stop(tmp_path: Path) -> None:
+    server = start_server(tmp_path / "warm")
+    try:
+        argv = [sys.executable, "-m", "orchestrate", "warm", "--socket", str(server.socket)]
+        env = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+        def warm(*args: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run([*argv, *args], env=env, capture_output=True, text=True, timeout=60)
+
+        status = warm("--status")
+        assert status.returncode == 0 and f"warm server {server.proc.pid} listens" in status.stdout
+        assert warm("--stop").returncode == 0
+        assert server.proc.wait(WAIT) == 0 and not server.socket.exists()
+        gone = warm("--status")
+        assert gone.returncode == 1 and "no warm server listens" in gone.stderr
+        assert warm("--stop").returncode == 1
+    finally:
+        stop_server(server)
+
+
 # --- never used when it should not be ----------------------------------------------------------------
 
 

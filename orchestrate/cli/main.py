@@ -1090,7 +1090,7 @@ def schema(contract: bool, typescript: bool) -> None:
     click.echo(orjson.dumps(entry_json_schema(), option=orjson.OPT_INDENT_2).decode())
 
 
-# --- the conformance lab: scripted model, recording, conformance ---------------------------------
+# --- warm: everything loaded once, each run a fork of it ------------------------------------------
 
 
 @main.command()
@@ -1108,19 +1108,33 @@ def schema(contract: bool, typescript: bool) -> None:
     show_default=True,
     help="Stop after this many seconds without a run (0: never).",
 )
-def warm(socket_file: str | None, idle: float) -> None:
+@click.option("--status", is_flag=True, help="Say whether a server listens there (exit 1 if none).")
+@click.option("--stop", is_flag=True, help="Stop the server that listens there (its runs get SIGTERM).")
+def warm(socket_file: str | None, idle: float, status: bool, stop: bool) -> None:
     """Keep everything a run needs loaded: each `orchestrate run` then starts as a fork of this.
 
     \b
     The run's first entry comes as soon as the agent's: nothing is loaded after it starts.  Runs
     are handed over by the command on its own (ORCHESTRATE_WARM=0: never); a changed installation
-    stops the server, and the commands run cold.  Stopped by Ctrl-C, SIGTERM or SIGHUP: running
-    runs get SIGTERM."""
+    stops the server, and the commands run cold.  Stopped by Ctrl-C, SIGTERM, SIGHUP or --stop:
+    running runs get SIGTERM."""
     from .warm import socket_path
-    from .warm_server import WarmServer
+    from .warm_server import WarmServer, listening, stop_server
 
     path = str(Path(socket_file).absolute()) if socket_file else socket_path()
+    if status or stop:
+        pid = listening(path)
+        if pid is None:
+            click.echo(f"no warm server listens on {path}", err=True)
+            sys.exit(1)
+        if stop:
+            sys.exit(0 if stop_server(path, pid) else 1)
+        click.echo(f"warm server {pid} listens on {path}")
+        return
     sys.exit(WarmServer(path=path, idle=idle or None).run())
+
+
+# --- the conformance lab: scripted model, recording, conformance ---------------------------------
 
 
 @main.command(name="model-server")

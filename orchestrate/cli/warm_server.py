@@ -48,7 +48,7 @@ from ..process.tty import give
 from .early import AT_START
 from .warm import PROTOCOL, package_dir, socket_path, trusted_directory
 
-__all__ = ["STOP_SECONDS", "WarmServer", "preload"]
+__all__ = ["STOP_SECONDS", "WarmServer", "listening", "preload", "stop_server"]
 
 STOP_SECONDS = 10.0
 _MAX_REQUEST = 1 << 20  # arguments and environment; a bigger one is refused (the command goes cold)
@@ -464,6 +464,44 @@ class WarmServer:
             with contextlib.suppress(Exception):
                 sys.stderr.flush()
             os._exit(code)
+
+
+def listening(path: str) -> int | None:
+    """The pid of the server of our user that listens on ``path`` (in a directory we trust), if any:
+    the peer's credentials, as the kernel gives them."""
+    if not trusted_directory(path):
+        return None
+    with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as probe:
+        probe.settimeout(_REQUEST_SECONDS)
+        try:
+            probe.connect(path)
+            pid, uid, _ = struct.unpack("3i", probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+        except OSError:
+            return None
+    return pid if uid == os.getuid() and pid > 0 else None
+
+
+def stop_server(path: str, pid: int) -> bool:
+    """SIGTERM to the server ``pid``, then wait (bounded) for it and its socket to go: True once
+    they have."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return False
+    deadline = time.monotonic() + STOP_SECONDS + 5
+    while time.monotonic() < deadline:
+        if not Path(path).exists() and _gone(pid):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] == "Z"  # ended, its parent not told yet
 
 
 def _learnable(name: str) -> bool:
