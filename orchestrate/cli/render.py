@@ -32,7 +32,7 @@ from ..entries import (
     ToolUse,
     ToolUseEntry,
 )
-from ..run.tally import is_reported  # (one definition: the run's result counts by it too)
+from ..run.tally import UsageSum, is_reported  # (one definition each: the run's result's too)
 from .names import display_name
 
 __all__ = [
@@ -168,19 +168,6 @@ def usage_summary(usage: TokenUsage | None) -> str:
     return f"tokens: {usage.input_tokens} in, {usage.output_tokens} out{cost}"
 
 
-def add_usage(total: TokenUsage | None, usage: TokenUsage) -> TokenUsage:
-    if total is None:
-        return usage
-    costs = [c for c in (total.total_cost_usd, usage.total_cost_usd) if c is not None]
-    return TokenUsage(
-        input_tokens=total.input_tokens + usage.input_tokens,
-        output_tokens=total.output_tokens + usage.output_tokens,
-        cache_read_tokens=total.cache_read_tokens + usage.cache_read_tokens,
-        cache_write_tokens=total.cache_write_tokens + usage.cache_write_tokens,
-        total_cost_usd=sum(costs) if costs else None,
-    )
-
-
 # --- the append-only renderer -------------------------------------------------------------------
 
 
@@ -200,7 +187,7 @@ class TextRenderer:
         self.window = window
         self._newest = -1  # the highest index seen
         self._kept_from = 0  # what is remembered of entries below this index was let go of
-        self._usage_before: TokenUsage | None = None  # the usage of entries let go of, added up
+        self._usage_before = UsageSum()  # the usage of entries let go of, added up
         self._noise_before: dict[str, None] = {}  # the noise of entries let go of, not shown yet
         self._printed: dict[int, str] = {}  # streamed entry -> its text as printed so far
         self._open: int | None = None  # the entry whose text is mid-line
@@ -246,10 +233,10 @@ class TextRenderer:
     @property
     def usage(self) -> TokenUsage | None:
         """Tokens and cost reported so far, all turns together."""
-        total = self._usage_before
+        total = self._usage_before.copy()
         for usage in self._usage.values():
-            total = add_usage(total, usage)
-        return total
+            total.add(usage)
+        return total.total() if total.seen else None
 
     def _forget(self, below: int) -> None:
         """Let go of what is remembered of the entries below index ``below`` (see ``window``): no
@@ -264,7 +251,7 @@ class TextRenderer:
         for index in [i for i in self._noise if i < below]:
             self._noise_before[self._noise.pop(index)] = None
         for index in [i for i in self._usage if i < below]:
-            self._usage_before = add_usage(self._usage_before, self._usage.pop(index))
+            self._usage_before.add(self._usage.pop(index))
         for index in [i for i, state in self._tool_state.items() if i < below and state in SETTLED]:
             del self._tool_state[index]
 

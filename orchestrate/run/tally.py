@@ -17,7 +17,7 @@ from ..entries import NormalizedEntry, TokenUsage
 if TYPE_CHECKING:  # its patterns are compiled at the first error, not before the first entry
     from .failure import Failure, FailureWatch
 
-__all__ = ["EntryTally", "is_reported"]
+__all__ = ["EntryTally", "UsageSum", "is_reported"]
 
 
 def is_reported(usage: TokenUsage) -> bool:
@@ -28,9 +28,10 @@ def is_reported(usage: TokenUsage) -> bool:
     return any(counts) or usage.total_cost_usd is not None
 
 
-class _UsageSum:
+class UsageSum:
     """Token usage entries added up: counts summed, costs summed (None when none had one; added in
-    entry order, as ``sum`` adds a list), the context window the last one that named it."""
+    entry order, as ``sum`` adds a list), the context window the last one that named it.  The run's
+    result sums its entries with it, and the text and live views what they show (cli/render.py)."""
 
     __slots__ = ("cache_read", "cache_write", "cost", "input", "output", "seen", "window")
 
@@ -39,6 +40,12 @@ class _UsageSum:
         self.cost: float | None = None
         self.window: int | None = None
         self.seen = False
+
+    def copy(self) -> UsageSum:
+        other = UsageSum()
+        for name in self.__slots__:
+            setattr(other, name, getattr(self, name))
+        return other
 
     def add(self, usage: TokenUsage) -> None:
         self.seen = True
@@ -76,8 +83,8 @@ class EntryTally:
         self.approvals_timed_out = 0
         """Tool calls whose approval timed out."""
         self.failures: FailureWatch | None = None  # (made at the first error)
-        self._all = _UsageSum()
-        self._reported = _UsageSum()
+        self._all = UsageSum()
+        self._reported = UsageSum()
 
     def see(self, entry: NormalizedEntry) -> None:
         if entry.index >= self.count:
