@@ -69,6 +69,7 @@ __all__ = [
     "AT_START",
     "EARLY_ENV",
     "KILLED_AFTER_WRITE",
+    "OFF",
     "command",
     "discard",
     "early_spec",
@@ -346,7 +347,7 @@ _EARLY_EXECUTORS = frozenset(
 )
 _EARLY_UNLESS_RESUMED = frozenset(("gemini",))
 # ORCHESTRATE_EARLY's ways of saying no (any case): `off` or `false` meaning "on" would surprise.
-_OFF = frozenset(("0", "off", "false", "no", "none"))
+OFF = frozenset(("0", "off", "false", "no", "none"))  # a switch's values that turn it off
 # The protocols whose agents may be sent a handshake (run/early_opening.py's early_handshake says
 # which exactly, and tests/test_early_handshake.py holds it within these).
 _HANDSHAKE_PROTOCOLS = frozenset(("acp", "jsonrpc"))
@@ -363,7 +364,7 @@ def begin(args: list[str], *, keep_code: bool = False) -> Prestarted | None:
     agent's command line, directory and environment, which are then sent to it.  If the early
     start does not apply after all, it is told nothing and exits, having started nothing."""
     mode = os.environ.get(EARLY_ENV, "1").strip().lower()
-    if mode in _OFF:
+    if mode in OFF:
         return None
     try:
         given = _parse(args)

@@ -33,6 +33,9 @@ import marshal
 import os
 import sys
 
+from ..process import supervisor
+from .early import OFF
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import _socket
@@ -55,18 +58,10 @@ __all__ = [
 WARM_ENV = "ORCHESTRATE_WARM"
 WARM_SOCKET_ENV = "ORCHESTRATE_WARM_SOCKET"
 PROTOCOL = 1
-_OFF = frozenset(("0", "off", "false", "no", "none"))
-# What a terminal or a caller sends that the run itself must see.  Not SIGTSTP: Ctrl-Z stops this
-# waiting process, as the shell expects, while the run goes on (as a cold run's agent does).
-FORWARDED = (
-    _signal.SIGINT,
-    _signal.SIGTERM,
-    _signal.SIGHUP,
-    _signal.SIGQUIT,
-    _signal.SIGUSR1,
-    _signal.SIGUSR2,
-    _signal.SIGWINCH,
-)
+# What a terminal or a caller sends that the run itself must see: what a supervisor passes on to
+# its agent, and a resized window.  Not SIGTSTP: Ctrl-Z stops this waiting process, as the shell
+# expects, while the run goes on (as a cold run's agent does).
+FORWARDED = (*supervisor.FORWARDED, _signal.SIGWINCH)
 _CONNECT_SECONDS = 2.0  # a server that does not take us at once is busy or stuck: go cold
 _REPLY_SECONDS = 5.0  # its fork; a machine in trouble gets the cold path
 
@@ -101,7 +96,7 @@ def trusted_directory(path: str) -> bool:
 def hand_over(args: list[str]) -> None:
     """Run ``orchestrate ARGS...`` in the warm server and exit with its status; return (having
     changed nothing) when it cannot be, so the caller goes on cold."""
-    if args[:1] != ["run"] or os.environ.get(WARM_ENV, "1").strip().lower() in _OFF:
+    if args[:1] != ["run"] or os.environ.get(WARM_ENV, "1").strip().lower() in OFF:
         return
     path = socket_path()
     if not trusted_directory(path):
