@@ -313,7 +313,11 @@ class WarmServer:
             selector.register(learn, selectors.EVENT_READ, "learn")
             self._children[pid] = conn
             self.said(f"orchestrate warm: run {pid}")
-            conn.send(b"p" + pid.to_bytes(4, sys.byteorder, signed=True))
+            try:
+                conn.send(b"p" + pid.to_bytes(4, sys.byteorder, signed=True))
+            except OSError:
+                os.kill(pid, signal.SIGKILL)  # the command went away meanwhile: so does its run
+                raise
             conn.setblocking(False)
             selector.register(conn, selectors.EVENT_READ, "command")
             conn = None  # type: ignore[assignment]  # kept until its child is reaped
