@@ -127,7 +127,7 @@ def test_before_adoption_an_agent_is_sent_its_handshake_or_nothing(
                 written = b"" if started is None else b"".join(data for data, _ in started.written)
                 assert started is None or started.was_written == bool(written), (name, mode)
                 handshake = early_handshake(default_registry.create(name))
-                off = mode is not None and mode.strip().lower() in early._OFF  # (0, off, false ...)
+                off = mode is not None and mode.strip().lower() in early.OFF  # (0, off, false ...)
                 if off or mode == "spawn" or handshake is None:
                     if (name, mode) == ("claude-code", "write") and written:
                         assert started is not None and isinstance(started.opening, ClaudeOpening)
