@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 
@@ -341,3 +342,39 @@ def test_a_view_of_a_long_run_remembers_a_window_of_entries() -> None:
         entry = NormalizedEntry(index=index, type=kind, content=content)
         view.on_patch(EntryPatch(op="add", index=index, entry=entry))
     assert len(view._printed) <= 16 and len(view._noise) <= 16  # (what it remembers)
+
+
+# --- a streaming run's caller sets its pace --------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_a_streaming_run_reads_the_agent_no_faster_than_its_caller_reads_the_patches(
+    tmp_path: Path,
+) -> None:
+    # A caller slower than the agent: the patches of new entries cannot be coalesced, so without the
+    # queue's bound they would all wait in memory (measured: about 1,900 of 2,000).  With it, two
+    # windows and what one chunk read from the agent makes (a MiB: about 500 of these entries).
+    task = Task(prompt="unknown=2000 pad=2000", cwd=tmp_path, raw_log=tmp_path / "raw.jsonl")
+    most, count = 0, 0
+    with anyio.fail_after(60):
+        async with Run(flood(), task, streaming=True, window=8) as run:
+            async for _ in run.patches():
+                count += 1
+                most = max(most, len(run._patches) + 1)
+                if count % 10 == 0:
+                    await anyio.sleep(0.005)
+            result = await run.wait()
+    assert count == result.entry_count > 2000
+    assert most < 2 * 8 + 600, most
+
+
+@pytest.mark.anyio
+async def test_a_streaming_runs_caller_that_stops_reading_gets_its_result(tmp_path: Path) -> None:
+    # It breaks out of the patches and waits for the end: the run must not wait for it to read.
+    task = Task(prompt="unknown=3000 pad=2000", cwd=tmp_path, raw_log=tmp_path / "raw.jsonl")
+    async with Run(flood(), task, streaming=True, window=8) as run:
+        async for _ in run.patches():
+            break
+        with anyio.fail_after(20):  # (the queue's stall, 30 s, would have let it go on in the end)
+            result = await run.wait()
+    assert result.outcome == "success" and result.entry_count > 3000

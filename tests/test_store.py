@@ -24,6 +24,7 @@ from orchestrate.store import (
     EventWriter,
     Limits,
     NotFoundError,
+    Pace,
     RunEnd,
     Store,
     StoreBusyError,
@@ -436,6 +437,48 @@ def test_the_writer_bounds_what_it_holds(tmp_path: Path) -> None:
         assert writer.close(10)
         assert writer.trouble[task.id].dropped == 15
         assert len([e for e in s.events(task_id=task.id) if e.kind == "notice"]) == 10
+
+
+def test_the_writer_bounds_the_bytes_it_holds(tmp_path: Path) -> None:
+    # A raw record is a chunk read from the agent, up to a MiB: a count of events bounds nothing.
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with Store.open(url, busy_timeout=0.05) as s:
+        task = s.submit(spec())
+        writer = EventWriter(s, max_pending_bytes=4500).start()
+        holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        for i in range(10):
+            writer.put(task.id, None, "notice", f'{{"n": {i}, "pad": "{"x" * 1000}"}}')
+        assert writer.pending_bytes <= 4500
+        holder.execute("ROLLBACK")
+        holder.close()
+        assert writer.close(10)
+        assert writer.trouble[task.id].dropped == 6 and writer.pending_bytes == 0
+        assert [e.data["n"] for e in s.events(task_id=task.id) if e.kind == "notice"] == [0, 1, 2, 3]
+
+
+def test_a_paced_producer_waits_for_the_store_and_not_for_a_locked_one(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with Store.open(url, busy_timeout=0.05) as s:
+        task = s.submit(spec())
+        writer = EventWriter(s, interval=10.0).start()  # (it writes when woken: by the pace's wait)
+        pace = Pace(writer, high=10_000, timeout=0.3)
+        pad = "x" * 1000
+        for i in range(30):
+            writer.put(task.id, None, "notice", f'{{"n": {i}, "pad": "{pad}"}}')
+        assert pace.due
+        pace.wait()
+        assert pace.on and writer.pending_bytes <= 5_000 and not pace.due
+        holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+        holder.execute("BEGIN EXCLUSIVE")
+        for i in range(30, 60):
+            writer.put(task.id, None, "notice", f'{{"n": {i}, "pad": "{pad}"}}')
+        pace.wait()  # the store cannot take them: it waits its timeout, then no more
+        assert not pace.on and not pace.due and writer.pending_bytes > 10_000
+        holder.execute("ROLLBACK")
+        holder.close()
+        assert writer.close(10)
+        assert [e.data["n"] for e in s.events(task_id=task.id) if e.kind == "notice"] == list(range(60))
 
 
 FULL = textwrap.dedent(

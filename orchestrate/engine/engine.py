@@ -38,6 +38,7 @@ from ..store import (
     home,
 )
 from ..workspace import Checkpoint, FileChange, commit_changes, list_checkpoints
+from .heap import steady_heap
 from .observers import Observers
 from .procinfo import HOST, kill_group_if_same
 from .rebuild import rebuild_entries
@@ -64,6 +65,10 @@ class Engine:
     request from any process takes effect within about this, whatever the lease.  On Postgres a request's
     NOTIFY wakes it at once, and this is only the fallback for a lost notification (times 5)."""
 
+    subscribe_page = 200
+    """Events :meth:`subscribe` reads from the store at a time (as serve's pollers do): a subscriber
+    that is behind holds a page of them parsed, and a raw record can be a MiB."""
+
     def __init__(
         self,
         store: Store,
@@ -81,6 +86,7 @@ class Engine:
         observers: Sequence[Any] = (),
         steer: bool = False,
     ) -> None:
+        steady_heap()  # before the writer's thread starts (see heap.py)
         self.store = store
         self.limits = limits or Limits()
         self.capacity = capacity
@@ -237,7 +243,9 @@ class Engine:
         notifier = self.store.notifier()
         while True:
             seen = notifier.version(task_id) if notifier is not None else 0
-            read = functools.partial(self.store.events, task_id=task_id, run_id=run_id, after=after)
+            read = functools.partial(
+                self.store.events, task_id=task_id, run_id=run_id, after=after, limit=self.subscribe_page
+            )
             page = await self._call(read)
             for event in page:
                 after = event.seq if task_id is not None else event.run_seq or after

@@ -1,6 +1,11 @@
 """One claimed run, from spawn to the store: the agent runs through :class:`orchestrate.Run`, its entry
 patches and raw log records stream into the store's batching writer, and its end decides the task's
-next state (done, retried, failed, cancelled)."""
+next state (done, retried, failed, cancelled).
+
+Memory stays flat in the run's length: the run streams (it keeps a window of entries; the engine reads
+only the result's figures, and the entries are the store's or the raw log's), and both producers pace
+themselves to the store (:class:`~orchestrate.store.Pace`), so what waits for it is a few MiB; while
+the engine waits, the run reads no more of the agent (run/patch_queue.py), whose pipe fills."""
 
 from __future__ import annotations
 
@@ -20,10 +25,11 @@ from ..executors.base import ExecutorOptions
 from ..process.pipes import ShutdownPolicy
 from ..registry import Registry
 from ..run import Run, RunResult
-from ..store import EventWriter, RunEnd, RunRecord, Store, StoreError, TaskRecord
+from ..store import EventWriter, Pace, RunEnd, RunRecord, Store, StoreError, TaskRecord
 from ..task import Task
 from .approvals import StoreApprovals
 from .ends import run_end
+from .heap import steady_heap
 from .observers import Observers
 from .procinfo import start_time
 from .workspaces import TurnCheckpoints, in_workspace, prepare_workspace
@@ -31,6 +37,7 @@ from .workspaces import TurnCheckpoints, in_workspace, prepare_workspace
 __all__ = ["LiveRun", "Watchdogs", "execute"]
 
 _TAIL_EVERY = 0.05
+_TAIL_BLOCK = 1 << 20  # the raw log is read this much at a time, paced between reads
 
 
 async def _record_session(store: Store, run_id: int, session: str) -> None:
@@ -44,6 +51,7 @@ class _Tail:
     def __init__(self) -> None:
         self.offset = 0
         self.partial = b""
+        self.pace: Pace | None = None
 
 
 class Watchdogs(BaseModel):
@@ -107,6 +115,7 @@ class RunSettings:
 async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: RunSettings) -> None:
     """Run ``live`` to its end and record it; never raises (except cancellation of the engine)."""
     task, record = live.task, live.run
+    steady_heap()  # (once per process: see heap.py; the engine sets it first)
     log = settings.log_dir / f"task-{task.id}-run-{record.id}.jsonl"
     result: RunResult | None = None
     error: tuple[str, str] | None = None
@@ -132,7 +141,8 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
         approvals = settings.approvals or StoreApprovals(
             store, record.id, timeout=spec.approval_timeout, poll=settings.approval_poll
         )
-        run = live.handle = Run(executor, spec, approvals, shutdown=settings.shutdown)
+        run = live.handle = Run(executor, spec, approvals, shutdown=settings.shutdown, streaming=True)
+        pace = live.tail.pace = Pace(writer)  # the patches' and the raw log's
         async with run:
             await _record_process(store, run, record.id, log)
             async with anyio.create_task_group() as tg:
@@ -150,6 +160,8 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
                     writer.put(
                         task.id, record.id, "patch", patch.model_dump_json(by_alias=True, exclude_none=True)
                     )
+                    if pace.due:
+                        await anyio.to_thread.run_sync(pace.wait)
                     session = patch.entry.metadata.session_id if patch.entry.metadata else None
                     if session and session != live.session_id:
                         live.session_id = session
@@ -158,7 +170,7 @@ async def execute(store: Store, writer: EventWriter, live: LiveRun, settings: Ru
                 tg.cancel_scope.cancel()
         if turn is not None:
             await _checkpoint_after(turn, store, live, log)
-        _tail_once(writer, live, log)
+        await anyio.to_thread.run_sync(_tail_once, writer, live, log)
     except OrchestrateError as exc:  # could not start (unknown executor, CLI missing ...): said on the task
         error = (getattr(exc, "code", None) or "start_failed", f"{type(exc).__name__}: {exc}")
     except Exception as exc:  # bad stored options, or a bug: the task says so, the engine goes on
@@ -198,16 +210,24 @@ async def _tail(writer: EventWriter, live: LiveRun, log: Path) -> None:
 
 
 def _tail_once(writer: EventWriter, live: LiveRun, log: Path) -> None:
+    """What the raw log has gained since, a block at a time, each put for the store before the next
+    is read (blocking: in a thread of its own)."""
     state = live.tail
     try:
         with log.open("rb") as f:
             f.seek(state.offset)
-            data = f.read()
+            while data := f.read(_TAIL_BLOCK):
+                state.offset += len(data)
+                lines = (state.partial + data).split(b"\n")
+                state.partial = lines.pop()
+                _mirror(writer, live, lines)
+                if state.pace is not None:
+                    state.pace.wait()
     except OSError:
         return
-    state.offset += len(data)
-    lines = (state.partial + data).split(b"\n")
-    state.partial = lines.pop()
+
+
+def _mirror(writer: EventWriter, live: LiveRun, lines: list[bytes]) -> None:
     for line in lines:
         if not line.strip():
             continue

@@ -49,6 +49,11 @@ _EOF_GRACE = 5.0
 # system allows it, process/pipes.py), so at most 4 MiB wait here.  The consumer takes the next chunk
 # as soon as it has handled one, so a longer queue would only hold more while it is stalled.
 _CHUNK_BUFFER = 4
+# A streaming run's caller takes every patch as it comes: while this many windows of patches wait
+# unread, the run reads no more of the agent (see run/patch_queue.py), and after _STALL seconds
+# without a read it takes the caller as gone and stops waiting for it.
+_UNREAD_WINDOWS = 2
+_STALL = 30.0
 _T = TypeVar("_T", WireLine, bytes)
 
 
@@ -215,7 +220,9 @@ class Run:
             yield patch
 
     async def wait(self) -> RunResult:
-        """Wait for the run to end and return its result."""
+        """Wait for the run to end and return its result.  (A streaming run no longer waits for its
+        caller to read its patches from then on: a caller that waits for the end may not read.)"""
+        self._patches.release()
         await self._done.wait()
         assert self._result is not None
         return self._result
@@ -253,8 +260,12 @@ class Run:
             normalizer = self.executor.create_normalizer()
             normalizer.work_dir = str(self.task.cwd)  # tool paths are shown relative to it
             if self.streaming:  # each entry let go of is counted in the figures as it goes
-                normalizer.bound(*(() if self._window is None else (self._window,)))
+                from ..normalizers.base import DEFAULT_WINDOW
+
+                window = self._window or DEFAULT_WINDOW
+                normalizer.bound(window)
                 normalizer.log.on_release(self._released)
+                self._patches.bound(_UNREAD_WINDOWS * window)
             self._normalizer = normalizer
         return self._normalizer
 
@@ -483,6 +494,7 @@ class Run:
                         await self._to_driver(driver.on_output, chunk.data)
                         for line in lines:
                             await self._to_driver(driver.on_line, line)
+                    await self._patches.room(_STALL)  # (at once, unless a streaming caller lags)
         finally:
             driver.on_eof()
             eof.set()

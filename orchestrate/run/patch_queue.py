@@ -5,6 +5,14 @@ the same entry takes its place (the entry is the latest state, so nothing is los
 at most one patch per entry.  Order is the order entries were first touched since the caller last
 read them; a waiting ``add`` stays an ``add`` with the newer entry, so every caller still sees an
 entry added before it is replaced, and adds in index order.
+
+Coalescing cannot fold new entries: a caller slower than the agent would still hold one patch per
+entry it has not read.  Given a ``limit`` (:meth:`PatchQueue.bound`: a streaming run's, handle.py),
+the producer awaits :meth:`PatchQueue.room` after each chunk it handles, so while ``limit`` patches
+wait unread it reads no more of the agent's output (whose pipe then fills, and the agent waits):
+what waits stays about ``limit`` patches and one chunk's worth.  A reader that takes nothing for
+``stall`` seconds has stopped reading (it broke out of its loop and waits for the end): the queue
+stops holding the producer back for good, rather than hang the run.
 """
 
 from __future__ import annotations
@@ -28,6 +36,8 @@ class PatchQueue:
         self._closed = False
         self._changed = anyio.Event()
         self._asleep = False  # a reader waits on _changed: the next put must wake it
+        self._limit: int | None = None  # see bound()
+        self._room: anyio.Event | None = None  # the producer waits on it for the reader to take
 
     def __len__(self) -> int:
         return len(self._waiting)
@@ -46,6 +56,29 @@ class PatchQueue:
         """No more patches will come: a reader gets what waits, then the end."""
         self._closed = True
         self._changed.set()
+        self.release()
+
+    def bound(self, limit: int) -> None:
+        """From now on the producer's :meth:`room` waits while ``limit`` patches wait unread."""
+        self._limit = limit
+
+    def release(self) -> None:
+        """The producer no longer waits for room (the reader will not read at its pace)."""
+        self._limit = None
+        if self._room is not None:
+            self._room.set()
+
+    async def room(self, stall: float) -> None:
+        """Wait while ``limit`` patches or more wait unread; ``stall``: see the module's text."""
+        while self._limit is not None and len(self._waiting) >= self._limit:
+            room = self._room = anyio.Event()
+            try:
+                with anyio.move_on_after(stall):
+                    await room.wait()
+            finally:
+                self._room = None
+            if not room.is_set():
+                self.release()
 
     def discard(self) -> None:
         """Close and drop what waits (nobody will read it)."""
@@ -61,4 +94,8 @@ class PatchQueue:
                 self._changed = anyio.Event()  # it would wait on one nobody sets, even at close
                 self._asleep = True
             await self._changed.wait()
-        return self._waiting.popitem(last=False)[1]
+        patch = self._waiting.popitem(last=False)[1]
+        # The producer goes on once half the limit is read: woken per chunk, not per patch.
+        if self._room is not None and self._limit is not None and len(self._waiting) <= self._limit // 2:
+            self._room.set()
+        return patch

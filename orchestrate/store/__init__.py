@@ -20,7 +20,7 @@ from .errors import (
 )
 from .records import TERMINAL, ApprovalRecord, Event, Limits, RunRecord, TaskRecord, TaskSpec
 from .store import RunEnd, Store
-from .writer import EventWriter, WriteTrouble
+from .writer import EventWriter, Pace, WriteTrouble
 
 __all__ = [
     "TERMINAL",
@@ -30,6 +30,7 @@ __all__ = [
     "EventWriter",
     "Limits",
     "NotFoundError",
+    "Pace",
     "RunEnd",
     "RunRecord",
     "Store",

@@ -4,8 +4,12 @@ event.
 
 When the store cannot be written (locked, full, read-only) the batch stays at the head of the queue and
 is retried with backoff, and the trouble is reported per run; events keep arriving in memory up to a
-bound, past which they are counted as dropped (the run's raw log on disk still has them).  Nothing here
-raises into the caller.
+bound (a count of events and a count of bytes), past which they are counted as dropped (the run's raw
+log on disk still has them).  Nothing here raises into the caller.
+
+:meth:`EventWriter.put` never waits, so a producer faster than the store (an agent flooding entries)
+would fill the queue up to that bound: a producer that can wait paces itself with
+:meth:`EventWriter.wait_below` (see engine/runner.py), and the queue holds a few MiB, not the run.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from .errors import StoreBusyError, StoreError, StoreFullError, StoreReadOnlyErr
 from .rows import NewEvent
 from .store import Store
 
-__all__ = ["EventWriter", "WriteTrouble"]
+__all__ = ["EventWriter", "Pace", "WriteTrouble"]
 
 
 @dataclass
@@ -50,17 +54,22 @@ class EventWriter:
         batch: int = 1000,
         interval: float = 0.02,
         max_pending: int = 200_000,
+        max_pending_bytes: int = 256 << 20,
         max_backoff: float = 1.0,
     ) -> None:
         self.store = store
         self.batch = batch
         self.interval = interval
         self.max_pending = max_pending
+        self.max_pending_bytes = max_pending_bytes
+        """What waits may not pass this either: a raw record is a chunk read from the agent, up to
+        1 MiB, so a count of events alone bounds nothing."""
         self.max_backoff = max_backoff
         self.trouble: dict[int, WriteTrouble] = {}
         """Per task id: the problem its events met, if any (read after :meth:`flush`)."""
         self.written = 0
         self._pending: deque[NewEvent] = deque()
+        self._pending_bytes = 0  # the data of what waits (len of each event's data)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._flushed = threading.Condition(self._lock)
@@ -80,7 +89,8 @@ class EventWriter:
         """Queue one event; never blocks on the store, never raises."""
         with self._lock:
             self._accepted += 1
-            if len(self._pending) >= self.max_pending:
+            size = len(data)
+            if len(self._pending) >= self.max_pending or self._pending_bytes + size > self.max_pending_bytes:
                 self._done += 1
                 trouble = self.trouble.get(task_id)
                 if trouble is None:
@@ -90,6 +100,7 @@ class EventWriter:
                 self._flushed.notify_all()
                 return
             self._pending.append((task_id, run_id, kind, data, time.time()))
+            self._pending_bytes += size
             if len(self._pending) >= self.batch:
                 self._wake.notify()
 
@@ -102,6 +113,24 @@ class EventWriter:
             while self._done < target:
                 remaining = None if deadline is None else deadline - time.monotonic()
                 if remaining is not None and remaining <= 0:
+                    return False
+                self._flushed.wait(remaining)
+            return True
+
+    @property
+    def pending_bytes(self) -> int:
+        """The data of the events waiting to be stored."""
+        return self._pending_bytes
+
+    def wait_below(self, limit: int, timeout: float) -> bool:
+        """Wait (up to ``timeout``) until at most ``limit`` bytes of events wait; False on timeout.
+        For a producer that paces itself to the store: blocking, so from a thread of its own."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            self._wake.notify()  # write now, not at the next interval
+            while self._pending_bytes > limit:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
                     return False
                 self._flushed.wait(remaining)
             return True
@@ -150,7 +179,7 @@ class EventWriter:
         now = time.monotonic()
         with self._lock:
             for _ in batch:
-                self._pending.popleft()
+                self._pending_bytes -= len(self._pending.popleft()[3])
             self._done += len(batch)
             self.written += len(batch)
             self._cause = None
@@ -173,7 +202,8 @@ class EventWriter:
     def _drop(self, n: int) -> None:
         with self._lock:
             for _ in range(n):
-                task_id = self._pending.popleft()[0]
+                task_id, _, _, data, _ = self._pending.popleft()
+                self._pending_bytes -= len(data)
                 self.trouble[task_id].dropped += 1
             self._done += n
             self._flushed.notify_all()
@@ -182,11 +212,35 @@ class EventWriter:
         # Closing while the store still fails: count what is left as dropped, so no flush waits forever.
         with self._lock:
             while self._pending:
-                task_id = self._pending.popleft()[0]
+                task_id, _, _, data, _ = self._pending.popleft()
+                self._pending_bytes -= len(data)
                 trouble = self.trouble.setdefault(task_id, WriteTrouble(StoreError("the writer stopped")))
                 trouble.dropped += 1
                 self._done += 1
             self._flushed.notify_all()
+
+
+class Pace:
+    """One producer's pace to the store: once more than ``high`` bytes wait to be written, it waits
+    until half of that is left, so what waits stays a few MiB whatever the producer makes.  A wait
+    that runs out (a store locked for ``timeout`` seconds) turns pacing off for this producer: it
+    goes on as if unpaced, and the writer's own bounds apply (events dropped are said on the run)."""
+
+    def __init__(self, writer: EventWriter, high: int = 4 << 20, timeout: float = 10.0) -> None:
+        self.writer = writer
+        self.high = high
+        self.timeout = timeout
+        self.on = True
+
+    @property
+    def due(self) -> bool:
+        """Whether :meth:`wait` would wait (cheap: no lock)."""
+        return self.on and self.writer.pending_bytes > self.high
+
+    def wait(self) -> None:
+        """Wait until the store has caught up, if it must (blocking: from a thread of its own)."""
+        if self.due and not self.writer.wait_below(self.high // 2, self.timeout):
+            self.on = False
 
 
 def _overflow() -> StoreError:
