@@ -349,16 +349,31 @@ def test_runs_recorded_in_a_new_store_fork_their_supervisors_too(warm: Warm, tmp
     wait_for(lambda: not pid_alive(agent), "the agent ends")
 
 
-def stopped_by_two_sigterms(env: dict[str, str], cwd: Path, pid_file: Path) -> tuple[int, str, str]:
+def stopped_by_two_sigterms(
+    env: dict[str, str], cwd: Path, pid_file: Path, nohup: bool = False
+) -> tuple[int, str, str]:
     """A run whose agent hangs, sent SIGTERM (the run interrupts the turn and says so), then SIGTERM
-    again (it stops now): its exit code, stdout and stderr."""
+    again (it stops now): its exit code, stdout and stderr.  ``nohup``: started ignoring SIGHUP, as
+    `nohup` starts it, and sent SIGHUP first."""
+
+    def ignore_hangups() -> None:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+
     err = cwd / f"{pid_file.stem}.err"
     with err.open("w") as stderr:
         proc = subprocess.Popen(
             command("hang"), env={**env, "FAKE_PID_FILE": str(pid_file)}, cwd=cwd,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True,
+            preexec_fn=ignore_hangups if nohup else None,
         )  # fmt: skip
     wait_for(lambda: pid_file.exists() and pid_file.read_text(), "the agent hangs")
+    if nohup:
+        proc.send_signal(signal.SIGHUP)
+        # Time for a run that listens to it to say so (it would, within a few ms): none passes a
+        # check that comes later, but nothing here depends on the wait to pass.
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline and "SIGHUP" not in err.read_text():
+            time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     wait_for(lambda: "interrupting" in err.read_text(), "the run says it interrupts")
     proc.send_signal(signal.SIGTERM)
@@ -378,6 +393,17 @@ def test_signals_to_the_command_reach_the_run(warm: Warm, tmp_path: Path) -> Non
     for pid_file in ("cold.pid", "hot.pid"):
         agent = int((tmp_path / pid_file).read_text())
         wait_for(lambda agent=agent: not pid_alive(agent), "the agents end")
+
+
+@pytest.mark.parametrize("handed", [False, True], ids=["cold", "warm"])
+def test_a_run_started_ignoring_hangups_ignores_them(warm: Warm, tmp_path: Path, handed: bool) -> None:
+    # `nohup orchestrate run ...`: the terminal's SIGHUP neither interrupts nor stops the run (a
+    # cold run listened for it all the same; a handed-over one had it forwarded).
+    env = environment(warm, tmp_path, ORCHESTRATE_WARM="1" if handed else "0")
+    code, out, err = stopped_by_two_sigterms(env, tmp_path, tmp_path / "nohup.pid", nohup=True)
+    assert warm.runs() == int(handed)
+    assert "SIGTERM: interrupting" in err and "SIGHUP" not in err, err
+    assert code != 0 and result_line(out)["outcome"]
 
 
 def test_a_server_killed_takes_its_runs_with_it_and_the_command_says_so(warm: Warm, tmp_path: Path) -> None:

@@ -697,7 +697,10 @@ def _showing(view: View) -> Iterator[None]:
 
 
 async def _on_stop_signals(run: Run, asker: TerminalPrompt | None = None) -> None:
-    with anyio.open_signal_receiver(*STOP_SIGNALS) as signals:
+    # Not a signal we were started ignoring: `nohup orchestrate run ...` outlives its terminal, and
+    # a background job of a non-interactive shell is not stopped by the Ctrl-C meant for the shell.
+    wanted = [sig for sig in STOP_SIGNALS if signal.getsignal(sig) != signal.SIG_IGN]
+    with anyio.open_signal_receiver(*wanted) as signals:
         async with anyio.create_task_group() as tg:
             async for sig in signals:
                 _stopped_by.append(sig)

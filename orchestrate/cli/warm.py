@@ -176,7 +176,8 @@ def _wait(conn: _socket.socket, child: int) -> NoReturn:
             pass  # it has just ended: its status is on its way
 
     for sig in FORWARDED:
-        _signal.signal(sig, forward)
+        if _signal.getsignal(sig) != _signal.SIG_IGN:  # (nohup: the run ignores it, as ours would)
+            _signal.signal(sig, forward)
     conn.settimeout(None)  # as long as the run: the server answers when the child has ended
     try:
         status = conn.recv(64)
