@@ -1,0 +1,272 @@
+"""``orchestrate warm`` under review (cli/warm.py, cli/warm_server.py): what a hostile peer, a slow
+server, a person at a terminal or the server's own start could do to the promises the two modules
+make (tests/test_warm.py holds the plain cases; the helpers are its own).
+
+Each test here failed on the code before the fix it names: a command that gave up waiting was run a
+second time behind its back, a silent connection held up every other command, ``preload`` ran the
+command line it was started with again, Ctrl-Z left the run going, the server's own inherited
+descriptors were the run's, a socket of another user was sent the environment, and the run wrote
+in the server's encoding."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from .helpers import ROOT, pid_alive
+from .test_warm import (
+    WAIT,
+    Warm,
+    command,
+    environment,
+    hanging,
+    start_server,
+    stop_server,
+    wait_for,
+    where,
+    where_from_proc,
+)
+
+
+@pytest.fixture
+def warm(tmp_path: Path) -> Iterator[Warm]:
+    server = start_server(tmp_path / "warm")
+    yield server
+    stop_server(server)
+
+
+def results(stdout: str) -> int:
+    """How many runs wrote to this stdout (a result line each)."""
+    return sum(1 for line in stdout.splitlines() if line.startswith('{"type":"result"'))
+
+
+def state(pid: int) -> str:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2]
+
+
+# --- a command that went cold is never also run warm ----------------------------------------------
+
+
+def test_a_command_that_gave_up_waiting_is_not_run_again_behind_its_back(warm: Warm, tmp_path: Path) -> None:
+    # The server is too slow to answer (stopped here: a loaded machine, a long fingerprint walk):
+    # the command stops waiting and runs cold.  When the server comes to its request, that run
+    # must not start again, warm, with the same prompt, on the same stdout.
+    warm.proc.send_signal(signal.SIGSTOP)
+    try:
+        proc = subprocess.Popen(
+            command("where text=1"), env=environment(warm, tmp_path), cwd=tmp_path, stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        proc.wait(90)  # (its stdout stays open: the server holds it, in the request not yet read)
+    finally:
+        warm.proc.send_signal(signal.SIGCONT)
+    out, err = proc.communicate(timeout=90)  # until every copy of its stdout is closed
+    assert proc.returncode == 0, err
+    assert where(out)["up"][2] != warm.proc.pid  # cold
+    assert results(out) == 1, out  # and only cold
+    assert warm.proc.poll() is None
+
+
+def test_a_connection_that_sends_nothing_holds_up_no_other_command(warm: Warm, tmp_path: Path) -> None:
+    # Connected and silent (a command stopped or stuck before its request, or anything else of
+    # ours): the server waits for each one's request, but not before serving the others.
+    silent = []
+    for _ in range(4):
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        conn.connect(str(warm.socket))
+        silent.append(conn)
+    try:
+        done = subprocess.run(
+            command("where text=1"), env=environment(warm, tmp_path), cwd=tmp_path, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+    finally:
+        for conn in silent:
+            conn.close()
+    assert done.returncode == 0, done.stderr
+    assert results(done.stdout) == 1, done.stdout
+    assert where(done.stdout)["up"][2] == warm.proc.pid  # warm, not cold after a wait
+    assert warm.runs() == 1
+
+
+# --- the server's start ------------------------------------------------------------------------------
+
+
+def test_preload_does_not_run_the_command_line_again(tmp_path: Path) -> None:
+    # preload imports every module of the package; orchestrate/__main__.py is the command itself,
+    # and importing it ran `orchestrate ARGS...` with the server's own arguments (a second server,
+    # nested in the first one's import).  Here ARGS is --version: it would print it and exit.
+    script = (
+        "import sys\n"
+        "sys.argv = ['orchestrate', '--version']\n"
+        "from orchestrate.cli.warm_server import preload\n"
+        "names = preload()\n"
+        "print('preloaded', 'orchestrate.cli.main' in names)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(ROOT)}, cwd=tmp_path,
+        capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "preloaded True\n"
+
+
+def test_descriptors_the_server_inherited_are_not_the_runs(tmp_path: Path) -> None:
+    # Whoever started the server may have left descriptors open in it (a pipe it waits on for EOF,
+    # a log): a cold run has its command's, never those.
+    read, write = os.pipe()
+    try:
+        os.set_inheritable(write, True)
+        directory = tmp_path / "warm"
+        server = _server_with(directory, [write])
+        try:
+            os.close(write)
+            write = -1
+            proc, agent, run_pid = hanging(server, tmp_path)
+            try:
+                mine = os.fstat(read)
+                pipes = []
+                for fd in os.listdir(f"/proc/{run_pid}/fd"):
+                    try:
+                        info = os.stat(f"/proc/{run_pid}/fd/{fd}")
+                    except OSError:
+                        continue
+                    if (info.st_dev, info.st_ino) == (mine.st_dev, mine.st_ino):
+                        pipes.append(fd)
+                assert pipes == []
+            finally:
+                proc.kill()
+                proc.communicate(timeout=WAIT)
+                wait_for(lambda: not pid_alive(agent), "the agent ends")
+        finally:
+            stop_server(server)
+    finally:
+        os.close(read)
+        if write >= 0:
+            os.close(write)
+
+
+def _server_with(directory: Path, fds: list[int]) -> Warm:
+    """start_server, with ``fds`` left open in the server (as a shell or a service manager may)."""
+    real = subprocess.Popen
+
+    def popen(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
+        return real(*args, pass_fds=fds, **kwargs)  # type: ignore[call-overload, no-any-return]
+
+    subprocess.Popen = popen  # type: ignore[assignment, misc]
+    try:
+        return start_server(directory)
+    finally:
+        subprocess.Popen = real  # type: ignore[misc]
+
+
+# --- the person at the terminal ----------------------------------------------------------------------
+
+
+def test_ctrl_z_stops_the_run_and_fg_lets_it_go_on(warm: Warm, tmp_path: Path) -> None:
+    # Ctrl-Z stops the terminal's foreground group: a cold run is in it, and stops (it neither
+    # prints over the shell nor asks on its terminal while the shell reads it).  A warm run is in
+    # another session: the command stops it.  (process_group: a group of its own, as a shell's job;
+    # not orphaned, so SIGTSTP stops it.)
+    pid_file = tmp_path / "agent.pid"
+    proc = subprocess.Popen(
+        command("where hang"), env=environment(warm, tmp_path, FAKE_PID_FILE=str(pid_file)), cwd=tmp_path,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, process_group=0,
+    )  # fmt: skip
+    try:
+        wait_for(lambda: pid_file.exists() and pid_file.read_text(), "the agent hangs")
+        agent = int(pid_file.read_text())
+        run_pid = where_from_proc(agent)[2]  # agent <- supervisor <- run
+        assert f"run {run_pid}" in warm.said()
+        os.killpg(proc.pid, signal.SIGTSTP)
+        wait_for(lambda: state(proc.pid) == "T", "the command stops")
+        wait_for(lambda: state(run_pid) == "T", "the run stops with it")
+        os.killpg(proc.pid, signal.SIGCONT)  # fg
+        wait_for(lambda: state(proc.pid) != "T" and state(run_pid) != "T", "both go on")
+    finally:
+        proc.kill()
+        proc.wait(WAIT)
+
+
+# --- trust ------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="needs another user to listen as")
+def test_a_socket_of_another_user_in_our_directory_is_sent_nothing(tmp_path: Path) -> None:
+    # The directory check (ours, 0700, no symlink) is made before the connect: a directory swapped
+    # in between (its parent writable by another user), or a socket another user's server listens
+    # on put there, and the command would hand that user its environment (API keys), its streams
+    # and its terminal.  The command checks its peer (SO_PEERCRED) as the server checks its own.
+    nobody = pwd.getpwnam("nobody")
+    base = Path(tempfile.mkdtemp(prefix="orchestrate-warm-"))
+    try:
+        base.chmod(0o777)
+        theirs = base / "theirs.sock"
+        got = base / "got"
+        script = (
+            "import os, socket, sys\n"
+            f"os.setgid({nobody.pw_gid}); os.setuid({nobody.pw_uid})\n"
+            "s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET); s.bind(sys.argv[1]); s.listen(1)\n"
+            "print('listening', flush=True)\n"
+            "s.settimeout(60); c, _ = s.accept(); c.settimeout(60)\n"
+            "data = c.recv(1 << 20)\n"
+            "open(sys.argv[2], 'w').write(str(len(data)))\n"
+            "c.send(b'n')\n"
+        )
+        listener = subprocess.Popen(
+            [sys.executable, "-c", script, str(theirs), str(got)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        try:
+            assert listener.stdout is not None and listener.stdout.readline() == "listening\n"
+            ours = tmp_path / "ours"
+            ours.mkdir(mode=0o700)
+            theirs.rename(ours / "warm.sock")  # the socket stays theirs: bound and listened on by them
+            env = {**os.environ, "PYTHONPATH": str(ROOT), "ORCHESTRATE_STORE": "off"}
+            env.update(ORCHESTRATE_WARM="1", ORCHESTRATE_WARM_SOCKET=str(ours / "warm.sock"))
+            env.update(ORCHESTRATE_HOME=str(tmp_path / "home"), SECRET_API_KEY="sk-not-theirs")
+            done = subprocess.run(
+                command("where"), env=env, cwd=tmp_path, capture_output=True, text=True, timeout=90,
+                stdin=subprocess.DEVNULL,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stderr  # cold
+            listener.wait(WAIT)
+            assert not got.exists() or got.read_text() == "0"  # connected at most: sent nothing
+        finally:
+            listener.kill()
+            listener.wait(WAIT)
+    finally:
+        shutil.rmtree(base)
+
+
+# --- the run as a cold one -------------------------------------------------------------------------
+
+
+def test_the_run_writes_in_the_commands_encoding(warm: Warm, tmp_path: Path) -> None:
+    # PYTHONIOENCODING (or the locale, or -X utf8) made the command's streams: the run's are the
+    # same, not the server's.
+    def text(warm_or_not: str) -> bytes:
+        done = subprocess.run(
+            command("héllo text=1")[:-3] + ["héllo text=1"],
+            env=environment(warm, tmp_path, PYTHONIOENCODING="latin-1", ORCHESTRATE_WARM=warm_or_not),
+            cwd=tmp_path, capture_output=True, timeout=90, stdin=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    cold, hot = text("0"), text("1")
+    assert warm.runs() == 1
+    assert "héllo".encode("latin-1") in cold
+    assert "héllo".encode("latin-1") in hot
+
