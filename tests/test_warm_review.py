@@ -10,6 +10,7 @@ in the server's encoding."""
 
 from __future__ import annotations
 
+import marshal
 import os
 import pwd
 import shutil
@@ -29,7 +30,9 @@ from .test_warm import (
     Warm,
     command,
     environment,
+    good_request,
     hanging,
+    send,
     start_server,
     stop_server,
     wait_for,
@@ -245,7 +248,7 @@ def test_a_socket_of_another_user_in_our_directory_is_sent_nothing(tmp_path: Pat
             assert not got.exists() or got.read_text() == "0"  # connected at most: sent nothing
         finally:
             listener.kill()
-            listener.wait(WAIT)
+            listener.communicate(timeout=WAIT)
     finally:
         shutil.rmtree(base)
 
@@ -258,7 +261,7 @@ def test_the_run_writes_in_the_commands_encoding(warm: Warm, tmp_path: Path) -> 
     # same, not the server's.
     def text(warm_or_not: str) -> bytes:
         done = subprocess.run(
-            command("héllo text=1")[:-3] + ["héllo text=1"],
+            [*command("héllo text=1")[:-3], "héllo text=1"],
             env=environment(warm, tmp_path, PYTHONIOENCODING="latin-1", ORCHESTRATE_WARM=warm_or_not),
             cwd=tmp_path, capture_output=True, timeout=90, stdin=subprocess.DEVNULL,
         )  # fmt: skip
@@ -270,3 +273,19 @@ def test_the_run_writes_in_the_commands_encoding(warm: Warm, tmp_path: Path) -> 
     assert "héllo".encode("latin-1") in cold
     assert "héllo".encode("latin-1") in hot
 
+
+def test_a_request_with_streams_python_cannot_make_is_refused(warm: Warm) -> None:
+    # (the stream settings the command sends since the fix above: checked like every other field,
+    # so a codec Python does not know is a "no", not a traceback in a forked run)
+    good = good_request(["run", "--help"], {})
+    bad = (*good[:11], (False, (("no-such-codec", "strict"), ("utf-8", "strict"), ("utf-8", "strict"))))
+    fds = [os.open(os.devnull, os.O_RDWR) for _ in range(3)]
+    try:
+        assert send(warm, marshal.dumps(bad), fds) == [b"n"]
+        assert send(warm, marshal.dumps((*good[:11], (False, (("utf-8", "no-such-handler"),) * 3))), fds) == [
+            b"n"
+        ]
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert warm.runs() == 0

@@ -7,11 +7,14 @@ anyio, click, the run) before its first entry, and the agents that answer fastes
 app-server in ~180 ms, the Codex ACP adapter in ~40 ms) then wait for us.  ``orchestrate warm``
 (cli/warm_server.py) loads all of it once and waits on a Unix socket; this module, the first thing
 the command does, hands it the run: its arguments, working directory, environment, umask and its
-standard streams (and its terminal, if it has one) as file descriptors, its nice value and its
-resource limits.  The server forks a child
+standard streams (and its terminal, if it has one) as file descriptors with their encodings, its
+nice value and its resource limits.  The server forks a child
 that *is* the run, with those streams as its own: it prints straight to our stdout, reads our
-stdin, asks on our terminal.  We only wait: signals we get (Ctrl-C, SIGTERM, a window resize) are
-passed to the child, and its exit status becomes ours (the same code, or the same signal).
+stdin, asks on our terminal.  It starts when we say "g", having read its pid: we stop waiting for
+the server after a few seconds and run cold, and a child we never said it to never runs (else the
+prompt could run twice).  We only wait: signals we get (Ctrl-C, SIGTERM, a window resize) are
+passed to the child, Ctrl-Z stops it with us (it is in no job of the shell's: a cold run stops as
+part of ours), and its exit status becomes ours (the same code, or the same signal).
 
 Nothing here is required: no server, a socket we do not trust, a server of another version or
 installation, or any error before the child exists, and the command goes on cold, as if this
@@ -20,7 +23,9 @@ never tries.  Only ``orchestrate run`` goes warm: the command whose first entry 
 
 The socket's directory must be ours and closed to everyone else (mode 0700, no symlink): a
 socket planted by another user would be handed our environment (API keys) and our terminal.  The
-server checks its peer is of its own user (SO_PEERCRED) as well.
+check comes before the connect, so the command also checks its peer is of its own user
+(SO_PEERCRED) before it sends anything (a directory swapped in between, a socket another user
+listens on moved into ours), and the server checks its peer likewise.
 
 If we die (even SIGKILL) the server sees our end of the socket close and kills the child, whose
 supervisor then kills the agent's tree, as when a cold run is killed; if the server dies, its
@@ -57,10 +62,9 @@ __all__ = [
 
 WARM_ENV = "ORCHESTRATE_WARM"
 WARM_SOCKET_ENV = "ORCHESTRATE_WARM_SOCKET"
-PROTOCOL = 1
+PROTOCOL = 2
 # What a terminal or a caller sends that the run itself must see: what a supervisor passes on to
-# its agent, and a resized window.  Not SIGTSTP: Ctrl-Z stops this waiting process, as the shell
-# expects, while the run goes on (as a cold run's agent does).
+# its agent, and a resized window (and SIGTSTP: Ctrl-Z stops the run with us, see _wait).
 FORWARDED = (*supervisor.FORWARDED, _signal.SIGWINCH)
 _CONNECT_SECONDS = 2.0  # a server that does not take us at once is busy or stuck: go cold
 _REPLY_SECONDS = 5.0  # its fork; a machine in trouble gets the cold path
@@ -119,6 +123,9 @@ def _start(conn: _socket.socket, path: str, args: list[str]) -> int | None:
 
     conn.settimeout(_CONNECT_SECONDS)
     conn.connect(path)
+    peer = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)  # pid, uid, gid
+    if int.from_bytes(peer[4:8], sys.byteorder) != os.getuid():
+        return None  # a server of another user: it is told nothing
     fds = [0, 1, 2]
     try:
         tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)
@@ -149,6 +156,10 @@ def _start(conn: _socket.socket, path: str, args: list[str]) -> int | None:
             tty >= 0,
             os.getpriority(os.PRIO_PROCESS, 0),
             limits,
+            (
+                bool(getattr(sys.stdout, "write_through", False)),  # -u, PYTHONUNBUFFERED
+                tuple(_settings(s) for s in (sys.stdin, sys.stdout, sys.stderr)),
+            ),
         )
         ints = b"".join(fd.to_bytes(4, sys.byteorder, signed=True) for fd in fds)
         conn.sendmsg([marshal.dumps(request)], [(_socket.SOL_SOCKET, _socket.SCM_RIGHTS, ints)])
@@ -159,7 +170,13 @@ def _start(conn: _socket.socket, path: str, args: list[str]) -> int | None:
     reply = conn.recv(64)
     if reply[:1] != b"p" or len(reply) != 5:
         return None  # "no": stale, another version, refused; or the server went away
+    conn.send(b"g")  # from here on the run is this child's (cli/warm_server.py: the go)
     return int.from_bytes(reply[1:], sys.byteorder, signed=True)
+
+
+def _settings(stream: object) -> tuple[str, str]:
+    """A standard stream's encoding and errors, as this Python made them at its start."""
+    return (getattr(stream, "encoding", None) or "utf-8", getattr(stream, "errors", None) or "strict")
 
 
 def package_dir() -> str:
@@ -175,9 +192,20 @@ def _wait(conn: _socket.socket, child: int) -> NoReturn:
         except OSError:
             pass  # it has just ended: its status is on its way
 
+    def stop(sig: int, frame: object) -> None:
+        # Ctrl-Z: the run stops, then we do, as the shell expects; at fg (or bg) both go on.  If we
+        # do not stop (a group no shell controls ignores it), the run goes on at once.
+        forward(_signal.SIGSTOP, frame)
+        _signal.signal(_signal.SIGTSTP, _signal.SIG_DFL)
+        os.kill(os.getpid(), _signal.SIGTSTP)
+        _signal.signal(_signal.SIGTSTP, stop)
+        forward(_signal.SIGCONT, frame)
+
     for sig in FORWARDED:
         if _signal.getsignal(sig) != _signal.SIG_IGN:  # (nohup: the run ignores it, as ours would)
             _signal.signal(sig, forward)
+    if _signal.getsignal(_signal.SIGTSTP) != _signal.SIG_IGN:
+        _signal.signal(_signal.SIGTSTP, stop)
     conn.settimeout(None)  # as long as the run: the server answers when the child has ended
     try:
         status = conn.recv(64)

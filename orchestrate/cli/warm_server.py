@@ -3,16 +3,26 @@
 The command's side is cli/warm.py (read it first: what is handed over, and why it is safe).  Here,
 the server: it loads the CLI, every built-in executor with its driver and normalizer, the store and
 the entry models' validators (:func:`preload`), then waits on its socket (a directory of its own
-user, mode 0700).  For each command that connects it checks the peer is of its own user, that the
+user, mode 0700).  It waits for each command's request (at most :data:`_REQUEST_SECONDS`) while
+serving the others: one that connects and says nothing holds up nobody.  For each request it checks
+the peer is of its own user, that the
 command is of the same installation (interpreter, package directory, Python version), that no
 source file of the package has changed on disk since it started (an upgrade, an edit: it then says
 no, so the command runs cold, and stops taking runs), and that a child of its can take the
-command's nice value and resource limits (only root raises them); then it forks.  The child
-becomes the run (:func:`_become`): the command's standard streams as 0, 1 and 2 and its terminal
+command's nice value and resource limits (only root raises them); then it forks, and the child
+waits for the command's go (below).  The child then
+becomes the run (:func:`_become`): the command's standard streams as 0, 1 and 2 (in its encoding,
+buffered as its own were) and its terminal
 given to the approval prompt (process/tty.py), its directory, umask, nice value, resource limits,
 environment and arguments, a session of its own (no
-controlling terminal), the signals as a fresh process has them; then ``orchestrate ARGS...`` as the
-command would have run it (cli/early.py's ``command``: the early start included).
+controlling terminal), no descriptor of the server's but the command's, the signals as a fresh
+process has them; then ``orchestrate ARGS...`` as the command would have run it (cli/early.py's
+``command``: the early start included).
+
+The go: the command stops waiting for our answer after a few seconds and runs cold (a server that
+is stopped, or too slow), and it may do so just as we fork.  So the child runs nothing before the
+command, having read its pid, says "g": a command that went cold never says it (its end closes, and
+the child is killed having done nothing), and one that said it is committed to this run.
 
 Process lifetime: each child has ``PR_SET_PDEATHSIG`` (the server's death kills it, and its
 supervisor then the agent's tree); the server watches each command's end of the socket and kills
@@ -23,6 +33,7 @@ it takes no more runs, passes SIGTERM to the running ones and waits for them (at
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import gc
 import importlib
@@ -52,7 +63,7 @@ __all__ = ["STOP_SECONDS", "WarmServer", "listening", "preload", "stop_server"]
 
 STOP_SECONDS = 10.0
 _MAX_REQUEST = 1 << 20  # arguments and environment; a bigger one is refused (the command goes cold)
-_REQUEST_SECONDS = 2.0  # the command sends its request right after connecting
+_REQUEST_SECONDS = 2.0  # the command sends its request right after connecting (then: closed)
 _FDS = 4  # stdin, stdout, stderr, and the terminal if there is one
 _MAX_LEARNED = 1 << 16  # bytes of module names a run reports (a pipe's buffer: never blocks)
 _VOUCHED_TOPS: set[str] = set()  # the distributions of the modules the preload loaded
@@ -153,6 +164,8 @@ class _Request:
     terminal: bool
     nice: int
     limits: dict[int, tuple[int, int]]
+    unbuffered: bool  # python -u, PYTHONUNBUFFERED: the command's stdout writes through
+    streams: tuple[tuple[str, str], ...]  # the command's sys.stdin, stdout, stderr: encoding, errors
 
 
 @dataclass(eq=False)
@@ -167,6 +180,8 @@ class WarmServer:
     _selector: selectors.BaseSelector = field(default_factory=selectors.DefaultSelector)
     _inode: int = 0
     _learning: dict[int, bytearray] = field(default_factory=dict)  # a run's pipe -> what it said
+    _requests: dict[socket.socket, float] = field(default_factory=dict)  # not read yet: deadline
+    _go: dict[int, int] = field(default_factory=dict)  # child waiting for its go: the pipe's write end
 
     def run(self) -> int:
         """Serve until stopped or idle; the exit code."""
@@ -202,7 +217,13 @@ class WarmServer:
                 if timeout is not None and timeout <= 0:
                     self.said("orchestrate warm: idle, stopping")
                     return 0
+                if self._requests:
+                    first = min(self._requests.values()) - time.monotonic()
+                    timeout = max(0.0, first if timeout is None else min(timeout, first))
                 for key, _ in selector.select(timeout):
+                    if selector.get_map().get(key.fd) is not key:
+                        continue  # closed by an event before it in this batch (a reaped run's)
+                    conn: socket.socket = key.fileobj  # type: ignore[assignment]
                     if key.data == "wake":
                         with contextlib.suppress(OSError):
                             while os.read(wake_r, 512):
@@ -214,14 +235,22 @@ class WarmServer:
                             stop[0] = True
                     elif key.data == "listen":
                         with contextlib.suppress(BlockingIOError, InterruptedError):
-                            conn, _ = listener.accept()
+                            accepted, _ = listener.accept()
                             last = time.monotonic()
-                            stale = self._serve(conn, selector, loaded, listener, wake_r, wake_w)
-                            if stale:
-                                self.said("orchestrate warm: the installation changed, stopping")
-                                stop[0] = True
+                            accepted.setblocking(False)
+                            selector.register(accepted, selectors.EVENT_READ, "request")
+                            self._requests[accepted] = last + _REQUEST_SECONDS
+                    elif key.data == "request":
+                        del self._requests[conn]
+                        selector.unregister(conn)
+                        if self._serve(conn, selector, loaded, listener, wake_r, wake_w):
+                            self.said("orchestrate warm: the installation changed, stopping")
+                            stop[0] = True
+                    elif key.data == "go":
+                        self._let_go(conn, selector)
                     else:
-                        self._command_gone(key.fileobj, selector)  # type: ignore[arg-type]
+                        self._command_gone(conn, selector)
+                self._expire(selector)
                 if self._children:
                     last = time.monotonic()
         finally:
@@ -266,6 +295,7 @@ class WarmServer:
     def _close(self, selector: selectors.BaseSelector, listener: socket.socket) -> bool:
         selector.unregister(listener)
         listener.close()
+        self._expire(selector, everyone=True)  # their commands go cold
         with contextlib.suppress(OSError):
             if Path(self.path).stat().st_ino == self._inode:  # not a newer server's socket
                 Path(self.path).unlink()
@@ -280,6 +310,15 @@ class WarmServer:
     def _overdue(self) -> bool:
         return self._stopping is not None and time.monotonic() - self._stopping > STOP_SECONDS
 
+    def _expire(self, selector: selectors.BaseSelector, everyone: bool = False) -> None:
+        """Close the connections whose request has not come in time (their commands go cold)."""
+        now = time.monotonic()
+        for conn, deadline in list(self._requests.items()):
+            if everyone or deadline <= now:
+                del self._requests[conn]
+                selector.unregister(conn)
+                conn.close()
+
     # --- the runs --------------------------------------------------------------------------------
 
     def _serve(
@@ -290,11 +329,11 @@ class WarmServer:
         listener: socket.socket,
         *pipe: int,
     ) -> bool:
-        """Take one command's request: fork its run, or say no.  True if we are out of date."""
+        """Take one command's request (it is there: the socket was readable): fork its run, waiting
+        for the command's go, or say no.  True if we are out of date."""
         request: _Request | None = None
+        pid = 0
         try:
-            conn.setblocking(True)
-            conn.settimeout(_REQUEST_SECONDS)
             request = self._read(conn)
             if request is None or not _can_become(request):
                 conn.send(b"n")
@@ -302,27 +341,33 @@ class WarmServer:
             if _fingerprint() != loaded:
                 conn.send(b"n")
                 return True
+            go_r, go_w = os.pipe2(os.O_CLOEXEC)
             learn, told = os.pipe2(os.O_CLOEXEC)
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError:
+                for fd in (go_r, go_w, learn, told):
+                    os.close(fd)
+                raise
             if pid == 0:
                 os.close(learn)
-                self._become(conn, request, listener, selector, (*pipe, *self._learning), told)
+                self._become(conn, request, listener, selector, (*pipe, *self._learning, go_w), go_r, told)
+            os.close(go_r)
             os.close(told)
             os.set_blocking(learn, False)
             self._learning[learn] = bytearray()
             selector.register(learn, selectors.EVENT_READ, "learn")
             self._children[pid] = conn
+            self._go[pid] = go_w
             self.said(f"orchestrate warm: run {pid}")
-            try:
-                conn.send(b"p" + pid.to_bytes(4, sys.byteorder, signed=True))
-            except OSError:
-                os.kill(pid, signal.SIGKILL)  # the command went away meanwhile: so does its run
-                raise
-            conn.setblocking(False)
-            selector.register(conn, selectors.EVENT_READ, "command")
+            conn.send(b"p" + pid.to_bytes(4, sys.byteorder, signed=True))  # (failed: _never_go below)
+            selector.register(conn, selectors.EVENT_READ, "go")
             conn = None  # type: ignore[assignment]  # kept until its child is reaped
         except OSError:
-            pass  # the command went away, or the fork failed: it goes cold, or has ended
+            # The command went away (it stopped waiting and runs cold), or the fork failed: a
+            # child never let go is killed having done nothing.
+            if pid:
+                self._never_go(pid)
         finally:
             if request is not None:
                 for fd in request.fds:
@@ -352,6 +397,34 @@ class WarmServer:
                 os.close(fd)
         return request
 
+    def _let_go(self, conn: socket.socket, selector: selectors.BaseSelector) -> None:
+        """The command has read its run's pid: "g", and the run starts; anything else (its end
+        closed: it stopped waiting and runs cold), and the child is killed having done nothing."""
+        selector.unregister(conn)
+        pid = next(pid for pid, theirs in self._children.items() if theirs is conn)
+        try:
+            said = conn.recv(16)
+        except OSError:
+            said = b""
+        go = self._go.pop(pid)
+        try:
+            if said == b"g" and os.write(go, b"g") == 1:
+                selector.register(conn, selectors.EVENT_READ, "command")
+                return
+        except OSError:
+            pass  # the child is gone: reaped below
+        finally:
+            os.close(go)
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+    def _never_go(self, pid: int) -> None:
+        go = self._go.pop(pid, None)
+        if go is not None:
+            os.close(go)  # the child reads the end of its pipe: it exits
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
     def _command_gone(self, conn: socket.socket, selector: selectors.BaseSelector) -> None:
         """The command's end closed (or it wrote, which it never does): it was killed, so is its run."""
         selector.unregister(conn)
@@ -372,6 +445,9 @@ class WarmServer:
             conn = self._children.pop(pid, None)
             if conn is None:
                 continue
+            go = self._go.pop(pid, None)
+            if go is not None:
+                os.close(go)
             if os.WIFSIGNALED(status):
                 reply = b"s" + os.WTERMSIG(status).to_bytes(4, sys.byteorder, signed=True)
             else:
@@ -427,6 +503,7 @@ class WarmServer:
         listener: socket.socket,
         selector: selectors.BaseSelector,
         pipe: tuple[int, ...],
+        go: int,
         told: int,
     ) -> NoReturn:
         code = 1
@@ -440,15 +517,19 @@ class WarmServer:
             for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
                 signal.signal(sig, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
-            for fd in pipe:
+            for fd in (*pipe, *self._go.values()):
                 os.close(fd)
             selector.close()
             listener.close()
-            for other in self._children.values():
+            for other in (*self._children.values(), *self._requests):
                 other.close()
             conn.close()
+            if os.read(go, 1) != b"g":  # (module docstring: the go)
+                os._exit(1)  # the command runs cold: nobody waits for this status
+            os.close(go)
             os.setsid()  # no controlling terminal: the command's terminal is used as a plain file
-            _take_streams(request.fds, request.terminal)
+            _take_streams(request.fds, request.terminal, request.streams, request.unbuffered)
+            _close_inherited()
             os.chdir(request.cwd)
             os.umask(request.umask)
             _limit(request)  # (the agent gets them from the run, as from a cold one)
@@ -551,9 +632,13 @@ def _command(args: list[str]) -> int:
     return 0
 
 
-def _take_streams(fds: list[int], terminal: bool) -> None:
+def _take_streams(
+    fds: list[int], terminal: bool, streams: tuple[tuple[str, str], ...], unbuffered: bool
+) -> None:
     """The command's streams as 0, 1 and 2, its terminal (if any) given to the prompt, and Python's
-    ``sys.std*`` made anew over them (line-buffered on a terminal, as at a start)."""
+    ``sys.std*`` made anew over them as the command's own were made at its start: their encoding and
+    errors (PYTHONIOENCODING, the locale, UTF-8 mode), unbuffered or not (``-u``, PYTHONUNBUFFERED:
+    the command's, not ours), line-buffered on a terminal."""
     high = [os.dup(fd) for fd in fds]  # above 2, so that no dup2 below overwrites one still needed
     for fd in fds:
         os.close(fd)
@@ -562,22 +647,34 @@ def _take_streams(fds: list[int], terminal: bool) -> None:
         os.close(fd)
     if terminal and len(high) > 3:
         give(high[3])
-    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
-    sys.stdin = _text(0, "r", sys.stdin, unbuffered)
-    sys.stdout = _text(1, "w", sys.stdout, unbuffered)
-    sys.stderr = _text(2, "w", sys.stderr, True)
+    sys.stdin = _text(0, "r", *streams[0], unbuffered)
+    sys.stdout = _text(1, "w", *streams[1], unbuffered)
+    sys.stderr = _text(2, "w", *streams[2], True)
 
 
-def _text(fd: int, mode: str, before: Any, unbuffered: bool) -> Any:
+def _text(fd: int, mode: str, encoding: str, errors: str, unbuffered: bool) -> Any:
     tty = os.isatty(fd)
     binary: Any = io.open(fd, mode + "b", buffering=0 if unbuffered and mode == "w" else -1, closefd=False)  # noqa: SIM115, UP020
     return io.TextIOWrapper(
         binary,
-        encoding=getattr(before, "encoding", None) or "utf-8",
-        errors=getattr(before, "errors", None) or "strict",
+        encoding=encoding,
+        errors=errors,
         line_buffering=tty or (mode == "w" and fd == 2),
         write_through=unbuffered and mode == "w",
     )
+
+
+def _close_inherited() -> None:
+    """Close what the server was started with beyond 0, 1 and 2 (a pipe its starter waits on, a
+    log): a cold run has its command's descriptors, never those.  They are the inheritable ones:
+    Python opens every descriptor of its own close-on-exec (ours, the command's streams, are 0, 1, 2
+    now, and the terminal a close-on-exec copy)."""
+    for name in os.listdir("/proc/self/fd"):  # noqa: PTH208  (names, not paths)
+        fd = int(name)
+        if fd > 2:
+            with contextlib.suppress(OSError):  # (the listing's own descriptor, closed by now)
+                if os.get_inheritable(fd):
+                    os.close(fd)
 
 
 def _can_become(request: _Request) -> bool:
@@ -607,9 +704,9 @@ def _limit(request: _Request) -> None:
 
 def _parse(request: object, fds: list[int]) -> _Request | None:
     """The command's request (cli/warm.py's ``_start``), if it is well formed and of our installation."""
-    if not isinstance(request, tuple) or len(request) != 11:
+    if not isinstance(request, tuple) or len(request) != 12:
         return None
-    protocol, exe, package, version, args, cwd, env, umask, terminal, nice, limits = request
+    protocol, exe, package, version, args, cwd, env, umask, terminal, nice, limits, streams = request
     if (protocol, exe, package, version) != (PROTOCOL, sys.executable, package_dir(), sys.version):
         return None
     if not (
@@ -626,9 +723,32 @@ def _parse(request: object, fds: list[int]) -> _Request | None:
         and -20 <= nice <= 19
         and isinstance(limits, dict)
         and all(_is_limit(number, value) for number, value in limits.items())
+        and _are_streams(streams)
     ):
         return None
-    return _Request(args, cwd, env, umask, fds, terminal, nice, limits)
+    unbuffered, settings = streams
+    return _Request(args, cwd, env, umask, fds, terminal, nice, limits, unbuffered, settings)
+
+
+def _are_streams(streams: object) -> bool:
+    """(unbuffered, ((encoding, errors) of stdin, stdout, stderr)), each a codec and an error
+    handler Python knows (a LookupError in the child would only say so on the command's stderr)."""
+    if not (isinstance(streams, tuple) and len(streams) == 2 and isinstance(streams[0], bool)):
+        return False
+    settings = streams[1]
+    if not (isinstance(settings, tuple) and len(settings) == 3):
+        return False
+    for setting in settings:
+        if not (
+            isinstance(setting, tuple) and len(setting) == 2 and all(isinstance(v, str) for v in setting)
+        ):
+            return False
+        try:
+            codecs.lookup(setting[0])
+            codecs.lookup_error(setting[1])
+        except LookupError:
+            return False
+    return True
 
 
 def _is_limit(number: object, value: object) -> bool:
