@@ -10,6 +10,7 @@ in the server's encoding."""
 
 from __future__ import annotations
 
+import contextlib
 import marshal
 import os
 import pwd
@@ -23,6 +24,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from orchestrate.process import containment
 
 from .helpers import ROOT, pid_alive
 from .test_warm import (
@@ -200,6 +203,68 @@ def test_ctrl_z_stops_the_run_and_fg_lets_it_go_on(warm: Warm, tmp_path: Path) -
     finally:
         proc.kill()
         proc.wait(WAIT)
+
+
+def cgroup_of(pid: int) -> str:
+    return next(
+        line[3:].strip()
+        for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+        if line.startswith("0::")
+    )
+
+
+def test_the_run_and_its_agent_are_in_the_commands_cgroup(warm: Warm, tmp_path: Path) -> None:
+    # `systemd-run --scope -p MemoryMax=2G orchestrate run ...`, a CI job's cgroup: limits and
+    # accounting a cold run and its agent are under.  A warm run is the server's child: it must
+    # not escape them into the server's cgroup.
+    parent = containment._find_our_cgroup()
+    if parent is None or os.environ.get("ORCHESTRATE_CGROUPS") == "0":
+        pytest.skip("no writable cgroup v2 hierarchy")
+    theirs = Path(parent) / f"warm-review-{os.getpid()}"
+    try:
+        theirs.mkdir()
+    except OSError:
+        pytest.skip("cannot make a cgroup here")
+    try:
+        pid_file = tmp_path / "agent.pid"
+
+        def into_it() -> None:
+            (theirs / "cgroup.procs").write_text("0")
+
+        proc = subprocess.Popen(
+            command("where hang"), env=environment(warm, tmp_path, FAKE_PID_FILE=str(pid_file)), cwd=tmp_path,
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=into_it,
+        )  # fmt: skip
+        try:
+            wait_for(lambda: pid_file.exists() and pid_file.read_text(), "the agent hangs")
+            agent = int(pid_file.read_text())
+            run_pid = where_from_proc(agent)[2]
+            assert f"run {run_pid}" in warm.said()  # warm
+            ours = cgroup_of(proc.pid)
+            assert cgroup_of(run_pid) == ours
+            assert cgroup_of(agent).startswith(ours + "/")  # its own, under the command's
+        finally:
+            proc.kill()
+            proc.wait(WAIT)
+        wait_for(lambda: not pid_alive(agent), "the agent ends")
+        wait_for(lambda: not (theirs / "cgroup.procs").read_text().strip(), "the cgroup empties")
+    finally:
+        for inner in sorted(theirs.glob("*/"), reverse=True):
+            if inner.is_dir():
+                with contextlib.suppress(OSError):
+                    inner.rmdir()
+        wait_for(lambda: _removed(theirs), "the test's cgroup removed")
+
+
+def _removed(cgroup: Path) -> bool:
+    try:
+        cgroup.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 # --- trust ------------------------------------------------------------------------------------------

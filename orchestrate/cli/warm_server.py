@@ -3,21 +3,20 @@
 The command's side is cli/warm.py (read it first: what is handed over, and why it is safe).  Here,
 the server: it loads the CLI, every built-in executor with its driver and normalizer, the store and
 the entry models' validators (:func:`preload`), then waits on its socket (a directory of its own
-user, mode 0700).  It waits for each command's request (at most :data:`_REQUEST_SECONDS`) while
-serving the others: one that connects and says nothing holds up nobody.  For each request it checks
-the peer is of its own user, that the
-command is of the same installation (interpreter, package directory, Python version), that no
-source file of the package has changed on disk since it started (an upgrade, an edit: it then says
-no, so the command runs cold, and stops taking runs), and that a child of its can take the
-command's nice value and resource limits (only root raises them); then it forks, and the child
-waits for the command's go (below).  The child then
-becomes the run (:func:`_become`): the command's standard streams as 0, 1 and 2 (in its encoding,
-buffered as its own were) and its terminal
-given to the approval prompt (process/tty.py), its directory, umask, nice value, resource limits,
-environment and arguments, a session of its own (no
-controlling terminal), no descriptor of the server's but the command's, the signals as a fresh
-process has them; then ``orchestrate ARGS...`` as the command would have run it (cli/early.py's
-``command``: the early start included).
+user, mode 0700).  It waits for each command's request (at most :data:`_REQUEST_SECONDS`) while it
+serves the others: one that connects and says nothing holds up nobody.  For each request it checks
+the peer is of its own user, that the command is of the same installation (interpreter, package
+directory, Python version), that no source file of the package has changed on disk since it
+started (an upgrade, an edit: it then says no, so the command runs cold, and stops taking runs),
+and that a child of its can take the command's nice value and resource limits (only root raises
+them); then it forks, moves the child into the command's cgroup if it is not ours
+(:func:`_into_cgroup_of`; refused: the command runs cold), and the child waits for the command's go
+(below).  The child then becomes the run (:func:`_become`): the command's standard streams as 0, 1
+and 2 (in its encodings, buffered as its own were) and its terminal given to the approval prompt
+(process/tty.py), its directory, umask, nice value, resource limits, environment and arguments, a
+session of its own (no controlling terminal), no descriptor of the server's but the command's, the
+signals as a fresh process has them; then ``orchestrate ARGS...`` as the command would have run it
+(cli/early.py's ``command``: the early start included).
 
 The go: the command stops waiting for our answer after a few seconds and runs cold (a server that
 is stopped, or too slow), and it may do so just as we fork.  So the child runs nothing before the
@@ -53,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ..process import supervisor
+from ..process import containment, supervisor
 from ..process.prestart import vouch
 from ..process.tty import give
 from .early import AT_START
@@ -162,6 +161,7 @@ class _Request:
     umask: int
     fds: list[int]  # ours now: closed by the server once the child has its copies
     terminal: bool
+    peer: int  # the command's pid (SO_PEERCRED)
     nice: int
     limits: dict[int, tuple[int, int]]
     unbuffered: bool  # python -u, PYTHONUNBUFFERED: the command's stdout writes through
@@ -359,6 +359,10 @@ class WarmServer:
             selector.register(learn, selectors.EVENT_READ, "learn")
             self._children[pid] = conn
             self._go[pid] = go_w
+            if not _into_cgroup_of(request.peer, pid):
+                self._never_go(pid)
+                conn.send(b"n")
+                return False
             self.said(f"orchestrate warm: run {pid}")
             conn.send(b"p" + pid.to_bytes(4, sys.byteorder, signed=True))  # (failed: _never_go below)
             selector.register(conn, selectors.EVENT_READ, "go")
@@ -379,7 +383,7 @@ class WarmServer:
     def _read(self, conn: socket.socket) -> _Request | None:
         """The command's request, if it is of our user and our installation."""
         ucred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        _, uid, _ = struct.unpack("3i", ucred)
+        peer, uid, _ = struct.unpack("3i", ucred)
         data, ancillary, flags, _ = conn.recvmsg(_MAX_REQUEST, socket.CMSG_SPACE(_FDS * 4))
         fds: list[int] = []
         for level, kind, payload in ancillary:
@@ -389,7 +393,7 @@ class WarmServer:
         request = None
         try:
             if uid == os.getuid() and not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
-                request = _parse(marshal.loads(data), fds)
+                request = _parse(marshal.loads(data), fds, peer)
         except (ValueError, EOFError, TypeError):
             request = None
         if request is None:
@@ -677,6 +681,33 @@ def _close_inherited() -> None:
                     os.close(fd)
 
 
+def _into_cgroup_of(command: int, child: int) -> bool:
+    """Whether ``child`` is in ``command``'s cgroups now, as a cold run would be: the same as ours,
+    or moved into its cgroup v2 (before it runs anything: it waits for its go).  A command in a v1
+    hierarchy's group other than ours, or a move refused (a cgroup of root's), and it runs cold:
+    else the run and its agent would escape the limits and accounting the command was put under
+    (``systemd-run --scope -p MemoryMax=...``, a CI job's cgroup)."""
+    try:
+        theirs = Path(f"/proc/{command}/cgroup").read_text().splitlines()
+        ours = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return False
+    if theirs == ours:
+        return True
+    if [line for line in theirs if not line.startswith("0::")] != [
+        line for line in ours if not line.startswith("0::")
+    ]:
+        return False
+    directory = containment._find_our_cgroup(str(command))
+    if directory is None:
+        return False
+    try:
+        Path(directory, "cgroup.procs").write_text(str(child))
+    except OSError:
+        return False
+    return True
+
+
 def _can_become(request: _Request) -> bool:
     """Whether a child of ours can take the command's nice value and resource limits: lowering is
     always allowed, raising only to root (else the command runs cold, with its own)."""
@@ -702,7 +733,7 @@ def _limit(request: _Request) -> None:
             resource.setrlimit(number, (soft, hard))
 
 
-def _parse(request: object, fds: list[int]) -> _Request | None:
+def _parse(request: object, fds: list[int], peer: int = 0) -> _Request | None:
     """The command's request (cli/warm.py's ``_start``), if it is well formed and of our installation."""
     if not isinstance(request, tuple) or len(request) != 12:
         return None
@@ -727,7 +758,7 @@ def _parse(request: object, fds: list[int]) -> _Request | None:
     ):
         return None
     unbuffered, settings = streams
-    return _Request(args, cwd, env, umask, fds, terminal, nice, limits, unbuffered, settings)
+    return _Request(args, cwd, env, umask, fds, terminal, peer, nice, limits, unbuffered, settings)
 
 
 def _are_streams(streams: object) -> bool:

@@ -474,12 +474,13 @@ def new_cgroup() -> str | None:
     return None
 
 
-def _find_our_cgroup() -> str | None:
-    """Our own cgroup's directory in the cgroup v2 hierarchy, if one is mounted."""
+def _find_our_cgroup(pid: str = "self") -> str | None:
+    """Our own cgroup's directory in the cgroup v2 hierarchy, if one is mounted (or process
+    ``pid``'s: a warm server's run joins its command's, cli/warm_server.py)."""
     try:
         with open("/proc/self/mountinfo") as mountinfo:  # noqa: PTH123
             mounts = [line.split(" - ", 1) for line in mountinfo]
-        with open("/proc/self/cgroup") as own:  # noqa: PTH123
+        with open(f"/proc/{pid}/cgroup") as own:  # noqa: PTH123
             ours = next((line[3:].strip() for line in own if line.startswith("0::")), None)
     except OSError:
         return None
