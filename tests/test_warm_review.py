@@ -14,6 +14,7 @@ import contextlib
 import marshal
 import os
 import pwd
+import resource
 import shutil
 import signal
 import socket
@@ -22,6 +23,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -135,7 +137,7 @@ def test_descriptors_the_server_inherited_are_not_the_runs(tmp_path: Path) -> No
     try:
         os.set_inheritable(write, True)
         directory = tmp_path / "warm"
-        server = _server_with(directory, [write])
+        server = _server_with(directory, pass_fds=[write])
         try:
             os.close(write)
             write = -1
@@ -163,18 +165,53 @@ def test_descriptors_the_server_inherited_are_not_the_runs(tmp_path: Path) -> No
             os.close(write)
 
 
-def _server_with(directory: Path, fds: list[int]) -> Warm:
-    """start_server, with ``fds`` left open in the server (as a shell or a service manager may)."""
+def _server_with(directory: Path, **more: Any) -> Warm:
+    """start_server, its process started with ``more`` (Popen's: descriptors left open in it, as
+    a shell or a service manager may; limits)."""
     real = subprocess.Popen
 
     def popen(*args: object, **kwargs: object) -> subprocess.Popen[bytes]:
-        return real(*args, pass_fds=fds, **kwargs)  # type: ignore[call-overload, no-any-return]
+        return real(*args, **more, **kwargs)  # type: ignore[call-overload, no-any-return]
 
     subprocess.Popen = popen  # type: ignore[assignment, misc]
     try:
         return start_server(directory)
     finally:
         subprocess.Popen = real  # type: ignore[misc]
+
+
+def test_a_server_out_of_descriptors_goes_on_and_serves_again(tmp_path: Path) -> None:
+    # More connections at once than the server has descriptors for (a burst of commands, a loop
+    # gone wrong): accept fails with EMFILE, which ended the server (and with it every run).
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+
+    def few() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (48, hard))
+
+    server = _server_with(tmp_path / "warm", preexec_fn=few)
+    try:
+        silent = []
+        try:
+            for _ in range(60):
+                conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                conn.settimeout(WAIT)
+                conn.connect(str(server.socket))
+                silent.append(conn)
+            # Each is closed by the server at its deadline (accepted or not: ours wait for it).
+            for conn in silent:
+                assert conn.recv(64) == b""
+        finally:
+            for conn in silent:
+                conn.close()
+        assert server.proc.poll() is None, server.said()
+        done = subprocess.run(
+            command("where"), env=environment(server, tmp_path), cwd=tmp_path, stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        assert where(done.stdout)["up"][2] == server.proc.pid
+    finally:
+        stop_server(server)
 
 
 # --- the person at the terminal ----------------------------------------------------------------------

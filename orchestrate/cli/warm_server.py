@@ -63,6 +63,8 @@ __all__ = ["STOP_SECONDS", "WarmServer", "listening", "preload", "stop_server"]
 STOP_SECONDS = 10.0
 _MAX_REQUEST = 1 << 20  # arguments and environment; a bigger one is refused (the command goes cold)
 _REQUEST_SECONDS = 2.0  # the command sends its request right after connecting (then: closed)
+_MAX_WAITING = 64  # connections whose request has not come: more are closed at once (they go cold)
+_PAUSE_SECONDS = 0.1  # no descriptor left to accept with: we try again after this
 _FDS = 4  # stdin, stdout, stderr, and the terminal if there is one
 _MAX_LEARNED = 1 << 16  # bytes of module names a run reports (a pipe's buffer: never blocks)
 _VOUCHED_TOPS: set[str] = set()  # the distributions of the modules the preload loaded
@@ -181,6 +183,7 @@ class WarmServer:
     _inode: int = 0
     _learning: dict[int, bytearray] = field(default_factory=dict)  # a run's pipe -> what it said
     _requests: dict[socket.socket, float] = field(default_factory=dict)  # not read yet: deadline
+    _paused: float | None = None  # out of descriptors: accepting again at this monotonic time
     _go: dict[int, int] = field(default_factory=dict)  # child waiting for its go: the pipe's write end
 
     def run(self) -> int:
@@ -217,8 +220,11 @@ class WarmServer:
                 if timeout is not None and timeout <= 0:
                     self.said("orchestrate warm: idle, stopping")
                     return 0
-                if self._requests:
-                    first = min(self._requests.values()) - time.monotonic()
+                if listening:
+                    self._resume(selector, listener)
+                soonest = [*self._requests.values(), *([self._paused] if self._paused is not None else [])]
+                if soonest:
+                    first = min(soonest) - time.monotonic()
                     timeout = max(0.0, first if timeout is None else min(timeout, first))
                 for key, _ in selector.select(timeout):
                     if selector.get_map().get(key.fd) is not key:
@@ -234,12 +240,8 @@ class WarmServer:
                             self.said("orchestrate warm: a module a run needed started a thread, stopping")
                             stop[0] = True
                     elif key.data == "listen":
-                        with contextlib.suppress(BlockingIOError, InterruptedError):
-                            accepted, _ = listener.accept()
+                        if self._accept(selector, listener):
                             last = time.monotonic()
-                            accepted.setblocking(False)
-                            selector.register(accepted, selectors.EVENT_READ, "request")
-                            self._requests[accepted] = last + _REQUEST_SECONDS
                     elif key.data == "request":
                         del self._requests[conn]
                         selector.unregister(conn)
@@ -292,8 +294,37 @@ class WarmServer:
         listener.setblocking(False)
         return listener
 
+    def _accept(self, selector: selectors.BaseSelector, listener: socket.socket) -> bool:
+        """A command connecting: its request is read when it comes (by its deadline).  With
+        :data:`_MAX_WAITING` requests not yet come, it is closed at once (it runs cold); with no
+        descriptor left (runs, connections), we stop accepting for :data:`_PAUSE_SECONDS` (the
+        listening socket would stay readable: a loop at full CPU) and those waiting in the queue
+        connect then, or give up and run cold."""
+        try:
+            accepted, _ = listener.accept()
+        except (BlockingIOError, InterruptedError):
+            return False
+        except OSError:  # EMFILE, ENFILE, ENOBUFS: never the end of the server, or of its runs
+            selector.unregister(listener)
+            self._paused = time.monotonic() + _PAUSE_SECONDS
+            return False
+        if len(self._requests) >= _MAX_WAITING:
+            accepted.close()
+            return True
+        accepted.setblocking(False)
+        selector.register(accepted, selectors.EVENT_READ, "request")
+        self._requests[accepted] = time.monotonic() + _REQUEST_SECONDS
+        return True
+
+    def _resume(self, selector: selectors.BaseSelector, listener: socket.socket) -> None:
+        if self._paused is not None and time.monotonic() >= self._paused:
+            self._paused = None
+            selector.register(listener, selectors.EVENT_READ, "listen")
+
     def _close(self, selector: selectors.BaseSelector, listener: socket.socket) -> bool:
-        selector.unregister(listener)
+        if self._paused is None:
+            selector.unregister(listener)
+        self._paused = None
         listener.close()
         self._expire(selector, everyone=True)  # their commands go cold
         with contextlib.suppress(OSError):
