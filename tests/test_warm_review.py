@@ -108,6 +108,18 @@ def test_a_connection_that_sends_nothing_holds_up_no_other_command(warm: Warm, t
     assert warm.runs() == 1
 
 
+def test_a_run_killed_by_sigkill_kills_its_command_so(warm: Warm, tmp_path: Path) -> None:
+    # The OOM killer, `kill -9` of the run: a cold command is the run, and dies of SIGKILL.  The
+    # warm command set SIGKILL's handler to die of it too, which the kernel refuses: a traceback
+    # and exit code 1.
+    proc, agent, run_pid = hanging(warm, tmp_path)
+    os.kill(run_pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=WAIT)
+    assert proc.returncode == -signal.SIGKILL, err
+    assert "Traceback" not in err
+    wait_for(lambda: not pid_alive(agent), "the agent ends with its run")
+
+
 # --- the server's start ------------------------------------------------------------------------------
 
 

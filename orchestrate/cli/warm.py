@@ -215,7 +215,10 @@ def _wait(conn: _socket.socket, child: int) -> NoReturn:
         os._exit(int.from_bytes(status[1:], sys.byteorder, signed=True) & 0xFF)
     if status[:1] == b"s" and len(status) == 5:
         died_of = int.from_bytes(status[1:], sys.byteorder, signed=True)
-        _signal.signal(died_of, _signal.SIG_DFL)
+        try:
+            _signal.signal(died_of, _signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # SIGKILL: no handler to reset (and none needed); a number that is no signal
         os.kill(os.getpid(), died_of)  # the run died of it: so do we, as its caller expects
         os._exit(128 + died_of)
     os.write(2, b"orchestrate: the warm server went away during the run\n")
