@@ -29,7 +29,7 @@ import pytest
 
 from orchestrate.process import containment
 
-from .helpers import ROOT, pid_alive
+from .helpers import FAKE_ACP, ROOT, pid_alive
 from .test_warm import (
     WAIT,
     Warm,
@@ -403,3 +403,47 @@ def test_a_request_with_streams_python_cannot_make_is_refused(warm: Warm) -> Non
         for fd in fds:
             os.close(fd)
     assert warm.runs() == 0
+
+
+def test_the_run_keeps_time_in_the_commands_time_zone(warm: Warm, tmp_path: Path) -> None:
+    # TZ is read by the C library once (Python's start, time.tzset): the run's local time was the
+    # server's.  What shows it: Gemini's executor finds the session file gemini-cli named after the
+    # local minute (executors/acp.py's prepare) and moves it out of the way; in another zone than
+    # the agent's it looked for another name, and the session could be clobbered.
+    session = "abcdef12-0000-4000-8000-000000000000"
+    zone = "Pacific/Kiritimati"  # UTC+14: no server here runs in it
+    chats = tmp_path / "home" / ".gemini" / "tmp" / "project" / "chats"
+    chats.mkdir(parents=True)
+    script = (
+        "import datetime, sys\n"
+        "now = datetime.datetime.now()\n"
+        "for m in (0, 1):\n"
+        "    print((now + datetime.timedelta(minutes=m)).strftime('%Y-%m-%dT%H-%M'))\n"
+    )
+    minutes = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "TZ": zone},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    files = [chats / f"session-{minute}-{session[:8]}.json" for minute in minutes]
+    for file in files:
+        file.write_text("{}")
+    argv = [
+        sys.executable,
+        "-m",
+        "orchestrate",
+        "run",
+        "-e",
+        "gemini",
+        "--base-command",
+        f"{sys.executable} {FAKE_ACP}",
+    ]
+    argv += ["--approvals", "auto", "--output", "jsonl", "--resume", session, "hi"]
+    subprocess.run(
+        argv, env=environment(warm, tmp_path, TZ=zone, HOME=str(tmp_path / "home")), cwd=tmp_path,
+        stdin=subprocess.DEVNULL, capture_output=True, timeout=90,
+    )  # fmt: skip
+    assert warm.runs() == 1
+    assert not all(file.exists() for file in files), sorted(p.name for p in chats.iterdir())

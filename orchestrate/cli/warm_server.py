@@ -37,6 +37,7 @@ import contextlib
 import gc
 import importlib
 import io
+import locale
 import marshal
 import os
 import resource
@@ -570,6 +571,7 @@ class WarmServer:
             _limit(request)  # (the agent gets them from the run, as from a cold one)
             os.environ.clear()
             os.environ.update(request.env)
+            _as_at_a_start()
             sys.argv = ["orchestrate", *request.args]
             code = _command(request.args)
         except BaseException:  # anything: said on the command's stderr, never back in the server
@@ -697,6 +699,16 @@ def _text(fd: int, mode: str, encoding: str, errors: str, unbuffered: bool) -> A
         line_buffering=tty or (mode == "w" and fd == 2),
         write_through=unbuffered and mode == "w",
     )
+
+
+def _as_at_a_start() -> None:
+    """What the C library read from the environment when the server started, read again from the
+    command's, as its own start would have: the time zone (TZ: local times, e.g. the minute
+    executors/acp.py looks for Gemini's session file by) and the locale's character type (Python
+    sets LC_CTYPE from LC_ALL, LC_CTYPE, LANG at its start: the default encoding of open())."""
+    time.tzset()
+    with contextlib.suppress(locale.Error):  # a locale this machine lacks: the server's stays
+        locale.setlocale(locale.LC_CTYPE, "")
 
 
 def _close_inherited() -> None:
