@@ -367,6 +367,24 @@ def test_a_socket_of_another_user_in_our_directory_is_sent_nothing(tmp_path: Pat
         shutil.rmtree(base)
 
 
+@pytest.mark.skipif(os.getuid() != 0 or shutil.which("unshare") is None, reason="needs root's unshare")
+@pytest.mark.parametrize("namespace", [["--net"], ["--fork", "--pid"], ["--mount"]])
+def test_a_command_in_other_namespaces_is_not_served(
+    warm: Warm, tmp_path: Path, namespace: list[str]
+) -> None:
+    # A container sharing /tmp (or the socket) with the host, with our uid, and the same paths for
+    # the interpreter and the package (`docker run -v $HOME:$HOME -v /tmp:/tmp --user ...`): its
+    # command was handed to the host's server, and ran there: out of its network namespace (the
+    # agent on the host's network), its mount namespace (its directory read as the host's path),
+    # its pid namespace (the child's pid, the command's to signal, names another process there).
+    done = subprocess.run(
+        ["unshare", *namespace, *command("where")], env=environment(warm, tmp_path), cwd=tmp_path,
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=90,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert warm.runs() == 0  # cold, where the command is
+
+
 # --- the run as a cold one -------------------------------------------------------------------------
 
 

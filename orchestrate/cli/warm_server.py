@@ -5,11 +5,12 @@ the server: it loads the CLI, every built-in executor with its driver and normal
 the entry models' validators (:func:`preload`), then waits on its socket (a directory of its own
 user, mode 0700).  It waits for each command's request (at most :data:`_REQUEST_SECONDS`) while it
 serves the others: one that connects and says nothing holds up nobody.  For each request it checks
-the peer is of its own user, that the command is of the same installation (interpreter, package
-directory, Python version), that no source file of the package has changed on disk since it
-started (an upgrade, an edit: it then says no, so the command runs cold, and stops taking runs),
-and that a child of its can take the command's nice value and resource limits (only root raises
-them); then it forks, moves the child into the command's cgroup if it is not ours
+the peer is of its own user and lives in our namespaces and root (:func:`_in_our_namespaces`: not
+in a container sharing the socket), that the command is of the same installation (interpreter,
+package directory, Python version), that no source file of the package has changed on disk since
+it started (an upgrade, an edit: it then says no, so the command runs cold, and stops taking
+runs), and that a child of its can take the command's nice value and resource limits (only root
+raises them); then it forks, moves the child into the command's cgroup if it is not ours
 (:func:`_into_cgroup_of`; refused: the command runs cold), and the child waits for the command's go
 (below).  The child then becomes the run (:func:`_become`): the command's standard streams as 0, 1
 and 2 (in its encodings, buffered as its own were) and its terminal given to the approval prompt
@@ -67,6 +68,7 @@ _REQUEST_SECONDS = 2.0  # the command sends its request right after connecting (
 _MAX_WAITING = 64  # connections whose request has not come: more are closed at once (they go cold)
 _PAUSE_SECONDS = 0.1  # no descriptor left to accept with: we try again after this
 _FDS = 4  # stdin, stdout, stderr, and the terminal if there is one
+_NAMESPACES = ("mnt", "pid", "net", "user", "ipc", "uts", "cgroup", "time")  # the command's must be ours
 _MAX_LEARNED = 1 << 16  # bytes of module names a run reports (a pipe's buffer: never blocks)
 _VOUCHED_TOPS: set[str] = set()  # the distributions of the modules the preload loaded
 # Loaded lazily by runs (the event loop's backend, the store's SQLite dialect and migrations): loaded
@@ -367,7 +369,7 @@ class WarmServer:
         pid = 0
         try:
             request = self._read(conn)
-            if request is None or not _can_become(request):
+            if request is None or not _in_our_namespaces(request.peer) or not _can_become(request):
                 conn.send(b"n")
                 return False
             if _fingerprint() != loaded:
@@ -722,6 +724,32 @@ def _close_inherited() -> None:
             with contextlib.suppress(OSError):  # (the listing's own descriptor, closed by now)
                 if os.get_inheritable(fd):
                     os.close(fd)
+
+
+def _in_our_namespaces(command: int) -> bool:
+    """Whether the command lives where we do: our namespaces (mount: its paths name our files; pid:
+    the pid we answer is the run's for it too; network, user, ...) and our root (no chroot).  A
+    container that shares the socket's directory with us, with our uid and paths, runs cold, in it:
+    its run forked here would run outside it."""
+    if not _OURS:
+        _OURS.update(_where(os.getpid()))
+    return _where(command, _OURS) == _OURS
+
+
+_OURS: dict[str, tuple[int, int]] = {}  # our namespaces and root, as _where gives them (found once)
+
+
+def _where(pid: int, kinds: dict[str, tuple[int, int]] | None = None) -> dict[str, tuple[int, int]]:
+    """Process ``pid``'s namespaces (those of ``kinds``, else every one this kernel has) and root,
+    each by its device and inode; a kind it has no file for is left out."""
+    found = {}
+    for name in [*(f"ns/{kind}" for kind in _NAMESPACES), "root"] if kinds is None else kinds:
+        try:
+            info = os.stat(f"/proc/{pid}/{name}")  # noqa: PTH116  (os.stat: a third of pathlib's time)
+        except OSError:
+            continue
+        found[name] = (info.st_dev, info.st_ino)
+    return found
 
 
 def _into_cgroup_of(command: int, child: int) -> bool:
