@@ -1,12 +1,14 @@
 """``orchestrate warm`` under review (cli/warm.py, cli/warm_server.py): what a hostile peer, a slow
-server, a person at a terminal or the server's own start could do to the promises the two modules
-make (tests/test_warm.py holds the plain cases; the helpers are its own).
+server, a person at a terminal, a container or the server's own start could do to the promises the
+two modules make (tests/test_warm.py holds the plain cases; the helpers are its own).
 
 Each test here failed on the code before the fix it names: a command that gave up waiting was run a
-second time behind its back, a silent connection held up every other command, ``preload`` ran the
-command line it was started with again, Ctrl-Z left the run going, the server's own inherited
-descriptors were the run's, a socket of another user was sent the environment, and the run wrote
-in the server's encoding."""
+second time behind its back; a silent connection held up every other command; a flood of them ran
+the server out of descriptors, which ended it; ``preload`` ran the command line it was started
+with again; a run killed by SIGKILL left its command a traceback; Ctrl-Z left the run going; the
+server's own inherited descriptors were the run's; the run escaped its command's cgroup; a socket
+of another user was sent the environment; a command in a container was run outside it; and the run
+wrote in the server's encoding and kept time in the server's zone."""
 
 from __future__ import annotations
 
