@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from orchestrate.cli import warm_server
 from orchestrate.process import containment
 
 from .helpers import FAKE_ACP, ROOT, pid_alive
@@ -316,6 +317,25 @@ def _removed(cgroup: Path) -> bool:
     except OSError:
         return False
     return True
+
+
+def test_a_cgroup_that_limits_nothing_below_the_shared_one_is_not_worth_a_cold_run(tmp_path: Path) -> None:
+    # Where the run cannot be moved into its command's cgroup (a session's scope, root's: another
+    # SSH login's), it stays in ours if that loses nothing but accounting; a limit set on the way
+    # up to the cgroup both share sends the command cold.  (A tree of files in place of the kernel's.)
+    common = tmp_path / "user.slice"
+    scope = common / "session-7.scope" / "inner"
+    scope.mkdir(parents=True)
+    (common / "pids.max").write_text("300\n")  # shared: ours too
+    (scope / "memory.max").write_text("max\n")
+    (scope / "cpu.max").write_text("max 100000\n")
+    (scope / "io.max").write_text("")
+    assert not warm_server._limited(str(scope), str(common))
+    (scope.parent / "memory.max").write_text("1073741824\n")
+    assert warm_server._limited(str(scope), str(common))
+    (scope.parent / "memory.max").write_text("max\n")
+    (scope / "cpu.max").write_text("50000 100000\n")
+    assert warm_server._limited(str(scope), str(common))
 
 
 # --- trust ------------------------------------------------------------------------------------------

@@ -753,11 +753,12 @@ def _where(pid: int, kinds: dict[str, tuple[int, int]] | None = None) -> dict[st
 
 
 def _into_cgroup_of(command: int, child: int) -> bool:
-    """Whether ``child`` is in ``command``'s cgroups now, as a cold run would be: the same as ours,
-    or moved into its cgroup v2 (before it runs anything: it waits for its go).  A command in a v1
-    hierarchy's group other than ours, or a move refused (a cgroup of root's), and it runs cold:
-    else the run and its agent would escape the limits and accounting the command was put under
-    (``systemd-run --scope -p MemoryMax=...``, a CI job's cgroup)."""
+    """Whether ``child`` is in ``command``'s cgroups now, as a cold run would be, or loses nothing
+    by not being there: the same as ours; or moved into its cgroup v2 (before it runs anything: it
+    waits for its go); or, the move refused (a session's scope, root's), a group that, up to the one
+    it shares with ours, sets no limit (:func:`_limited`: then only accounting differs).  Else, or
+    in a v1 hierarchy's group other than ours, it runs cold: the run and its agent would escape the
+    limits the command was put under (``systemd-run --scope -p MemoryMax=...``, a CI job's)."""
     try:
         theirs = Path(f"/proc/{command}/cgroup").read_text().splitlines()
         ours = Path("/proc/self/cgroup").read_text().splitlines()
@@ -775,8 +776,34 @@ def _into_cgroup_of(command: int, child: int) -> bool:
     try:
         Path(directory, "cgroup.procs").write_text(str(child))
     except OSError:
-        return False
+        own = containment._find_our_cgroup()
+        return own is not None and not _limited(directory, os.path.commonpath([directory, own]))
     return True
+
+
+# What a cgroup v2 limits, with the value that limits nothing (absent: the controller is not on).
+_UNLIMITED = {
+    "memory.max": "max",
+    "memory.high": "max",
+    "memory.swap.max": "max",
+    "pids.max": "max",
+    "cpu.max": "max",  # (then the period: "max 100000")
+    "io.max": "",
+}
+
+
+def _limited(directory: str, common: str) -> bool:
+    """Whether a cgroup from ``directory`` up to ``common`` (not included) sets a limit."""
+    while directory != common and directory.startswith(common + "/"):
+        for name, unlimited in _UNLIMITED.items():
+            try:
+                value = Path(directory, name).read_text().strip()
+            except OSError:
+                continue
+            if value.split(" ")[0] != unlimited and value != unlimited:
+                return True
+        directory = os.path.dirname(directory)  # noqa: PTH120
+    return False
 
 
 def _can_become(request: _Request) -> bool:
