@@ -4,11 +4,12 @@ two modules make (tests/test_warm.py holds the plain cases; the helpers are its 
 
 Each test here failed on the code before the fix it names: a command that gave up waiting was run a
 second time behind its back; a silent connection held up every other command; a flood of them ran
-the server out of descriptors, which ended it; ``preload`` ran the command line it was started
-with again; a run killed by SIGKILL left its command a traceback; Ctrl-Z left the run going; the
-server's own inherited descriptors were the run's; the run escaped its command's cgroup; a socket
-of another user was sent the environment; a command in a container was run outside it; and the run
-wrote in the server's encoding and kept time in the server's zone."""
+the server out of descriptors, which ended it; ``preload`` ran the command line it was started with
+again; a run killed by SIGKILL left its command a traceback; a stop told a command whose run never
+started that it died of SIGTERM; Ctrl-Z left the run going; the server's own inherited descriptors
+were the run's; the run escaped its command's cgroup; a socket of another user was sent the
+environment; a command in a container was run outside it; and the run wrote in the server's encoding
+and kept time in the server's zone."""
 
 from __future__ import annotations
 
@@ -121,6 +122,27 @@ def test_a_run_killed_by_sigkill_kills_its_command_so(warm: Warm, tmp_path: Path
     assert proc.returncode == -signal.SIGKILL, err
     assert "Traceback" not in err
     wait_for(lambda: not pid_alive(agent), "the agent ends with its run")
+
+
+def test_a_stop_ends_a_run_not_let_go_without_a_status(warm: Warm) -> None:
+    # Stopped between its answer ("p") and the command's go, the server ended the child that never
+    # ran with SIGTERM and told the command it died of SIGTERM: the command then killed itself so.
+    # A child that never ran says nothing: the command finds its end closed and runs cold.
+    fds = [os.open(os.devnull, os.O_RDWR) for _ in range(3)]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as conn:
+            conn.settimeout(WAIT)
+            conn.connect(str(warm.socket))
+            ints = b"".join(fd.to_bytes(4, sys.byteorder) for fd in fds)
+            request = marshal.dumps(good_request(["run", "--help"], {"PATH": os.environ["PATH"]}))
+            conn.sendmsg([request], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, ints)])
+            assert conn.recv(64)[:1] == b"p"  # and no go
+            warm.proc.send_signal(signal.SIGTERM)
+            assert conn.recv(64) == b""
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert warm.proc.wait(WAIT) == 0
 
 
 # --- the server's start ------------------------------------------------------------------------------

@@ -484,14 +484,15 @@ class WarmServer:
             if conn is None:
                 continue
             go = self._go.pop(pid, None)
-            if go is not None:
-                os.close(go)
-            if os.WIFSIGNALED(status):
+            if go is not None:  # never let go (the stop's SIGTERM): it ran nothing, so it says nothing
+                os.close(go)  # (the command, told no status, sees its end close: it runs cold)
+            elif os.WIFSIGNALED(status):
                 reply = b"s" + os.WTERMSIG(status).to_bytes(4, sys.byteorder, signed=True)
             else:
                 reply = b"x" + os.waitstatus_to_exitcode(status).to_bytes(4, sys.byteorder, signed=True)
-            with contextlib.suppress(OSError):
-                conn.send(reply)
+            if go is None:
+                with contextlib.suppress(OSError):
+                    conn.send(reply)
             with contextlib.suppress(KeyError, ValueError):
                 self._selector.unregister(conn)  # registered while the command is alive
             conn.close()
