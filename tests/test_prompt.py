@@ -116,6 +116,36 @@ async def test_each_answer(terminal: tuple[TerminalPrompt, Person]) -> None:
     assert prompt.unanswered == 0
 
 
+async def test_nothing_typed_while_the_command_is_in_the_background_is_read_or_taken() -> None:
+    # A warm server's run asks on its command's terminal from another session (process/tty.py):
+    # while the command is not the terminal's foreground job (`orchestrate run ... &`, Ctrl-Z and
+    # bg), what is typed is the shell's: never read, never flushed, never an answer.
+    master, slave = os.openpty()
+    fore = [False]
+    prompt = TerminalPrompt(input=slave, output=slave, foreground=lambda: fore[0])
+    person = Person(keys=master, screen=master)
+    try:
+        decisions: list[ApprovalDecision] = []
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(asked, prompt, req("git status"), decisions)
+            await person.question()
+            person.type("y\n")  # the shell's line
+            for _ in range(5):  # (each a look at the foreground: the prompt looks every 0.2 s)
+                await anyio.sleep(0.2)
+                assert decisions == [] and _readable(slave)  # neither taken nor flushed
+            fore[0] = True  # fg: what the shell was typed is thrown away, then the person answers
+            with anyio.fail_after(10):
+                while _readable(slave):  # noqa: ASYNC110  (the kernel says when it is flushed)
+                    await anyio.sleep(0.05)
+            person.type("n\nnot that\n")
+        [d] = decisions
+        assert (d.status, d.reason) == ("denied", "not that")
+    finally:
+        prompt.close()
+        os.close(master)
+        os.close(slave)
+
+
 async def test_the_question_says_what_always_would_cover(terminal: tuple[TerminalPrompt, Person]) -> None:
     prompt, person = terminal
     decisions: list[ApprovalDecision] = []

@@ -18,6 +18,7 @@ import json
 import os
 import select
 import termios
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -40,6 +41,9 @@ NOBODY = "nobody could answer"
 """How the reason of a refusal for want of a person begins (the CLI exits non-zero on it)."""
 
 
+_BACKGROUND_POLL = 0.2  # seconds between looks at whether we are the terminal's foreground job
+
+
 class NoTerminalError(ConfigError):
     """There is no terminal to ask on."""
 
@@ -47,15 +51,24 @@ class NoTerminalError(ConfigError):
 class _Terminal:
     """The input and output descriptors, and the bytes read past the last answer."""
 
-    def __init__(self, fd_in: int, fd_out: int, owned: tuple[int, ...]) -> None:
+    def __init__(
+        self, fd_in: int, fd_out: int, owned: tuple[int, ...], foreground: Callable[[], bool] | None = None
+    ) -> None:
         self.fd_in, self.fd_out, self.owned = fd_in, fd_out, owned
         self.is_tty = os.isatty(fd_in)
         self.pending = b""
         self.limit = _MAX_LINE  # bytes of a line kept (its end)
         self.gone = False  # end of input for good (a pipe's end, a hung-up terminal)
+        self.foreground = foreground
+        self._discard_later = False
 
     def discard_typed_ahead(self) -> None:
-        """Throw away input nobody asked for yet: a terminal's queue, and whatever a pipe holds."""
+        """Throw away input nobody asked for yet: a terminal's queue, and whatever a pipe holds.
+        Not while we are in the background (see :meth:`line`): that input is the shell's."""
+        if self.foreground is not None and not self.foreground():
+            self._discard_later = True
+            return
+        self._discard_later = False
         if self.is_tty:
             with contextlib.suppress(termios.error):
                 termios.tcflush(self.fd_in, termios.TCIFLUSH)
@@ -64,7 +77,17 @@ class _Terminal:
         self.pending = b""
 
     async def line(self) -> str | None:
-        """The next line typed; None at the end of input."""
+        """The next line typed; None at the end of input.
+
+        With ``foreground`` (a run of ``orchestrate warm``, in a session of its own, asking on the
+        command's terminal): nothing is read while the command is not the terminal's foreground job
+        (``orchestrate run ... &``, or Ctrl-Z then ``bg``), as a process of the terminal's own session
+        would be stopped by the read (SIGTTIN): what is typed then is the shell's, never an answer."""
+        if self.foreground is not None:
+            while not self.foreground():  # noqa: ASYNC110  (no event says a job came to the fore)
+                await anyio.sleep(_BACKGROUND_POLL)
+            if self._discard_later:
+                self.discard_typed_ahead()
         while b"\n" not in self.pending:
             if self.gone:
                 return None
@@ -126,8 +149,14 @@ class TerminalPrompt:
     ended) is counted in :attr:`unanswered`, and its reason begins with :data:`NOBODY`.
     """
 
-    def __init__(self, input: int | None = None, output: int | None = None) -> None:
+    def __init__(
+        self,
+        input: int | None = None,
+        output: int | None = None,
+        foreground: Callable[[], bool] | None = None,
+    ) -> None:
         self._given = (input, output)
+        self._foreground = foreground
         self._terminal: _Terminal | None = None
         self._lock = anyio.Lock()  # one question on screen at a time
         self._open: anyio.CancelScope | None = None
@@ -144,7 +173,7 @@ class TerminalPrompt:
             return
         fd_in, fd_out = self._given
         if fd_in is not None:
-            self._terminal = _Terminal(fd_in, fd_out if fd_out is not None else fd_in, ())
+            self._terminal = _Terminal(fd_in, fd_out if fd_out is not None else fd_in, (), self._foreground)
             return
         try:
             tty = os.open("/dev/tty", os.O_RDWR | os.O_NOCTTY | os.O_CLOEXEC)

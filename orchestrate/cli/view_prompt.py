@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..approvals.prompt import TerminalPrompt
-from ..process.tty import given
+from ..process.tty import given, in_foreground
 
 if TYPE_CHECKING:
     from ..approvals.base import ApprovalDecision, ApprovalRequest
@@ -23,7 +23,7 @@ class ViewPrompt(TerminalPrompt):
 
     def __init__(self) -> None:
         terminal = given()  # a warm server's run asks on the terminal of the command it serves
-        super().__init__(terminal, terminal)
+        super().__init__(terminal, terminal, in_foreground if terminal is not None else None)
         self.view: LiveView | None = None
 
     async def request_approval(self, request: ApprovalRequest) -> ApprovalDecision:

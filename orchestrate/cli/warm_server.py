@@ -567,7 +567,7 @@ class WarmServer:
                 os._exit(1)  # the command runs cold: nobody waits for this status
             os.close(go)
             os.setsid()  # no controlling terminal: the command's terminal is used as a plain file
-            _take_streams(request.fds, request.terminal, request.streams, request.unbuffered)
+            _take_streams(request.fds, request.terminal, request.streams, request.unbuffered, request.peer)
             _close_inherited()
             os.chdir(request.cwd)
             os.umask(request.umask)
@@ -673,12 +673,12 @@ def _command(args: list[str]) -> int:
 
 
 def _take_streams(
-    fds: list[int], terminal: bool, streams: tuple[tuple[str, str], ...], unbuffered: bool
+    fds: list[int], terminal: bool, streams: tuple[tuple[str, str], ...], unbuffered: bool, peer: int
 ) -> None:
     """The command's streams as 0, 1 and 2, its terminal (if any) given to the prompt, and Python's
     ``sys.std*`` made anew over them as the command's own were made at its start: their encoding and
     errors (PYTHONIOENCODING, the locale, UTF-8 mode), unbuffered or not (``-u``, PYTHONUNBUFFERED:
-    the command's, not ours), line-buffered on a terminal."""
+    the command's, not ours), line-buffered on a terminal; ``peer``: the command's pid."""
     high = [os.dup(fd) for fd in fds]  # above 2, so that no dup2 below overwrites one still needed
     for fd in fds:
         os.close(fd)
@@ -686,7 +686,13 @@ def _take_streams(
         os.dup2(fd, number)
         os.close(fd)
     if terminal and len(high) > 3:
-        give(high[3])
+        # With the command's process group: its terminal is read only while that is the terminal's
+        # foreground job (process/tty.py), as a read of ours from the background would be stopped.
+        try:
+            group: int | None = os.getpgid(peer)
+        except OSError:
+            group = None
+        give(high[3], group)
     sys.stdin = _text(0, "r", *streams[0], unbuffered)
     sys.stdout = _text(1, "w", *streams[1], unbuffered)
     sys.stderr = _text(2, "w", *streams[2], True)

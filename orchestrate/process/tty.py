@@ -13,14 +13,29 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["give", "given", "open_terminal"]
+__all__ = ["give", "given", "in_foreground", "open_terminal"]
 
 _given: list[int] = []  # the handed-over terminal's descriptor (close-on-exec), if any
+_group: list[int] = []  # the process group of the command that handed it over
 
 
-def give(fd: int) -> None:
-    """From now on :func:`open_terminal` opens copies of ``fd`` instead of ``/dev/tty``."""
+def give(fd: int, group: int | None = None) -> None:
+    """From now on :func:`open_terminal` opens copies of ``fd`` instead of ``/dev/tty``; ``group``:
+    the process group of the command it belongs to (:func:`in_foreground`)."""
     _given[:] = [fd]
+    _group[:] = [] if group is None else [group]
+
+
+def in_foreground() -> bool:
+    """Whether the command that handed its terminal over is the terminal's foreground job (its
+    process group the terminal's): only then may its terminal be read from, as a process of the
+    terminal's own session could.  True when nothing says otherwise."""
+    if not _given or not _group:
+        return True
+    try:
+        return os.tcgetpgrp(_given[0]) == _group[0]
+    except OSError:  # not a terminal after all, or hung up: the read will say so
+        return True
 
 
 def given() -> int | None:
