@@ -269,7 +269,9 @@ def test_an_early_agent_nobody_adopts_dies_having_received_nothing(tmp_path: Pat
         early.discard()
     assert early.take() is None
     assert dies(pid)
-    assert got.exists() and got.read_bytes() == b""
+    # Killed between its `echo` and the shell's opening of `got` (a loaded machine), it leaves no
+    # file: either way it was sent nothing.
+    assert not got.exists() or got.read_bytes() == b""
 
 
 def test_the_agent_of_a_killed_cli_dies_even_before_adoption(tmp_path: Path) -> None:
