@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from orchestrate.cli import warm_server
+from orchestrate.cli import warm_request
 from orchestrate.process import containment
 
 from .helpers import FAKE_ACP, ROOT, pid_alive
@@ -352,12 +352,12 @@ def test_a_cgroup_that_limits_nothing_below_the_shared_one_is_not_worth_a_cold_r
     (scope / "memory.max").write_text("max\n")
     (scope / "cpu.max").write_text("max 100000\n")
     (scope / "io.max").write_text("")
-    assert not warm_server._limited(str(scope), str(common))
+    assert not warm_request.limited(str(scope), str(common))
     (scope.parent / "memory.max").write_text("1073741824\n")
-    assert warm_server._limited(str(scope), str(common))
+    assert warm_request.limited(str(scope), str(common))
     (scope.parent / "memory.max").write_text("max\n")
     (scope / "cpu.max").write_text("50000 100000\n")
-    assert warm_server._limited(str(scope), str(common))
+    assert warm_request.limited(str(scope), str(common))
 
 
 # --- trust ------------------------------------------------------------------------------------------

@@ -1,23 +1,24 @@
 """``orchestrate warm``: everything a run needs loaded once, each ``orchestrate run`` a fork of it.
 
-The command's side is cli/warm.py (read it first: what is handed over, and why it is safe).  Here,
-the server: it loads the CLI, every built-in executor with its driver and normalizer, the store and
-the entry models' validators (:func:`preload`), then waits on its socket (a directory of its own
-user, mode 0700).  It waits for each command's request (at most :data:`_REQUEST_SECONDS`) while it
-serves the others: one that connects and says nothing holds up nobody.  For each request it checks
-the peer is of its own user and lives in our namespaces and root (:func:`_in_our_namespaces`: not
-in a container sharing the socket), that the command is of the same installation (interpreter,
-package directory, Python version), that no source file of the package has changed on disk since
-it started (an upgrade, an edit: it then says no, so the command runs cold, and stops taking
-runs), and that a child of its can take the command's nice value and resource limits (only root
-raises them); then it forks, moves the child into the command's cgroup if it is not ours
-(:func:`_into_cgroup_of`; refused: the command runs cold), and the child waits for the command's go
-(below).  The child then becomes the run (:func:`_become`): the command's standard streams as 0, 1
-and 2 (in its encodings, buffered as its own were) and its terminal given to the approval prompt
-(process/tty.py), its directory, umask, nice value, resource limits, environment and arguments, a
-session of its own (no controlling terminal), no descriptor of the server's but the command's, the
-signals as a fresh process has them; then ``orchestrate ARGS...`` as the command would have run it
-(cli/early.py's ``command``: the early start included).
+The command's side is cli/warm.py (read it first: what is handed over, and why it is safe). Here,
+the server (what it loads: cli/warm_load.py; a request and its checks: cli/warm_request.py; its fork
+becoming the run: cli/warm_child.py): it loads the CLI, every built-in executor with its driver and
+normalizer, the store and the entry models' validators (:func:`preload`), then waits on its socket
+(a directory of its own user, mode 0700). It waits for each command's request (at most
+:data:`_REQUEST_SECONDS`) while it serves the others: one that connects and says nothing holds up
+nobody. For each request it checks the peer is of its own user and lives in our namespaces and root
+(:func:`in_our_namespaces`: not in a container sharing the socket), that the command is of the same
+installation (interpreter, package directory, Python version), that no source file of the package
+has changed on disk since it started (an upgrade, an edit: it then says no, so the command runs
+cold, and stops taking runs), and that a child of its can take the command's nice value and resource
+limits (only root raises them); then it forks, moves the child into the command's cgroup if it is
+not ours (:func:`into_cgroup_of`; refused: the command runs cold), and the child waits for the
+command's go (below). The child then becomes the run (:func:`_become`): the command's standard
+streams as 0, 1 and 2 (in its encodings, buffered as its own were) and its terminal given to the
+approval prompt (process/tty.py), its directory, umask, nice value, resource limits, environment and
+arguments, a session of its own (no controlling terminal), no descriptor of the server's but the
+command's, the signals as a fresh process has them; then ``orchestrate ARGS...`` as the command
+would have run it (cli/early.py's ``command``: the early start included).
 
 The go: the command stops waiting for our answer after a few seconds and runs cold (a server that
 is stopped, or too slow), and it may do so just as we fork.  So the child runs nothing before the
@@ -33,15 +34,10 @@ it takes no more runs, passes SIGTERM to the running ones and waits for them (at
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import gc
-import importlib
-import io
-import locale
 import marshal
 import os
-import resource
 import selectors
 import signal
 import socket
@@ -52,125 +48,30 @@ import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
-from ..process import containment, supervisor
+from ..process import supervisor
 from ..process.prestart import vouch
-from ..process.tty import give
-from .early import AT_START
-from .warm import PROTOCOL, package_dir, socket_path, trusted_directory
+from .warm import socket_path, trusted_directory
+from .warm_child import as_at_a_start, close_inherited, run_command, take_streams
+from .warm_load import MAX_LEARNED, fingerprint, learnable, load_quietly, preload, vouchable
+from .warm_request import (
+    MAX_FDS,
+    MAX_REQUEST,
+    Request,
+    can_become,
+    in_our_namespaces,
+    into_cgroup_of,
+    parse_request,
+    take_limits,
+)
 
 __all__ = ["STOP_SECONDS", "WarmServer", "listening", "preload", "stop_server"]
 
 STOP_SECONDS = 10.0
-_MAX_REQUEST = 1 << 20  # arguments and environment; a bigger one is refused (the command goes cold)
 _REQUEST_SECONDS = 2.0  # the command sends its request right after connecting (then: closed)
 _MAX_WAITING = 64  # connections whose request has not come: more are closed at once (they go cold)
 _PAUSE_SECONDS = 0.1  # no descriptor left to accept with: we try again after this
-_FDS = 4  # stdin, stdout, stderr, and the terminal if there is one
-_NAMESPACES = ("mnt", "pid", "net", "user", "ipc", "uts", "cgroup", "time")  # the command's must be ours
-_MAX_LEARNED = 1 << 16  # bytes of module names a run reports (a pipe's buffer: never blocks)
-_VOUCHED_TOPS: set[str] = set()  # the distributions of the modules the preload loaded
-# Loaded lazily by runs (the event loop's backend, the store's SQLite dialect and migrations): loaded
-# here too, so that the first runs find them (later ones would: see WarmServer._learn).
-_LAZY = (
-    "anyio._backends._asyncio",
-    "anyio.to_thread",
-    "anyio.streams.tls",
-    "anyio.streams.stapled",
-    "anyio.abc._testing",
-    "queue",
-    "sqlite3",
-    "sqlalchemy.dialects.sqlite.pysqlite",
-    "sqlalchemy.dialects.sqlite.aiosqlite",
-    "alembic.command",  # a new store's (or an upgraded one's) migrations
-    "alembic.config",
-)
-# Never loaded ahead: the command itself (`python -m orchestrate`: importing it runs the CLI), scripts, and
-# what `orchestrate run` does not use (the server, the Temporal workers, the test kit), which would
-# only make every fork's page tables larger.
-_SKIPPED = (
-    "orchestrate.__main__",
-    "orchestrate.store.migrations",  # Alembic's scripts, run by Alembic
-    "orchestrate.serve",
-    "orchestrate.engine.temporal",
-    "orchestrate.testing",
-    "orchestrate.contract",
-)
-
-
-def preload() -> list[str]:
-    """Import every module `orchestrate run` may need, for any executor, and build the entry models'
-    validators and serializers (built on first use otherwise: entries.py); the modules' names.
-
-    Every module loaded since the command began is vouched for (process/prestart.py's ``vouch``):
-    our dependencies, so a run forks its supervisor as a cold run does; what the interpreter's site
-    loaded before stays foreign (then the supervisor is spawned, as in a cold run)."""
-    import orchestrate
-
-    from .main import main as _cli  # noqa: F401  (the command itself, click and its options)
-
-    for name in [*_modules(orchestrate.__path__[0], "orchestrate."), *_LAZY]:
-        with contextlib.suppress(ImportError):  # an optional extra that is not installed
-            importlib.import_module(name)
-    from .. import entries
-
-    for value in vars(entries).values():
-        if isinstance(value, type) and issubclass(value, entries.Model) and value is not entries.Model:
-            value.model_rebuild(force=True)
-    ours = set(sys.modules) - AT_START
-    vouch(ours)
-    _VOUCHED_TOPS.update(name.partition(".")[0] for name in ours)
-    return sorted(name for name in sys.modules if name == "orchestrate" or name.startswith("orchestrate."))
-
-
-def _modules(directory: str, prefix: str) -> list[str]:
-    """The package's modules, found on disk: every ``.py`` file, in every folder (some are namespace
-    packages, which pkgutil does not list; and pkgutil.walk_packages would import every package to
-    look inside, the skipped ones too, and with them the Temporal SDK)."""
-    found = []
-    for entry in sorted(os.scandir(directory), key=lambda e: e.name):
-        if entry.is_dir() and entry.name.isidentifier():
-            name = prefix + entry.name
-            if not name.startswith(_SKIPPED):
-                found += _modules(entry.path, name + ".")
-        elif entry.name.endswith(".py") and entry.name != "__init__.py":
-            name = prefix + entry.name[:-3]
-            if _learnable(name):
-                found.append(name)
-    return found
-
-
-def _fingerprint() -> dict[str, tuple[int, int]]:
-    """Every source file of the package, by its change time and size: an upgrade or an edit shows,
-    also of a module no run has loaded yet (a run would load it new beside the old ones)."""
-    seen: dict[str, tuple[int, int]] = {}
-    for directory, folders, files in os.walk(package_dir()):
-        folders[:] = sorted(f for f in folders if f != "__pycache__")
-        for name in files:
-            if name.endswith(".py"):
-                path = os.path.join(directory, name)  # noqa: PTH118  (a few hundred per request)
-                try:
-                    info = os.stat(path)  # noqa: PTH116
-                except OSError:
-                    continue
-                seen[path] = (info.st_mtime_ns, info.st_size)
-    return seen
-
-
-@dataclass(eq=False)
-class _Request:
-    args: list[str]
-    cwd: str
-    env: dict[str, str]
-    umask: int
-    fds: list[int]  # ours now: closed by the server once the child has its copies
-    terminal: bool
-    peer: int  # the command's pid (SO_PEERCRED)
-    nice: int
-    limits: dict[int, tuple[int, int]]
-    unbuffered: bool  # python -u, PYTHONUNBUFFERED: the command's stdout writes through
-    streams: tuple[tuple[str, str], ...]  # the command's sys.stdin, stdout, stderr: encoding, errors
 
 
 @dataclass(eq=False)
@@ -192,7 +93,7 @@ class WarmServer:
     def run(self) -> int:
         """Serve until stopped or idle; the exit code."""
         names = preload()
-        loaded = _fingerprint()
+        loaded = fingerprint()
         listener = self._listen()
         wake_r, wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         selector = self._selector
@@ -365,14 +266,14 @@ class WarmServer:
     ) -> bool:
         """Take one command's request (it is there: the socket was readable): fork its run, waiting
         for the command's go, or say no.  True if we are out of date."""
-        request: _Request | None = None
+        request: Request | None = None
         pid = 0
         try:
             request = self._read(conn)
-            if request is None or not _in_our_namespaces(request.peer) or not _can_become(request):
+            if request is None or not in_our_namespaces(request.peer) or not can_become(request):
                 conn.send(b"n")
                 return False
-            if _fingerprint() != loaded:
+            if fingerprint() != loaded:
                 conn.send(b"n")
                 return True
             go_r, go_w = os.pipe2(os.O_CLOEXEC)
@@ -393,7 +294,7 @@ class WarmServer:
             selector.register(learn, selectors.EVENT_READ, "learn")
             self._children[pid] = conn
             self._go[pid] = go_w
-            if not _into_cgroup_of(request.peer, pid):
+            if not into_cgroup_of(request.peer, pid):
                 self._never_go(pid)
                 conn.send(b"n")
                 return False
@@ -414,11 +315,11 @@ class WarmServer:
                 conn.close()
         return False
 
-    def _read(self, conn: socket.socket) -> _Request | None:
+    def _read(self, conn: socket.socket) -> Request | None:
         """The command's request, if it is of our user and our installation."""
         ucred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         peer, uid, _ = struct.unpack("3i", ucred)
-        data, ancillary, flags, _ = conn.recvmsg(_MAX_REQUEST, socket.CMSG_SPACE(_FDS * 4))
+        data, ancillary, flags, _ = conn.recvmsg(MAX_REQUEST, socket.CMSG_SPACE(MAX_FDS * 4))
         fds: list[int] = []
         for level, kind, payload in ancillary:
             if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
@@ -427,7 +328,7 @@ class WarmServer:
         request = None
         try:
             if uid == os.getuid() and not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
-                request = _parse(marshal.loads(data), fds, peer)
+                request = parse_request(marshal.loads(data), fds, peer)
         except (ValueError, EOFError, TypeError):
             request = None
         if request is None:
@@ -505,7 +406,7 @@ class WarmServer:
         try:
             while chunk := os.read(fd, 65536):
                 heard += chunk
-                if len(heard) > _MAX_LEARNED:
+                if len(heard) > MAX_LEARNED:
                     heard.clear()  # a run does not need that many: not a list of modules
                     break
             else:
@@ -520,9 +421,9 @@ class WarmServer:
         # Only what we would have loaded ourselves (the standard library's, ours, our dependencies'),
         # vouched for with all it loads, as the preload's: a module of anything else (a site's
         # instrumentation, a plugin) stays out, so it never stops the runs forking their supervisors.
-        names = [n for n in heard.decode(errors="replace").split() if _learnable(n) and _vouchable(n)]
+        names = [n for n in heard.decode(errors="replace").split() if learnable(n) and vouchable(n)]
         before = set(sys.modules)
-        learned = [n for n in names if _import(n)]
+        learned = [n for n in names if load_quietly(n)]
         if learned:
             vouch(set(sys.modules) - before)
             self.said(f"orchestrate warm: {len(learned)} more modules loaded, that a run needed")
@@ -538,7 +439,7 @@ class WarmServer:
     def _become(
         self,
         conn: socket.socket,
-        request: _Request,
+        request: Request,
         listener: socket.socket,
         selector: selectors.BaseSelector,
         pipe: tuple[int, ...],
@@ -567,23 +468,23 @@ class WarmServer:
                 os._exit(1)  # the command runs cold: nobody waits for this status
             os.close(go)
             os.setsid()  # no controlling terminal: the command's terminal is used as a plain file
-            _take_streams(request.fds, request.terminal, request.streams, request.unbuffered, request.peer)
-            _close_inherited()
+            take_streams(request.fds, request.terminal, request.streams, request.unbuffered, request.peer)
+            close_inherited()
             os.chdir(request.cwd)
             os.umask(request.umask)
-            _limit(request)  # (the agent gets them from the run, as from a cold one)
+            take_limits(request)  # (the agent gets them from the run, as from a cold one)
             os.environ.clear()
             os.environ.update(request.env)
-            _as_at_a_start()
+            as_at_a_start()
             sys.argv = ["orchestrate", *request.args]
-            code = _command(request.args)
+            code = run_command(request.args)
         except BaseException:  # anything: said on the command's stderr, never back in the server
             with contextlib.suppress(Exception):
                 traceback.print_exc()
         finally:
             with contextlib.suppress(Exception):  # what the server may load for the next runs
                 os.set_blocking(told, False)
-                os.write(told, "\n".join(sorted(set(sys.modules) - loaded)).encode()[:_MAX_LEARNED])
+                os.write(told, "\n".join(sorted(set(sys.modules) - loaded)).encode()[:MAX_LEARNED])
             with contextlib.suppress(Exception):
                 sys.stdout.flush()
             with contextlib.suppress(Exception):
@@ -629,269 +530,6 @@ def _gone(pid: int) -> bool:
     return stat[stat.rindex(")") + 2] == "Z"  # ended, its parent not told yet
 
 
-def _learnable(name: str) -> bool:
-    return all(part.isidentifier() for part in name.split(".")) and not name.startswith(_SKIPPED)
-
-
-def _import(name: str) -> bool:
-    if name in sys.modules:
-        return False
-    try:
-        importlib.import_module(name)
-    except Exception:  # whatever it is, the run that needs it loads it itself
-        return False
-    return True
-
-
-def _vouchable(name: str) -> bool:
-    """A module of the standard library, ours, or of a distribution we already vouched for (anyio's
-    backend, sqlalchemy's SQLite dialect): what a site's instrumentation brings is not."""
-    top = name.partition(".")[0]
-    return top in sys.stdlib_module_names or top == "orchestrate" or top in _VOUCHED_TOPS
-
-
 def _say(line: str) -> None:
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
-
-
-def _command(args: list[str]) -> int:
-    """``orchestrate ARGS...`` as cli/early.py runs it; its exit code, as Python's own exit makes it."""
-    from .early import command
-
-    try:
-        command(args, keep_code=False)
-    except SystemExit as exit:
-        code = exit.code
-        if code is None:
-            return 0
-        if isinstance(code, int):
-            return code & 0xFF
-        sys.stderr.write(f"{code}\n")
-        return 1
-    return 0
-
-
-def _take_streams(
-    fds: list[int], terminal: bool, streams: tuple[tuple[str, str], ...], unbuffered: bool, peer: int
-) -> None:
-    """The command's streams as 0, 1 and 2, its terminal (if any) given to the prompt, and Python's
-    ``sys.std*`` made anew over them as the command's own were made at its start: their encoding and
-    errors (PYTHONIOENCODING, the locale, UTF-8 mode), unbuffered or not (``-u``, PYTHONUNBUFFERED:
-    the command's, not ours), line-buffered on a terminal; ``peer``: the command's pid."""
-    high = [os.dup(fd) for fd in fds]  # above 2, so that no dup2 below overwrites one still needed
-    for fd in fds:
-        os.close(fd)
-    for number, fd in enumerate(high[:3]):
-        os.dup2(fd, number)
-        os.close(fd)
-    if terminal and len(high) > 3:
-        # With the command's process group: its terminal is read only while that is the terminal's
-        # foreground job (process/tty.py), as a read of ours from the background would be stopped.
-        try:
-            group: int | None = os.getpgid(peer)
-        except OSError:
-            group = None
-        give(high[3], group)
-    sys.stdin = _text(0, "r", *streams[0], unbuffered)
-    sys.stdout = _text(1, "w", *streams[1], unbuffered)
-    sys.stderr = _text(2, "w", *streams[2], True)
-
-
-def _text(fd: int, mode: str, encoding: str, errors: str, unbuffered: bool) -> Any:
-    tty = os.isatty(fd)
-    binary: Any = io.open(fd, mode + "b", buffering=0 if unbuffered and mode == "w" else -1, closefd=False)  # noqa: SIM115, UP020
-    return io.TextIOWrapper(
-        binary,
-        encoding=encoding,
-        errors=errors,
-        line_buffering=tty or (mode == "w" and fd == 2),
-        write_through=unbuffered and mode == "w",
-    )
-
-
-def _as_at_a_start() -> None:
-    """What the C library read from the environment when the server started, read again from the
-    command's, as its own start would have: the time zone (TZ: local times, e.g. the minute
-    executors/acp.py looks for Gemini's session file by) and the locale's character type (Python
-    sets LC_CTYPE from LC_ALL, LC_CTYPE, LANG at its start: the default encoding of open())."""
-    time.tzset()
-    with contextlib.suppress(locale.Error):  # a locale this machine lacks: the server's stays
-        locale.setlocale(locale.LC_CTYPE, "")
-
-
-def _close_inherited() -> None:
-    """Close what the server was started with beyond 0, 1 and 2 (a pipe its starter waits on, a
-    log): a cold run has its command's descriptors, never those.  They are the inheritable ones:
-    Python opens every descriptor of its own close-on-exec (ours, the command's streams, are 0, 1, 2
-    now, and the terminal a close-on-exec copy)."""
-    for name in os.listdir("/proc/self/fd"):  # noqa: PTH208  (names, not paths)
-        fd = int(name)
-        if fd > 2:
-            with contextlib.suppress(OSError):  # (the listing's own descriptor, closed by now)
-                if os.get_inheritable(fd):
-                    os.close(fd)
-
-
-def _in_our_namespaces(command: int) -> bool:
-    """Whether the command lives where we do: our namespaces (mount: its paths name our files; pid:
-    the pid we answer is the run's for it too; network, user, ...) and our root (no chroot).  A
-    container that shares the socket's directory with us, with our uid and paths, runs cold, in it:
-    its run forked here would run outside it."""
-    if not _OURS:
-        _OURS.update(_where(os.getpid()))
-    return _where(command, _OURS) == _OURS
-
-
-_OURS: dict[str, tuple[int, int]] = {}  # our namespaces and root, as _where gives them (found once)
-
-
-def _where(pid: int, kinds: dict[str, tuple[int, int]] | None = None) -> dict[str, tuple[int, int]]:
-    """Process ``pid``'s namespaces (those of ``kinds``, else every one this kernel has) and root,
-    each by its device and inode; a kind it has no file for is left out."""
-    found = {}
-    for name in [*(f"ns/{kind}" for kind in _NAMESPACES), "root"] if kinds is None else kinds:
-        try:
-            info = os.stat(f"/proc/{pid}/{name}")  # noqa: PTH116  (os.stat: a third of pathlib's time)
-        except OSError:
-            continue
-        found[name] = (info.st_dev, info.st_ino)
-    return found
-
-
-def _into_cgroup_of(command: int, child: int) -> bool:
-    """Whether ``child`` is in ``command``'s cgroups now, as a cold run would be, or loses nothing
-    by not being there: the same as ours; or moved into its cgroup v2 (before it runs anything: it
-    waits for its go); or, the move refused (a session's scope, root's), a group that, up to the one
-    it shares with ours, sets no limit (:func:`_limited`: then only accounting differs).  Else, or
-    in a v1 hierarchy's group other than ours, it runs cold: the run and its agent would escape the
-    limits the command was put under (``systemd-run --scope -p MemoryMax=...``, a CI job's)."""
-    try:
-        theirs = Path(f"/proc/{command}/cgroup").read_text().splitlines()
-        ours = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return False
-    if theirs == ours:
-        return True
-    if [line for line in theirs if not line.startswith("0::")] != [
-        line for line in ours if not line.startswith("0::")
-    ]:
-        return False
-    directory = containment._find_our_cgroup(str(command))
-    if directory is None:
-        return False
-    try:
-        Path(directory, "cgroup.procs").write_text(str(child))
-    except OSError:
-        own = containment._find_our_cgroup()
-        return own is not None and not _limited(directory, os.path.commonpath([directory, own]))
-    return True
-
-
-# What a cgroup v2 limits, with the value that limits nothing (absent: the controller is not on).
-_UNLIMITED = {
-    "memory.max": "max",
-    "memory.high": "max",
-    "memory.swap.max": "max",
-    "pids.max": "max",
-    "cpu.max": "max",  # (then the period: "max 100000")
-    "io.max": "",
-}
-
-
-def _limited(directory: str, common: str) -> bool:
-    """Whether a cgroup from ``directory`` up to ``common`` (not included) sets a limit."""
-    while directory != common and directory.startswith(common + "/"):
-        for name, unlimited in _UNLIMITED.items():
-            try:
-                value = Path(directory, name).read_text().strip()
-            except OSError:
-                continue
-            if value.split(" ")[0] != unlimited and value != unlimited:
-                return True
-        directory = os.path.dirname(directory)  # noqa: PTH120
-    return False
-
-
-def _can_become(request: _Request) -> bool:
-    """Whether a child of ours can take the command's nice value and resource limits: lowering is
-    always allowed, raising only to root (else the command runs cold, with its own)."""
-    if os.geteuid() == 0:
-        return True
-    if request.nice < os.getpriority(os.PRIO_PROCESS, 0):
-        return False
-    return all(
-        not _above(hard, resource.getrlimit(number)[1]) for number, (_, hard) in request.limits.items()
-    )
-
-
-def _above(limit: int, than: int) -> bool:
-    infinity = resource.RLIM_INFINITY
-    return limit != than and (limit == infinity or (than != infinity and limit > than))
-
-
-def _limit(request: _Request) -> None:
-    """The command's nice value and resource limits, as its own process had them."""
-    os.setpriority(os.PRIO_PROCESS, 0, request.nice)
-    for number, (soft, hard) in request.limits.items():
-        with contextlib.suppress(ValueError):  # a limit this kernel does not know
-            resource.setrlimit(number, (soft, hard))
-
-
-def _parse(request: object, fds: list[int], peer: int = 0) -> _Request | None:
-    """The command's request (cli/warm.py's ``_start``), if it is well formed and of our installation."""
-    if not isinstance(request, tuple) or len(request) != 12:
-        return None
-    protocol, exe, package, version, args, cwd, env, umask, terminal, nice, limits, streams = request
-    if (protocol, exe, package, version) != (PROTOCOL, sys.executable, package_dir(), sys.version):
-        return None
-    if not (
-        isinstance(args, list)
-        and all(isinstance(a, str) for a in args)
-        and isinstance(cwd, str)
-        and isinstance(env, dict)
-        and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
-        and isinstance(umask, int)
-        and 0 <= umask <= 0o777
-        and isinstance(terminal, bool)
-        and len(fds) == 3 + terminal
-        and isinstance(nice, int)
-        and -20 <= nice <= 19
-        and isinstance(limits, dict)
-        and all(_is_limit(number, value) for number, value in limits.items())
-        and _are_streams(streams)
-    ):
-        return None
-    unbuffered, settings = streams
-    return _Request(args, cwd, env, umask, fds, terminal, peer, nice, limits, unbuffered, settings)
-
-
-def _are_streams(streams: object) -> bool:
-    """(unbuffered, ((encoding, errors) of stdin, stdout, stderr)), each a codec and an error
-    handler Python knows (a LookupError in the child would only say so on the command's stderr)."""
-    if not (isinstance(streams, tuple) and len(streams) == 2 and isinstance(streams[0], bool)):
-        return False
-    settings = streams[1]
-    if not (isinstance(settings, tuple) and len(settings) == 3):
-        return False
-    for setting in settings:
-        if not (
-            isinstance(setting, tuple) and len(setting) == 2 and all(isinstance(v, str) for v in setting)
-        ):
-            return False
-        try:
-            codecs.lookup(setting[0])
-            codecs.lookup_error(setting[1])
-        except LookupError:
-            return False
-    return True
-
-
-def _is_limit(number: object, value: object) -> bool:
-    return (
-        isinstance(number, int)
-        and 0 <= number < 64
-        and isinstance(value, tuple)
-        and len(value) == 2
-        and all(isinstance(v, int) and v >= -1 for v in value)
-    )
