@@ -56,6 +56,7 @@ __all__ = [
     "WARM_SOCKET_ENV",
     "hand_over",
     "package_dir",
+    "peer",
     "socket_path",
     "trusted_directory",
 ]
@@ -123,8 +124,7 @@ def _start(conn: _socket.socket, path: str, args: list[str]) -> int | None:
 
     conn.settimeout(_CONNECT_SECONDS)
     conn.connect(path)
-    peer = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)  # pid, uid, gid
-    if int.from_bytes(peer[4:8], sys.byteorder) != os.getuid():
+    if peer(conn)[1] != os.getuid():
         return None  # a server of another user: it is told nothing
     fds = [0, 1, 2]
     try:
@@ -172,6 +172,15 @@ def _start(conn: _socket.socket, path: str, args: list[str]) -> int | None:
         return None  # "no": stale, another version, refused; or the server went away
     conn.send(b"g")  # from here on the run is this child's (cli/warm_server.py: the go)
     return int.from_bytes(reply[1:], sys.byteorder, signed=True)
+
+
+def peer(conn: _socket.socket) -> tuple[int, int]:
+    """The pid and uid of the process at the other end of the connected Unix socket ``conn``, as the
+    kernel gives them (SO_PEERCRED: a ``struct ucred`` of three ints, pid, uid, gid)."""
+    import _socket
+
+    ucred = conn.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)
+    return int.from_bytes(ucred[0:4], sys.byteorder, signed=True), int.from_bytes(ucred[4:8], sys.byteorder)
 
 
 def _settings(stream: object) -> tuple[str, str]:

@@ -52,7 +52,7 @@ from typing import NoReturn
 
 from ..process import supervisor
 from ..process.prestart import vouch
-from .warm import socket_path, trusted_directory
+from .warm import peer, socket_path, trusted_directory
 from .warm_child import as_at_a_start, close_inherited, run_command, take_streams
 from .warm_load import MAX_LEARNED, fingerprint, learnable, load_quietly, preload, vouchable
 from .warm_request import (
@@ -317,8 +317,7 @@ class WarmServer:
 
     def _read(self, conn: socket.socket) -> Request | None:
         """The command's request, if it is of our user and our installation."""
-        ucred = conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        peer, uid, _ = struct.unpack("3i", ucred)
+        command, uid = peer(conn)
         data, ancillary, flags, _ = conn.recvmsg(MAX_REQUEST, socket.CMSG_SPACE(MAX_FDS * 4))
         fds: list[int] = []
         for level, kind, payload in ancillary:
@@ -328,7 +327,7 @@ class WarmServer:
         request = None
         try:
             if uid == os.getuid() and not flags & (socket.MSG_TRUNC | socket.MSG_CTRUNC):
-                request = parse_request(marshal.loads(data), fds, peer)
+                request = parse_request(marshal.loads(data), fds, command)
         except (ValueError, EOFError, TypeError):
             request = None
         if request is None:
@@ -501,7 +500,7 @@ def listening(path: str) -> int | None:
         probe.settimeout(_REQUEST_SECONDS)
         try:
             probe.connect(path)
-            pid, uid, _ = struct.unpack("3i", probe.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+            pid, uid = peer(probe)
         except OSError:
             return None
     return pid if uid == os.getuid() and pid > 0 else None
