@@ -3,12 +3,14 @@ numbers, and what a locked or full database does."""
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 import subprocess
 import sys
 import textwrap
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -361,20 +363,26 @@ def test_events_after_an_offset_are_exactly_the_rest(store: Store) -> None:
 # --- a locked or full database --------------------------------------------------------------------
 
 
-def test_a_locked_database_is_a_clear_busy_error(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 's.db'}"
-    Store.open(url).close()
-    holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+@contextlib.contextmanager
+def locked(db: Path) -> Iterator[None]:
+    """Another connection holding the database's write lock (BEGIN EXCLUSIVE) while the block runs."""
+    holder = sqlite3.connect(db, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        with Store.open(url, busy_timeout=0.1) as s:
-            started = time.monotonic()
-            with pytest.raises(StoreBusyError, match="submitting a task: database is locked"):
-                s.submit(spec())
-            assert time.monotonic() - started < 3
+        yield
     finally:
         holder.execute("ROLLBACK")
         holder.close()
+
+
+def test_a_locked_database_is_a_clear_busy_error(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    Store.open(url).close()
+    with locked(tmp_path / "s.db"), Store.open(url, busy_timeout=0.1) as s:
+        started = time.monotonic()
+        with pytest.raises(StoreBusyError, match="submitting a task: database is locked"):
+            s.submit(spec())
+        assert time.monotonic() - started < 3
 
 
 def test_the_writer_batches_events_on_its_own_thread_and_put_never_waits(
@@ -407,14 +415,11 @@ def test_the_writer_holds_events_while_locked_and_loses_none(tmp_path: Path) -> 
     with Store.open(url, busy_timeout=0.05) as s:
         task = s.submit(spec())
         writer = EventWriter(s, interval=0.01).start()
-        holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
-        holder.execute("BEGIN EXCLUSIVE")
-        for i in range(300):
-            writer.put(task.id, None, "notice", f'{{"n": {i}}}')
-        assert not writer.flush(0.5)  # nothing can be written yet
-        assert isinstance(writer.trouble[task.id].error, StoreBusyError)
-        holder.execute("ROLLBACK")
-        holder.close()
+        with locked(tmp_path / "s.db"):
+            for i in range(300):
+                writer.put(task.id, None, "notice", f'{{"n": {i}}}')
+            assert not writer.flush(0.5)  # nothing can be written yet
+            assert isinstance(writer.trouble[task.id].error, StoreBusyError)
         assert writer.flush(10)
         assert writer.close()
         trouble = writer.trouble[task.id]
@@ -428,12 +433,9 @@ def test_the_writer_bounds_what_it_holds(tmp_path: Path) -> None:
     with Store.open(url, busy_timeout=0.05) as s:
         task = s.submit(spec())
         writer = EventWriter(s, max_pending=10).start()
-        holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
-        holder.execute("BEGIN EXCLUSIVE")
-        for i in range(25):
-            writer.put(task.id, None, "notice", f'{{"n": {i}}}')
-        holder.execute("ROLLBACK")
-        holder.close()
+        with locked(tmp_path / "s.db"):
+            for i in range(25):
+                writer.put(task.id, None, "notice", f'{{"n": {i}}}')
         assert writer.close(10)
         assert writer.trouble[task.id].dropped == 15
         assert len([e for e in s.events(task_id=task.id) if e.kind == "notice"]) == 10
@@ -445,13 +447,10 @@ def test_the_writer_bounds_the_bytes_it_holds(tmp_path: Path) -> None:
     with Store.open(url, busy_timeout=0.05) as s:
         task = s.submit(spec())
         writer = EventWriter(s, max_pending_bytes=4500).start()
-        holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
-        holder.execute("BEGIN EXCLUSIVE")
-        for i in range(10):
-            writer.put(task.id, None, "notice", f'{{"n": {i}, "pad": "{"x" * 1000}"}}')
-        assert writer.pending_bytes <= 4500
-        holder.execute("ROLLBACK")
-        holder.close()
+        with locked(tmp_path / "s.db"):
+            for i in range(10):
+                writer.put(task.id, None, "notice", f'{{"n": {i}, "pad": "{"x" * 1000}"}}')
+            assert writer.pending_bytes <= 4500
         assert writer.close(10)
         assert writer.trouble[task.id].dropped == 6 and writer.pending_bytes == 0
         assert [e.data["n"] for e in s.events(task_id=task.id) if e.kind == "notice"] == [0, 1, 2, 3]
@@ -469,14 +468,11 @@ def test_a_paced_producer_waits_for_the_store_and_not_for_a_locked_one(tmp_path:
         assert pace.due
         pace.wait()
         assert pace.on and writer.pending_bytes <= 5_000 and not pace.due
-        holder = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
-        holder.execute("BEGIN EXCLUSIVE")
-        for i in range(30, 60):
-            writer.put(task.id, None, "notice", f'{{"n": {i}, "pad": "{pad}"}}')
-        pace.wait()  # the store cannot take them: it waits its timeout, then no more
-        assert not pace.on and not pace.due and writer.pending_bytes > 10_000
-        holder.execute("ROLLBACK")
-        holder.close()
+        with locked(tmp_path / "s.db"):
+            for i in range(30, 60):
+                writer.put(task.id, None, "notice", f'{{"n": {i}, "pad": "{pad}"}}')
+            pace.wait()  # the store cannot take them: it waits its timeout, then no more
+            assert not pace.on and not pace.due and writer.pending_bytes > 10_000
         assert writer.close(10)
         assert [e.data["n"] for e in s.events(task_id=task.id) if e.kind == "notice"] == list(range(60))
 
